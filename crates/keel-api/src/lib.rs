@@ -1,0 +1,26 @@
+//! keel's API: the generated gRPC code, the object model and the error type.
+//!
+//! Nothing here does I/O. The server and the client both speak in these terms:
+//! - [`proto`]: the gRPC messages and services generated from `proto/keel/v1/keel.proto`;
+//! - [`Object`]: a Kubernetes-shaped JSON object with typed accessors for its metadata;
+//! - [`ResourceInfo`] and [`builtin_resources`]: what a resource is (group, version, kind, scope);
+//! - [`ApiError`]: the one error type, shaped like Kubernetes' `Status`, mapped to gRPC codes;
+//! - [`selector`]: label and field selectors; [`validation`]: names, labels, annotations.
+
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod object;
+pub mod resource;
+pub mod selector;
+pub mod validation;
+
+/// Generated from `proto/keel/v1/keel.proto`.
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod proto {
+    tonic::include_proto!("keel.v1");
+}
+
+pub use error::{ApiError, FieldCause, Reason, Target};
+pub use object::{Object, ObjectError};
+pub use resource::{GroupVersionResource, ResourceInfo, builtin_resources};

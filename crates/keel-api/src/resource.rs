@@ -1,0 +1,187 @@
+//! What a resource is: its group, version, kind, names and scope.
+
+use std::fmt;
+
+/// A resource as the API addresses it: `apps/v1 deployments`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupVersionResource {
+    /// "" for the core group.
+    pub group: String,
+    pub version: String,
+    /// Plural, lower case: `deployments`.
+    pub resource: String,
+}
+
+impl GroupVersionResource {
+    pub fn new(group: &str, version: &str, resource: &str) -> Self {
+        GroupVersionResource {
+            group: group.into(),
+            version: version.into(),
+            resource: resource.into(),
+        }
+    }
+
+    /// `apps/v1` or `v1`.
+    pub fn api_version(&self) -> String {
+        api_version(&self.group, &self.version)
+    }
+}
+
+impl fmt::Display for GroupVersionResource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}", self.resource)
+        } else {
+            write!(f, "{}.{}", self.resource, self.group)
+        }
+    }
+}
+
+/// `group/version`, or just `version` for the core group.
+pub fn api_version(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    }
+}
+
+/// Everything the API knows about one resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceInfo {
+    pub gvr: GroupVersionResource,
+    pub singular: String,
+    pub kind: String,
+    pub short_names: Vec<String>,
+    pub namespaced: bool,
+    /// Whether `status` is a subresource: writes to the main resource then ignore `status`,
+    /// and `generation` counts changes of everything but metadata and status.
+    pub status_subresource: bool,
+}
+
+impl ResourceInfo {
+    pub fn api_version(&self) -> String {
+        self.gvr.api_version()
+    }
+
+    /// The name a user types for it: `deployments.apps`, `pods`.
+    pub fn qualified_name(&self) -> String {
+        self.gvr.to_string()
+    }
+
+    /// Whether `name` names this resource: plural, singular, kind or short name (any case for
+    /// the kind), optionally qualified by group (`deployments.apps`).
+    pub fn matches_name(&self, name: &str) -> bool {
+        let (base, group) = match name.split_once('.') {
+            Some((b, g)) => (b, Some(g)),
+            None => (name, None),
+        };
+        if let Some(g) = group
+            && g != self.gvr.group
+        {
+            return false;
+        }
+        base == self.gvr.resource
+            || base == self.singular
+            || base.eq_ignore_ascii_case(&self.kind)
+            || self.short_names.iter().any(|s| s == base)
+    }
+}
+
+fn info(
+    group: &str,
+    resource: &str,
+    singular: &str,
+    kind: &str,
+    short: &[&str],
+    namespaced: bool,
+    status: bool,
+) -> ResourceInfo {
+    ResourceInfo {
+        gvr: GroupVersionResource::new(group, "v1", resource),
+        singular: singular.into(),
+        kind: kind.into(),
+        short_names: short.iter().map(|s| s.to_string()).collect(),
+        namespaced,
+        status_subresource: status,
+    }
+}
+
+/// The built-in resources, under Kubernetes' own groups and versions.
+pub fn builtin_resources() -> Vec<ResourceInfo> {
+    vec![
+        info(
+            "",
+            "namespaces",
+            "namespace",
+            "Namespace",
+            &["ns"],
+            false,
+            true,
+        ),
+        info("", "pods", "pod", "Pod", &["po"], true, true),
+        info(
+            "",
+            "configmaps",
+            "configmap",
+            "ConfigMap",
+            &["cm"],
+            true,
+            false,
+        ),
+        info("", "events", "event", "Event", &["ev"], true, false),
+        info(
+            "apps",
+            "replicasets",
+            "replicaset",
+            "ReplicaSet",
+            &["rs"],
+            true,
+            true,
+        ),
+        info(
+            "apps",
+            "deployments",
+            "deployment",
+            "Deployment",
+            &["deploy"],
+            true,
+            true,
+        ),
+        info(
+            "coordination.k8s.io",
+            "leases",
+            "lease",
+            "Lease",
+            &[],
+            true,
+            false,
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resources_are_found_by_every_name() {
+        let all = builtin_resources();
+        let find = |n: &str| {
+            all.iter()
+                .find(|r| r.matches_name(n))
+                .map(|r| r.kind.clone())
+        };
+        for n in [
+            "deployments",
+            "deployment",
+            "Deployment",
+            "deploy",
+            "deployments.apps",
+        ] {
+            assert_eq!(find(n).as_deref(), Some("Deployment"), "{n}");
+        }
+        assert_eq!(find("po").as_deref(), Some("Pod"));
+        assert_eq!(find("deployments.batch"), None);
+    }
+}

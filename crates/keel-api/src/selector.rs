@@ -1,0 +1,276 @@
+//! Label and field selectors, with Kubernetes' syntax:
+//! labels `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x,y)`, `a`, `!a`, joined by commas;
+//! fields `metadata.name` and `metadata.namespace` with `=`, `==`, `!=`.
+
+use crate::Object;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Op {
+    Equals(String),
+    NotEquals(String),
+    In(Vec<String>),
+    NotIn(Vec<String>),
+    Exists,
+    DoesNotExist,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Requirement {
+    key: String,
+    op: Op,
+}
+
+/// A parsed label selector; the empty selector matches everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LabelSelector(Vec<Requirement>);
+
+/// Why a selector could not be parsed; the message names the offending part.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SelectorError(String);
+
+/// Splits on commas that are not inside parentheses.
+fn split_top_level(s: &str) -> Result<Vec<&str>, SelectorError> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        if !(0..=1).contains(&depth) {
+            return Err(SelectorError(format!("unbalanced parentheses in {s:?}")));
+        }
+    }
+    if depth != 0 {
+        return Err(SelectorError(format!("unbalanced parentheses in {s:?}")));
+    }
+    parts.push(&s[start..]);
+    Ok(parts)
+}
+
+fn check_key(key: &str, whole: &str) -> Result<String, SelectorError> {
+    let key = key.trim();
+    if key.is_empty() || !crate::validation::label_key(key).is_empty() {
+        return Err(SelectorError(format!(
+            "invalid label key {key:?} in {whole:?}"
+        )));
+    }
+    Ok(key.to_string())
+}
+
+fn check_value(value: &str, whole: &str) -> Result<String, SelectorError> {
+    let value = value.trim();
+    if !crate::validation::label_value(value).is_empty() {
+        return Err(SelectorError(format!(
+            "invalid label value {value:?} in {whole:?}"
+        )));
+    }
+    Ok(value.to_string())
+}
+
+fn parse_set(rest: &str, whole: &str) -> Result<Vec<String>, SelectorError> {
+    let inner = rest
+        .trim()
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .ok_or_else(|| SelectorError(format!("expected a (value, ...) set in {whole:?}")))?;
+    inner.split(',').map(|v| check_value(v, whole)).collect()
+}
+
+impl LabelSelector {
+    pub fn parse(s: &str) -> Result<LabelSelector, SelectorError> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Ok(LabelSelector::default());
+        }
+        let mut reqs = Vec::new();
+        for part in split_top_level(s)? {
+            let part = part.trim();
+            let (key, op) = if let Some(k) = part.strip_prefix('!') {
+                (check_key(k, part)?, Op::DoesNotExist)
+            } else if let Some((k, v)) = part.split_once("!=") {
+                (check_key(k, part)?, Op::NotEquals(check_value(v, part)?))
+            } else if let Some((k, v)) = part.split_once("==") {
+                (check_key(k, part)?, Op::Equals(check_value(v, part)?))
+            } else if let Some((k, v)) = part.split_once('=') {
+                (check_key(k, part)?, Op::Equals(check_value(v, part)?))
+            } else if let Some((k, rest)) = part.split_once(" notin ") {
+                (check_key(k, part)?, Op::NotIn(parse_set(rest, part)?))
+            } else if let Some((k, rest)) = part.split_once(" in ") {
+                (check_key(k, part)?, Op::In(parse_set(rest, part)?))
+            } else {
+                (check_key(part, part)?, Op::Exists)
+            };
+            reqs.push(Requirement { key, op });
+        }
+        Ok(LabelSelector(reqs))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether an object with these labels is selected.
+    pub fn matches(&self, label: impl Fn(&str) -> Option<String>) -> bool {
+        self.0.iter().all(|r| {
+            let v = label(&r.key);
+            match &r.op {
+                Op::Equals(want) => v.as_deref() == Some(want),
+                Op::NotEquals(not) => v.as_deref() != Some(not),
+                Op::In(set) => v.is_some_and(|v| set.contains(&v)),
+                Op::NotIn(set) => !v.is_some_and(|v| set.contains(&v)),
+                Op::Exists => v.is_some(),
+                Op::DoesNotExist => v.is_none(),
+            }
+        })
+    }
+
+    pub fn matches_object(&self, obj: &Object) -> bool {
+        self.matches(|k| obj.label(k).map(str::to_string))
+    }
+}
+
+/// A parsed field selector over `metadata.name` and `metadata.namespace`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldSelector(Vec<(String, bool, String)>);
+
+impl FieldSelector {
+    pub fn parse(s: &str) -> Result<FieldSelector, SelectorError> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Ok(FieldSelector::default());
+        }
+        let mut reqs = Vec::new();
+        for part in s.split(',') {
+            let (field, equal, value) = if let Some((f, v)) = part.split_once("!=") {
+                (f, false, v)
+            } else if let Some((f, v)) = part.split_once("==") {
+                (f, true, v)
+            } else if let Some((f, v)) = part.split_once('=') {
+                (f, true, v)
+            } else {
+                return Err(SelectorError(format!(
+                    "invalid field selector {part:?}: expected field=value or field!=value"
+                )));
+            };
+            let field = field.trim();
+            if field != "metadata.name" && field != "metadata.namespace" {
+                return Err(SelectorError(format!(
+                    "field label not supported: {field:?} (metadata.name and metadata.namespace are)"
+                )));
+            }
+            reqs.push((field.to_string(), equal, value.trim().to_string()));
+        }
+        Ok(FieldSelector(reqs))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The one name this selector pins, if any (`metadata.name=x`): lets a list read one key.
+    pub fn exact_name(&self) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(f, eq, _)| f == "metadata.name" && *eq)
+            .map(|(_, _, v)| v.as_str())
+    }
+
+    pub fn matches_object(&self, obj: &Object) -> bool {
+        self.0.iter().all(|(field, equal, value)| {
+            let actual = if field == "metadata.name" {
+                obj.name()
+            } else {
+                obj.namespace()
+            };
+            (actual == value) == *equal
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let owned: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| owned.iter().find(|(kk, _)| kk == k).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn every_operator_selects_as_kubernetes_does() {
+        let l = labels(&[("app", "web"), ("tier", "front")]);
+        let yes = [
+            "",
+            "app=web",
+            "app==web",
+            "app!=db",
+            "app in (web,db)",
+            "app notin (db)",
+            "app",
+            "!missing",
+            "app=web,tier=front",
+            "missing notin (x)",
+            "missing!=x",
+        ];
+        let no = [
+            "app=db",
+            "app!=web",
+            "app in (db)",
+            "app notin (web, db)",
+            "missing",
+            "!app",
+            "missing in (x)",
+        ];
+        for s in yes {
+            assert!(
+                LabelSelector::parse(s).unwrap().matches(&l),
+                "{s} should match"
+            );
+        }
+        for s in no {
+            assert!(
+                !LabelSelector::parse(s).unwrap().matches(&l),
+                "{s} should not match"
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_selectors_are_errors() {
+        for s in ["app in (web", "a b c", "=x", "app=(x)", "Bad Key=x"] {
+            assert!(LabelSelector::parse(s).is_err(), "{s}");
+        }
+        assert!(FieldSelector::parse("spec.nodeName=x").is_err());
+        assert!(FieldSelector::parse("metadata.name").is_err());
+    }
+
+    #[test]
+    fn field_selectors_match_name_and_namespace() {
+        let o = Object::from_slice(br#"{"metadata":{"name":"a","namespace":"ns"}}"#).unwrap();
+        assert!(
+            FieldSelector::parse("metadata.name=a")
+                .unwrap()
+                .matches_object(&o)
+        );
+        assert!(
+            FieldSelector::parse("metadata.namespace!=other,metadata.name==a")
+                .unwrap()
+                .matches_object(&o)
+        );
+        assert!(
+            !FieldSelector::parse("metadata.name!=a")
+                .unwrap()
+                .matches_object(&o)
+        );
+    }
+}

@@ -1,0 +1,267 @@
+//! Validation of names, labels and annotations, as Kubernetes' apimachinery does it. Each
+//! function returns the problems found (empty when valid) so callers can report every field.
+
+use serde_json::Value;
+
+use crate::{FieldCause, Object};
+
+const DNS1123_SUBDOMAIN_MAX: usize = 253;
+const DNS1123_LABEL_MAX: usize = 63;
+const QUALIFIED_NAME_MAX: usize = 63;
+/// Total size of all annotations of one object, as Kubernetes.
+pub const ANNOTATIONS_MAX_BYTES: usize = 256 * 1024;
+
+fn is_alnum_lower(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit()
+}
+
+/// A lowercase RFC 1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+pub fn dns1123_label(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > DNS1123_LABEL_MAX {
+        errs.push(format!(
+            "must be no more than {DNS1123_LABEL_MAX} characters"
+        ));
+    }
+    let ok = !s.is_empty()
+        && s.chars().all(|c| is_alnum_lower(c) || c == '-')
+        && s.starts_with(is_alnum_lower)
+        && s.ends_with(is_alnum_lower);
+    if !ok {
+        errs.push("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character".into());
+    }
+    errs
+}
+
+/// A lowercase RFC 1123 subdomain: dot-separated labels, at most 253 characters.
+pub fn dns1123_subdomain(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > DNS1123_SUBDOMAIN_MAX {
+        errs.push(format!(
+            "must be no more than {DNS1123_SUBDOMAIN_MAX} characters"
+        ));
+    }
+    let ok = !s.is_empty()
+        && s.chars().all(|c| is_alnum_lower(c) || c == '-' || c == '.')
+        && s.split('.')
+            .all(|l| !l.is_empty() && l.starts_with(is_alnum_lower) && l.ends_with(is_alnum_lower));
+    if !ok {
+        errs.push("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character".into());
+    }
+    errs
+}
+
+fn is_alnum(c: char) -> bool {
+    c.is_ascii_alphanumeric()
+}
+
+fn qualified_name_part(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= QUALIFIED_NAME_MAX
+        && s.chars()
+            .all(|c| is_alnum(c) || c == '-' || c == '_' || c == '.')
+        && s.starts_with(is_alnum)
+        && s.ends_with(is_alnum)
+}
+
+/// A qualified name (label and annotation keys, finalizers): `[prefix/]name`, the prefix a DNS
+/// subdomain, the name at most 63 alphanumerics, `-`, `_`, `.`, starting and ending alphanumeric.
+pub fn label_key(s: &str) -> Vec<String> {
+    let (prefix, name) = match s.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    let mut errs = Vec::new();
+    if let Some(p) = prefix
+        && !dns1123_subdomain(p).is_empty()
+    {
+        errs.push("prefix part must be a lowercase RFC 1123 subdomain".into());
+    }
+    if !qualified_name_part(name) {
+        errs.push("name part must consist of at most 63 alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character".into());
+    }
+    errs
+}
+
+/// A label value: empty, or at most 63 alphanumerics, `-`, `_`, `.`, starting and ending
+/// alphanumeric.
+pub fn label_value(s: &str) -> Vec<String> {
+    if s.is_empty() || qualified_name_part(s) {
+        Vec::new()
+    } else {
+        vec!["a valid label must be an empty string or consist of at most 63 alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character".into()]
+    }
+}
+
+fn string_map(
+    meta: &serde_json::Map<String, Value>,
+    key: &str,
+    errs: &mut Vec<FieldCause>,
+) -> Vec<(String, String)> {
+    match meta.get(key) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Object(m)) => {
+            let mut out = Vec::new();
+            for (k, v) in m {
+                match v.as_str() {
+                    Some(v) => out.push((k.clone(), v.to_string())),
+                    None => errs.push(FieldCause::type_error(
+                        format!("metadata.{key}.{k}"),
+                        "a string",
+                    )),
+                }
+            }
+            out
+        }
+        Some(_) => {
+            errs.push(FieldCause::type_error(
+                format!("metadata.{key}"),
+                "a map of strings",
+            ));
+            Vec::new()
+        }
+    }
+}
+
+/// Validates an object's `metadata` for a resource of the given scope. `name_check` is
+/// [`dns1123_subdomain`] for most kinds, [`dns1123_label`] for namespaces.
+pub fn object_meta(
+    obj: &Object,
+    namespaced: bool,
+    name_check: fn(&str) -> Vec<String>,
+) -> Vec<FieldCause> {
+    let mut errs = Vec::new();
+    let Some(meta) = obj.metadata() else {
+        return vec![FieldCause::required("metadata")];
+    };
+    match meta.get("name") {
+        None | Some(Value::Null) => errs.push(FieldCause::required("metadata.name")),
+        Some(Value::String(n)) if n.is_empty() => errs.push(FieldCause::required("metadata.name")),
+        Some(Value::String(n)) => {
+            for e in name_check(n) {
+                errs.push(FieldCause::invalid("metadata.name", n, e));
+            }
+        }
+        Some(_) => errs.push(FieldCause::type_error("metadata.name", "a string")),
+    }
+    if namespaced {
+        let ns = obj.namespace();
+        for e in dns1123_label(ns) {
+            errs.push(FieldCause::invalid("metadata.namespace", ns, e));
+        }
+    } else if !obj.namespace().is_empty() {
+        errs.push(FieldCause::forbidden(
+            "metadata.namespace",
+            "not allowed on a cluster-scoped resource",
+        ));
+    }
+    for (k, v) in string_map(meta, "labels", &mut errs) {
+        for e in label_key(&k) {
+            errs.push(FieldCause::invalid("metadata.labels", &k, e));
+        }
+        for e in label_value(&v) {
+            errs.push(FieldCause::invalid(format!("metadata.labels.{k}"), &v, e));
+        }
+    }
+    let annotations = string_map(meta, "annotations", &mut errs);
+    let mut total = 0;
+    for (k, v) in &annotations {
+        total += k.len() + v.len();
+        for e in label_key(k) {
+            errs.push(FieldCause::invalid("metadata.annotations", k, e));
+        }
+    }
+    if total > ANNOTATIONS_MAX_BYTES {
+        errs.push(FieldCause::too_long(
+            "metadata.annotations",
+            ANNOTATIONS_MAX_BYTES,
+        ));
+    }
+    match meta.get("finalizers") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) => {
+            for (i, f) in a.iter().enumerate() {
+                match f.as_str() {
+                    Some(s) if label_key(s).is_empty() => {}
+                    Some(s) => errs.push(FieldCause::invalid(
+                        format!("metadata.finalizers[{i}]"),
+                        s,
+                        "must be a qualified name",
+                    )),
+                    None => errs.push(FieldCause::type_error(
+                        format!("metadata.finalizers[{i}]"),
+                        "a string",
+                    )),
+                }
+            }
+        }
+        Some(_) => errs.push(FieldCause::type_error(
+            "metadata.finalizers",
+            "a list of strings",
+        )),
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_rfc1123() {
+        for ok in ["a", "my-app", "a.b.c", "0abc"] {
+            assert!(dns1123_subdomain(ok).is_empty(), "{ok}");
+        }
+        let long = "a".repeat(254);
+        for bad in [
+            "",
+            "A",
+            "a/b",
+            "..",
+            "a..b",
+            "-a",
+            "a-",
+            "a_b",
+            long.as_str(),
+        ] {
+            assert!(!dns1123_subdomain(bad).is_empty(), "{bad}");
+        }
+        assert!(!dns1123_label("a.b").is_empty());
+        assert!(!dns1123_label(&"a".repeat(64)).is_empty());
+    }
+
+    #[test]
+    fn label_keys_and_values() {
+        for ok in ["app", "example.com/app", "a_b.c-d", "A"] {
+            assert!(label_key(ok).is_empty(), "{ok}");
+        }
+        for bad in ["", "/app", "Example.com/app", "-a", "a b", &"a".repeat(64)] {
+            assert!(!label_key(bad).is_empty(), "{bad}");
+        }
+        assert!(label_value("").is_empty());
+        assert!(label_value("v1.2_3").is_empty());
+        assert!(!label_value("a b").is_empty());
+        assert!(!label_value(&"a".repeat(64)).is_empty());
+    }
+
+    #[test]
+    fn metadata_problems_name_their_field() {
+        let o = Object::from_slice(
+            br#"{"metadata":{"name":"Bad","labels":{"x":1},"finalizers":["ok/f","bad f"]}}"#,
+        )
+        .unwrap();
+        let fields: Vec<String> = object_meta(&o, true, dns1123_subdomain)
+            .into_iter()
+            .map(|c| c.field)
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "metadata.name",
+                "metadata.namespace",
+                "metadata.labels.x",
+                "metadata.finalizers[1]"
+            ]
+        );
+    }
+}

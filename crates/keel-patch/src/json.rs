@@ -1,0 +1,100 @@
+//! RFC 6902 JSON Patch, on top of the `json-patch` crate, with an operation limit.
+
+use serde_json::Value;
+
+use crate::PatchError;
+
+/// The most operations one JSON Patch may carry: bounds the work a single request can cause.
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+/// Parses a JSON Patch document (a JSON array of operations), enforcing the operation limit.
+pub fn parse_json_patch(patch: &Value) -> Result<json_patch::Patch, PatchError> {
+    let ops = patch.as_array().ok_or_else(|| {
+        PatchError::Malformed("a JSON patch must be a JSON array of operations".into())
+    })?;
+    if ops.len() > MAX_JSON_PATCH_OPERATIONS {
+        return Err(PatchError::TooManyOperations {
+            count: ops.len(),
+            limit: MAX_JSON_PATCH_OPERATIONS,
+        });
+    }
+    serde_json::from_value(patch.clone()).map_err(|e| PatchError::Malformed(e.to_string()))
+}
+
+/// Applies a JSON Patch to a copy of `doc`. On any failure `doc` is unchanged and the error
+/// names the operation's path.
+pub fn apply_json_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
+    let patch = parse_json_patch(patch)?;
+    let mut out = doc.clone();
+    json_patch::patch(&mut out, &patch).map_err(|e| {
+        let path = e.path.to_string();
+        match e.kind {
+            json_patch::PatchErrorKind::TestFailed => PatchError::TestFailed { path },
+            kind => PatchError::Inapplicable {
+                path,
+                reason: kind.to_string(),
+            },
+        }
+    })?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn all_six_operations_apply() {
+        let doc = json!({"a": 1, "b": [1, 2], "c": {"d": "x"}});
+        let patch = json!([
+            {"op": "test", "path": "/a", "value": 1},
+            {"op": "add", "path": "/b/-", "value": 3},
+            {"op": "remove", "path": "/a"},
+            {"op": "replace", "path": "/c/d", "value": "y"},
+            {"op": "copy", "from": "/c", "path": "/e"},
+            {"op": "move", "from": "/b", "path": "/f"},
+        ]);
+        let out = apply_json_patch(&doc, &patch).unwrap();
+        assert_eq!(
+            out,
+            json!({"c": {"d": "y"}, "e": {"d": "y"}, "f": [1, 2, 3]})
+        );
+    }
+
+    #[test]
+    fn failing_test_refuses_the_whole_patch() {
+        let doc = json!({"a": 1});
+        let patch = json!([
+            {"op": "replace", "path": "/a", "value": 2},
+            {"op": "test", "path": "/a", "value": 1},
+        ]);
+        assert_eq!(
+            apply_json_patch(&doc, &patch),
+            Err(PatchError::TestFailed { path: "/a".into() })
+        );
+    }
+
+    #[test]
+    fn not_an_array_is_malformed() {
+        let err = apply_json_patch(&json!({}), &json!({"op": "add"})).unwrap_err();
+        assert!(matches!(err, PatchError::Malformed(_)));
+        let err = apply_json_patch(&json!({}), &json!([{"op": "frobnicate", "path": "/a"}]));
+        assert!(matches!(err, Err(PatchError::Malformed(_))));
+    }
+
+    #[test]
+    fn too_many_operations_is_refused() {
+        let ops: Vec<Value> = (0..=MAX_JSON_PATCH_OPERATIONS)
+            .map(|_| json!({"op": "test", "path": "", "value": {}}))
+            .collect();
+        let err = apply_json_patch(&json!({}), &Value::Array(ops)).unwrap_err();
+        assert!(matches!(err, PatchError::TooManyOperations { .. }));
+    }
+
+    #[test]
+    fn missing_path_is_inapplicable() {
+        let err = apply_json_patch(&json!({}), &json!([{"op": "remove", "path": "/x/y"}]));
+        assert!(matches!(err, Err(PatchError::Inapplicable { .. })));
+    }
+}
