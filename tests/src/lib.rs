@@ -1,1 +1,317 @@
-//! test harness
+//! Test harness: a real etcd on free loopback ports with a temporary data dir, and the real
+//! keel binaries started as processes. Nothing is mocked.
+//!
+//! Binaries are found next to the test executable (`target/<profile>/`), or in `KEEL_BIN_DIR`;
+//! `etcd` on `PATH`, or `ETCD_BIN`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+use keel_client::{Client, ClientConfig};
+
+/// Waits until `cond` returns `Some`, polling; panics with `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut cond: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = cond().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A port nobody listens on now. Ports are handed out from a per-process counter starting at
+/// a pid-derived offset so parallel tests in one process never get the same one.
+pub fn free_port() -> u16 {
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let _ = NEXT.compare_exchange(
+        0,
+        20000 + (std::process::id() % 2000) as u16 * 10,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    loop {
+        let p = NEXT.fetch_add(1, Ordering::SeqCst);
+        if p > 60000 {
+            NEXT.store(20000, Ordering::SeqCst);
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", p)).is_ok() {
+            return p;
+        }
+    }
+}
+
+/// The directory holding the workspace's binaries.
+pub fn bin_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("KEEL_BIN_DIR") {
+        return PathBuf::from(d);
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    let dir = exe.parent().expect("exe dir");
+    if dir.ends_with("deps") {
+        dir.parent().expect("target dir").to_path_buf()
+    } else {
+        dir.to_path_buf()
+    }
+}
+
+/// The path of a workspace binary; panics with how to build it when missing.
+pub fn bin(name: &str) -> PathBuf {
+    let p = bin_dir().join(name);
+    assert!(
+        p.exists(),
+        "{} not found: run `cargo build --workspace --bins` first",
+        p.display()
+    );
+    p
+}
+
+/// A child process killed when dropped.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A single-member etcd with its own data directory.
+pub struct Etcd {
+    pub endpoint: String,
+    proc: Proc,
+    _dir: tempfile::TempDir,
+}
+
+impl Etcd {
+    pub async fn start() -> Etcd {
+        let etcd = std::env::var("ETCD_BIN").unwrap_or_else(|_| "etcd".into());
+        for _attempt in 0..5 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let (client, peer) = (free_port(), free_port());
+            let endpoint = format!("http://127.0.0.1:{client}");
+            let peer_url = format!("http://127.0.0.1:{peer}");
+            let log = std::fs::File::create(dir.path().join("etcd.log")).expect("log");
+            let child = Command::new(&etcd)
+                .args(["--name", "test", "--data-dir"])
+                .arg(dir.path().join("data"))
+                .args([
+                    "--listen-client-urls",
+                    &endpoint,
+                    "--advertise-client-urls",
+                    &endpoint,
+                ])
+                .args([
+                    "--listen-peer-urls",
+                    &peer_url,
+                    "--initial-advertise-peer-urls",
+                    &peer_url,
+                ])
+                .args(["--initial-cluster", &format!("test={peer_url}")])
+                .args(["--max-request-bytes", "2097152", "--log-level", "error"])
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "cannot start {etcd}: {e} (install Debian's etcd-server or set ETCD_BIN)"
+                    )
+                });
+            let mut proc = Proc(child);
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = proc.0.try_wait() {
+                    break; // exited: port taken? try other ports
+                }
+                if let Ok(mut c) = etcd_client::Client::connect([endpoint.as_str()], None).await
+                    && c.get("health", None).await.is_ok()
+                {
+                    return Etcd {
+                        endpoint,
+                        proc,
+                        _dir: dir,
+                    };
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        panic!("etcd did not start");
+    }
+
+    pub async fn client(&self) -> etcd_client::Client {
+        etcd_client::Client::connect([self.endpoint.as_str()], None)
+            .await
+            .expect("etcd client")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.proc.0.id()
+    }
+}
+
+/// A `keel-apiserver` process.
+pub struct ApiServer {
+    pub grpc: SocketAddr,
+    pub http: SocketAddr,
+    etcd_endpoint: String,
+    extra: Vec<String>,
+    proc: Option<Proc>,
+    log_dir: tempfile::TempDir,
+}
+
+impl ApiServer {
+    pub async fn start(etcd: &Etcd) -> ApiServer {
+        Self::start_with(etcd, &[]).await
+    }
+
+    /// Starts with extra flags, on free ports.
+    pub async fn start_with(etcd: &Etcd, extra: &[&str]) -> ApiServer {
+        let log_dir = tempfile::tempdir().expect("tempdir");
+        let mut s = ApiServer {
+            grpc: "127.0.0.1:0".parse().expect("addr"),
+            http: "127.0.0.1:0".parse().expect("addr"),
+            etcd_endpoint: etcd.endpoint.clone(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            proc: None,
+            log_dir,
+        };
+        s.spawn().await;
+        s
+    }
+
+    async fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_dir.path().join("apiserver.log"))
+            .expect("log");
+        let mut child = Command::new(bin("keel-apiserver"))
+            .args([
+                "--listen",
+                &self.grpc.to_string(),
+                "--http-listen",
+                &self.http.to_string(),
+            ])
+            .args(["--etcd-servers", &self.etcd_endpoint])
+            .args(&self.extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("start keel-apiserver");
+        let stdout = child.stdout.take().expect("stdout");
+        let proc = Proc(child);
+        // The first stdout line names the bound addresses.
+        let line = tokio::task::spawn_blocking(move || {
+            let mut line = String::new();
+            let mut r = BufReader::new(stdout);
+            let _ = r.read_line(&mut line);
+            // Keep draining so the child never blocks on a full pipe.
+            std::thread::spawn(move || std::io::copy(&mut r, &mut std::io::sink()));
+            line
+        })
+        .await
+        .expect("read stdout");
+        let log = self.log();
+        let addr = |key: &str| -> SocketAddr {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(key))
+                .and_then(|a| a.parse().ok())
+                .unwrap_or_else(|| {
+                    panic!(
+                        "keel-apiserver did not announce its {key} address: {line:?}; log: {log}"
+                    )
+                })
+        };
+        self.grpc = addr("grpc=");
+        self.http = addr("http=");
+        self.proc = Some(proc);
+        let http = self.http;
+        eventually(
+            Duration::from_secs(30),
+            "keel-apiserver /readyz",
+            || async move {
+                (http_get(http, "/readyz").map(|(code, _)| code).ok() == Some(200)).then_some(())
+            },
+        )
+        .await;
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.grpc)
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::connect(&ClientConfig::new([self.endpoint()]).timeout(Duration::from_secs(30)))
+            .await
+            .expect("client")
+    }
+
+    /// SIGKILL: no shutdown, no goodbye.
+    pub fn kill9(&mut self) {
+        self.proc.take();
+    }
+
+    /// SIGTERM, and waits for the process to exit; returns its exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut p = self.proc.take().expect("running");
+        let _ = Command::new("kill")
+            .args(["-TERM", &p.0.id().to_string()])
+            .status();
+        let status = p.0.wait().expect("wait");
+        std::mem::forget(p);
+        status
+    }
+
+    /// Starts the server again on the same ports.
+    pub async fn restart(&mut self) {
+        self.proc.take();
+        self.spawn().await;
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.as_ref().map(|p| p.0.id())
+    }
+
+    pub fn metrics(&self) -> String {
+        http_get(self.http, "/metrics")
+            .map(|(_, b)| b)
+            .unwrap_or_default()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_dir.path().join("apiserver.log")).unwrap_or_default()
+    }
+}
+
+/// A minimal HTTP/1.0 GET: status code and body.
+pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    let code = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((code, body))
+}

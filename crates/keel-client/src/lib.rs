@@ -1,1 +1,19 @@
-//! keel client
+//! The keel client: typed calls over gRPC to one or several API server endpoints.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), keel_api::ApiError> {
+//! use keel_client::{Client, ClientConfig};
+//! let client = Client::connect(&ClientConfig::new(["http://127.0.0.1:6443"])).await?;
+//! let cm = client.get(&keel_client::gvr("", "v1", "configmaps"), "default", "settings").await?;
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod client;
+mod watch;
+
+pub use client::{Client, ClientConfig, DeleteParams, ListParams, ObjectList, gvr};
+pub use keel_api::proto::{PatchType, PropagationPolicy};
+pub use keel_api::{ApiError, GroupVersionResource, Reason};
+pub use watch::{Event, EventType, WatchParams};

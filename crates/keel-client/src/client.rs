@@ -1,0 +1,371 @@
+//! Unary calls: create, get, list, update, patch, delete, discovery.
+
+use std::time::Duration;
+
+use keel_api::proto::discovery_client::DiscoveryClient;
+use keel_api::proto::objects_client::ObjectsClient;
+use keel_api::proto::{
+    ApiResource, CreateRequest, DeleteRequest, DiscoveryRequest, GetRequest, ListRequest,
+    PatchRequest, PatchType, Preconditions, PropagationPolicy, ResourceRef, UpdateRequest,
+};
+use keel_api::{ApiError, GroupVersionResource, Target};
+use serde_json::Value;
+use tonic::transport::{Channel, Endpoint};
+
+/// Shorthand for a [`GroupVersionResource`].
+pub fn gvr(group: &str, version: &str, resource: &str) -> GroupVersionResource {
+    GroupVersionResource::new(group, version, resource)
+}
+
+/// Where and how to reach the API servers.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// `http://host:port` of each API server replica; requests are balanced over those that
+    /// answer.
+    pub endpoints: Vec<String>,
+    /// Deadline of each unary request (sent to the server as the gRPC deadline).
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+}
+
+impl ClientConfig {
+    pub fn new<S: AsRef<str>>(endpoints: impl IntoIterator<Item = S>) -> ClientConfig {
+        ClientConfig {
+            endpoints: endpoints
+                .into_iter()
+                .map(|s| s.as_ref().to_string())
+                .collect(),
+            timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(3),
+        }
+    }
+
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = t;
+        self
+    }
+}
+
+/// Options of a List.
+#[derive(Debug, Clone, Default)]
+pub struct ListParams {
+    pub label_selector: String,
+    pub field_selector: String,
+    pub limit: i64,
+    pub continue_token: String,
+    pub resource_version: String,
+}
+
+/// A page of objects.
+#[derive(Debug, Clone)]
+pub struct ObjectList {
+    pub items: Vec<Value>,
+    pub resource_version: String,
+    pub continue_token: String,
+    pub remaining_item_count: i64,
+}
+
+/// Options of a Delete.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteParams {
+    pub uid: String,
+    pub resource_version: String,
+    pub propagation: PropagationPolicy,
+}
+
+/// A connection to the API servers; cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    channel: Channel,
+    timeout: Duration,
+}
+
+fn resource_ref(g: &GroupVersionResource) -> Option<ResourceRef> {
+    Some(ResourceRef {
+        group: g.group.clone(),
+        version: g.version.clone(),
+        resource: g.resource.clone(),
+    })
+}
+
+fn decode(bytes: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::internal(format!("the server sent an unreadable object: {e}")))
+}
+
+fn encode(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+impl Client {
+    /// Prepares connections to every endpoint; they are made lazily, so this succeeds while
+    /// servers are still starting.
+    pub async fn connect(config: &ClientConfig) -> Result<Client, ApiError> {
+        let mut endpoints = Vec::new();
+        for e in &config.endpoints {
+            let ep = Endpoint::from_shared(e.clone())
+                .map_err(|err| {
+                    ApiError::bad_request(
+                        Target::default(),
+                        format!("invalid server address {e:?}: {err}"),
+                    )
+                })?
+                .connect_timeout(config.connect_timeout)
+                .tcp_nodelay(true)
+                .http2_keep_alive_interval(Duration::from_secs(20))
+                .keep_alive_while_idle(true);
+            endpoints.push(ep);
+        }
+        if endpoints.is_empty() {
+            return Err(ApiError::bad_request(
+                Target::default(),
+                "no server address given",
+            ));
+        }
+        let channel = if endpoints.len() == 1 {
+            endpoints.remove(0).connect_lazy()
+        } else {
+            Channel::balance_list(endpoints.into_iter())
+        };
+        Ok(Client {
+            channel,
+            timeout: config.timeout,
+        })
+    }
+
+    pub(crate) fn objects(&self) -> ObjectsClient<Channel> {
+        ObjectsClient::new(self.channel.clone())
+            .max_decoding_message_size(64 * 1024 * 1024)
+            .max_encoding_message_size(8 * 1024 * 1024)
+    }
+
+    fn request<T>(&self, msg: T) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(msg);
+        r.set_timeout(self.timeout);
+        r
+    }
+
+    pub async fn create(
+        &self,
+        g: &GroupVersionResource,
+        namespace: &str,
+        obj: &Value,
+    ) -> Result<Value, ApiError> {
+        let req = CreateRequest {
+            resource: resource_ref(g),
+            namespace: namespace.into(),
+            object: encode(obj),
+        };
+        let resp = self
+            .objects()
+            .create(self.request(req))
+            .await
+            .map_err(|s| ApiError::from_status(&s))?;
+        decode(&resp.into_inner().object)
+    }
+
+    pub async fn get(
+        &self,
+        g: &GroupVersionResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        self.get_at(g, namespace, name, "").await
+    }
+
+    /// A Get with a resourceVersion: "0" lets the server answer from its cache.
+    pub async fn get_at(
+        &self,
+        g: &GroupVersionResource,
+        namespace: &str,
+        name: &str,
+        rv: &str,
+    ) -> Result<Value, ApiError> {
+        let req = GetRequest {
+            resource: resource_ref(g),
+            namespace: namespace.into(),
+            name: name.into(),
+            resource_version: rv.into(),
+        };
+        let resp = self
+            .objects()
+            .get(self.request(req))
+            .await
+            .map_err(|s| ApiError::from_status(&s))?;
+        decode(&resp.into_inner().object)
+    }
+
+    /// One page of a List ("" namespace: all namespaces).
+    pub async fn list(
+        &self,
+        g: &GroupVersionResource,
+        namespace: &str,
+        p: &ListParams,
+    ) -> Result<ObjectList, ApiError> {
+        let req = ListRequest {
+            resource: resource_ref(g),
+            namespace: namespace.into(),
+            label_selector: p.label_selector.clone(),
+            field_selector: p.field_selector.clone(),
+            limit: p.limit,
+            continue_token: p.continue_token.clone(),
+            resource_version: p.resource_version.clone(),
+        };
+        let resp = self
+            .objects()
+            .list(self.request(req))
+            .await
+            .map_err(|s| ApiError::from_status(&s))?
+            .into_inner();
+        let items = resp
+            .items
+            .iter()
+            .map(|b| decode(b))
+            .collect::<Result<_, _>>()?;
+        Ok(ObjectList {
+            items,
+            resource_version: resp.resource_version,
+            continue_token: resp.continue_token,
+            remaining_item_count: resp.remaining_item_count,
+        })
+    }
+
+    /// Every page of a List, read at one revision.
+    pub async fn list_all(
+        &self,
+        g: &GroupVersionResource,
+        namespace: &str,
+        p: &ListParams,
+    ) -> Result<ObjectList, ApiError> {
+        let mut p = p.clone();
+        let mut all = self.list(g, namespace, &p).await?;
+        while !all.continue_token.is_empty() {
+            p.continue_token = std::mem::take(&mut all.continue_token);
+            let page = self.list(g, namespace, &p).await?;
+            all.items.extend(page.items);
+            all.continue_token = page.continue_token;
+        }
+        Ok(all)
+    }
+
+    /// Replaces an object; its `metadata.resourceVersion`, when set, is a precondition.
+    pub async fn update(
+        &self,
+        g: &GroupVersionResource,
+        namespace: &str,
+        obj: &Value,
+    ) -> Result<Value, ApiError> {
+        self.update_subresource(g, namespace, "", obj).await
+    }
+
+    pub async fn update_status(
+        &self,
+        g: &GroupVersionResource,
+        namespace: &str,
+        obj: &Value,
+    ) -> Result<Value, ApiError> {
+        self.update_subresource(g, namespace, "status", obj).await
+    }
+
+    async fn update_subresource(
+        &self,
+        g: &GroupVersionResource,
+        namespace: &str,
+        sub: &str,
+        obj: &Value,
+    ) -> Result<Value, ApiError> {
+        let req = UpdateRequest {
+            resource: resource_ref(g),
+            namespace: namespace.into(),
+            subresource: sub.into(),
+            object: encode(obj),
+        };
+        let resp = self
+            .objects()
+            .update(self.request(req))
+            .await
+            .map_err(|s| ApiError::from_status(&s))?;
+        decode(&resp.into_inner().object)
+    }
+
+    pub async fn patch(
+        &self,
+        g: &GroupVersionResource,
+        namespace: &str,
+        name: &str,
+        kind: PatchType,
+        patch: &Value,
+    ) -> Result<Value, ApiError> {
+        self.patch_subresource(g, namespace, name, "", kind, encode(patch))
+            .await
+    }
+
+    /// A PATCH whose body is sent as given (which may be malformed: the server judges it).
+    pub async fn patch_subresource(
+        &self,
+        g: &GroupVersionResource,
+        namespace: &str,
+        name: &str,
+        sub: &str,
+        kind: PatchType,
+        patch: Vec<u8>,
+    ) -> Result<Value, ApiError> {
+        let req = PatchRequest {
+            resource: resource_ref(g),
+            namespace: namespace.into(),
+            name: name.into(),
+            subresource: sub.into(),
+            patch_type: kind as i32,
+            patch,
+        };
+        let resp = self
+            .objects()
+            .patch(self.request(req))
+            .await
+            .map_err(|s| ApiError::from_status(&s))?;
+        decode(&resp.into_inner().object)
+    }
+
+    /// Deletes an object. Returns it (with `deletionTimestamp` when finalizers hold it) and
+    /// whether it is gone.
+    pub async fn delete(
+        &self,
+        g: &GroupVersionResource,
+        namespace: &str,
+        name: &str,
+        p: &DeleteParams,
+    ) -> Result<(Value, bool), ApiError> {
+        let req = DeleteRequest {
+            resource: resource_ref(g),
+            namespace: namespace.into(),
+            name: name.into(),
+            preconditions: Some(Preconditions {
+                uid: p.uid.clone(),
+                resource_version: p.resource_version.clone(),
+            }),
+            propagation_policy: p.propagation as i32,
+        };
+        let resp = self
+            .objects()
+            .delete(self.request(req))
+            .await
+            .map_err(|s| ApiError::from_status(&s))?
+            .into_inner();
+        Ok((decode(&resp.object)?, resp.deleted))
+    }
+
+    /// The resources the server serves.
+    pub async fn discovery(&self) -> Result<Vec<ApiResource>, ApiError> {
+        let mut c = DiscoveryClient::new(self.channel.clone());
+        let resp = c
+            .server_resources(self.request(DiscoveryRequest {}))
+            .await
+            .map_err(|s| ApiError::from_status(&s))?;
+        Ok(resp.into_inner().resources)
+    }
+
+    /// Raw access for callers that need to send what the typed calls would refuse to build.
+    pub fn raw(&self) -> ObjectsClient<Channel> {
+        self.objects()
+    }
+}

@@ -1,0 +1,39 @@
+//! Command-line flags, each also an environment variable.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// keel-apiserver: a gRPC API over Kubernetes-shaped JSON objects stored in etcd.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "keel-apiserver", version, about)]
+pub struct Config {
+    /// gRPC listen address (port 0 picks a free port; the chosen one is printed).
+    #[arg(long, env = "KEEL_LISTEN", default_value = "127.0.0.1:6443")]
+    pub listen: SocketAddr,
+    /// etcd endpoints, comma-separated.
+    #[arg(
+        long,
+        env = "KEEL_ETCD_SERVERS",
+        default_value = "http://127.0.0.1:2379",
+        value_delimiter = ','
+    )]
+    pub etcd_servers: Vec<String>,
+    /// Prefix of every key in etcd.
+    #[arg(long, env = "KEEL_ETCD_PREFIX", default_value = "/registry")]
+    pub etcd_prefix: String,
+    /// HTTP listen address for /healthz, /readyz and /metrics.
+    #[arg(long, env = "KEEL_HTTP_LISTEN", default_value = "127.0.0.1:6080")]
+    pub http_listen: SocketAddr,
+    /// Recent events kept per resource for watchers that resume.
+    #[arg(long, env = "KEEL_WATCH_CACHE_SIZE", default_value_t = 10_000)]
+    pub watch_cache_size: usize,
+    /// How often etcd history is compacted (keeping one interval); 0 disables compaction.
+    #[arg(long, env = "KEEL_COMPACTION_INTERVAL", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub compaction_interval: Duration,
+    /// How often watchers that allow bookmarks receive one.
+    #[arg(long, env = "KEEL_WATCH_BOOKMARK_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub watch_bookmark_interval: Duration,
+    /// How long requests may drain after SIGTERM.
+    #[arg(long, env = "KEEL_SHUTDOWN_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Duration,
+}

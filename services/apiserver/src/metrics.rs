@@ -1,0 +1,237 @@
+//! The API server's Prometheus metrics: requests by verb, resource and code, latencies, etcd
+//! round trips, PATCH retries and batches, open watches.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    verb: &'static str,
+    resource: String,
+    code: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerbLabels {
+    verb: &'static str,
+    resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResourceLabels {
+    resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabels {
+    operation: &'static str,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 100 µs .. ~6.5 s
+    Histogram::new(exponential_buckets(0.0001, 2.0, 17))
+}
+
+fn batch_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 2.0, 10))
+}
+
+struct Inner {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    request_duration: HistogramFamily<VerbLabels>,
+    etcd_requests: Family<OperationLabels, Counter>,
+    etcd_duration: HistogramFamily<OperationLabels>,
+    patch_retries: Family<ResourceLabels, Counter>,
+    patch_batch_size: HistogramFamily<ResourceLabels>,
+    watches: Family<ResourceLabels, Gauge>,
+    watch_events: Family<ResourceLabels, Counter>,
+}
+
+/// Cheap to clone; every clone records into the same registry.
+#[derive(Clone)]
+pub struct Metrics(Arc<Inner>);
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("keel_apiserver");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "requests",
+            "API requests by verb, resource and gRPC code",
+            requests.clone(),
+        );
+        let request_duration: HistogramFamily<VerbLabels> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "request_duration_seconds",
+            "API request latency",
+            request_duration.clone(),
+        );
+        let etcd_requests = Family::<OperationLabels, Counter>::default();
+        registry.register(
+            "etcd_requests",
+            "etcd round trips by operation",
+            etcd_requests.clone(),
+        );
+        let etcd_duration: HistogramFamily<OperationLabels> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "etcd_request_duration_seconds",
+            "etcd round-trip latency",
+            etcd_duration.clone(),
+        );
+        let patch_retries = Family::<ResourceLabels, Counter>::default();
+        registry.register(
+            "patch_retries",
+            "PATCH compare-and-swap attempts lost to a concurrent writer and retried",
+            patch_retries.clone(),
+        );
+        let patch_batch_size: HistogramFamily<ResourceLabels> =
+            Family::new_with_constructor(batch_histogram);
+        registry.register(
+            "patch_batch_size",
+            "PATCHes of one object committed in one compare-and-swap",
+            patch_batch_size.clone(),
+        );
+        let watches = Family::<ResourceLabels, Gauge>::default();
+        registry.register("watches", "Open watch streams", watches.clone());
+        let watch_events = Family::<ResourceLabels, Counter>::default();
+        registry.register(
+            "watch_events_sent",
+            "Watch events sent to clients",
+            watch_events.clone(),
+        );
+        Metrics(Arc::new(Inner {
+            registry,
+            requests,
+            request_duration,
+            etcd_requests,
+            etcd_duration,
+            patch_retries,
+            patch_batch_size,
+            watches,
+            watch_events,
+        }))
+    }
+
+    pub fn request(&self, verb: &'static str, resource: &str, code: tonic::Code, took: Duration) {
+        let code = code_name(code);
+        self.0
+            .requests
+            .get_or_create(&RequestLabels {
+                verb,
+                resource: resource.into(),
+                code,
+            })
+            .inc();
+        self.0
+            .request_duration
+            .get_or_create(&VerbLabels {
+                verb,
+                resource: resource.into(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn etcd_request(&self, operation: &'static str, took: Duration) {
+        let l = OperationLabels { operation };
+        self.0.etcd_requests.get_or_create(&l).inc();
+        self.0
+            .etcd_duration
+            .get_or_create(&l)
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn patch_retry(&self, resource: &str) {
+        self.0
+            .patch_retries
+            .get_or_create(&ResourceLabels {
+                resource: resource.into(),
+            })
+            .inc();
+    }
+
+    pub fn patch_batch(&self, resource: &str, size: usize) {
+        self.0
+            .patch_batch_size
+            .get_or_create(&ResourceLabels {
+                resource: resource.into(),
+            })
+            .observe(size as f64);
+    }
+
+    pub fn watch_opened(&self, resource: &str) {
+        self.0
+            .watches
+            .get_or_create(&ResourceLabels {
+                resource: resource.into(),
+            })
+            .inc();
+    }
+
+    pub fn watch_closed(&self, resource: &str) {
+        self.0
+            .watches
+            .get_or_create(&ResourceLabels {
+                resource: resource.into(),
+            })
+            .dec();
+    }
+
+    pub fn watch_event_sent(&self, resource: &str) {
+        self.0
+            .watch_events
+            .get_or_create(&ResourceLabels {
+                resource: resource.into(),
+            })
+            .inc();
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.0.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code::*;
+    match code {
+        Ok => "OK",
+        Cancelled => "CANCELLED",
+        Unknown => "UNKNOWN",
+        InvalidArgument => "INVALID_ARGUMENT",
+        DeadlineExceeded => "DEADLINE_EXCEEDED",
+        NotFound => "NOT_FOUND",
+        AlreadyExists => "ALREADY_EXISTS",
+        PermissionDenied => "PERMISSION_DENIED",
+        ResourceExhausted => "RESOURCE_EXHAUSTED",
+        FailedPrecondition => "FAILED_PRECONDITION",
+        Aborted => "ABORTED",
+        OutOfRange => "OUT_OF_RANGE",
+        Unimplemented => "UNIMPLEMENTED",
+        Internal => "INTERNAL",
+        Unavailable => "UNAVAILABLE",
+        DataLoss => "DATA_LOSS",
+        Unauthenticated => "UNAUTHENTICATED",
+    }
+}

@@ -1,0 +1,151 @@
+//! Turns a PATCH request into a mutation of the current object: apply the patch, then the
+//! same update rules as a replace (immutable fields, subresource, validation).
+
+use std::sync::Arc;
+
+use keel_api::proto::PatchType;
+use keel_api::{ApiError, Object, ObjectError, ResourceInfo, Target};
+use keel_patch::PatchError;
+use serde_json::Value;
+
+use super::strategy::{self, Subresource, target};
+use crate::storage::Mutation;
+
+fn patch_error(t: &Target, e: PatchError) -> ApiError {
+    match e {
+        PatchError::TooManyOperations { .. } => ApiError::too_large(t.clone(), e.to_string()),
+        PatchError::TestFailed { .. } => ApiError::invalid(
+            t.clone(),
+            vec![keel_api::FieldCause {
+                reason: "FieldValueInvalid".into(),
+                message: e.to_string(),
+                field: "patch".into(),
+            }],
+        ),
+        _ => ApiError::bad_request(t.clone(), format!("the patch cannot be applied: {e}")),
+    }
+}
+
+/// Parses a patch body: JSON of bounded size and depth.
+pub fn parse(t: &Target, bytes: &[u8]) -> Result<Value, ApiError> {
+    if bytes.len() > keel_api::object::MAX_OBJECT_BYTES {
+        return Err(ApiError::too_large(
+            t.clone(),
+            format!("the patch is {} bytes, more than the limit", bytes.len()),
+        ));
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request(t.clone(), format!("malformed patch: {e}")))
+}
+
+/// The `resourceVersion` a patch pins, if any: such a patch is a precondition, answered with
+/// `Conflict` (never retried) when the object has moved on.
+pub fn precondition(kind: PatchType, patch: &Value) -> Option<String> {
+    match kind {
+        PatchType::Json => patch.as_array()?.iter().find_map(|op| {
+            let path = op.get("path")?.as_str()?;
+            let verb = op.get("op")?.as_str()?;
+            (path == "/metadata/resourceVersion" && matches!(verb, "test" | "replace" | "add"))
+                .then(|| op.get("value")?.as_str().map(str::to_string))
+                .flatten()
+        }),
+        _ => patch
+            .get("metadata")?
+            .get("resourceVersion")?
+            .as_str()
+            .map(str::to_string),
+    }
+}
+
+/// The mutation applying `patch` of type `kind` to the current object.
+pub fn mutation(
+    info: &Arc<ResourceInfo>,
+    kind: PatchType,
+    sub: Subresource,
+    patch: Value,
+) -> Result<Mutation, ApiError> {
+    let t = target(info, "");
+    if kind == PatchType::Json {
+        // Parse once up front so a malformed patch fails before any read.
+        keel_patch::parse_json_patch(&patch).map_err(|e| patch_error(&t, e))?;
+    }
+    if kind == PatchType::Merge && !patch.is_object() {
+        return Err(ApiError::bad_request(
+            t,
+            "a merge patch must be a JSON object",
+        ));
+    }
+    let apply: Box<dyn Fn(&Value) -> Result<Value, PatchError> + Send + Sync> = match kind {
+        PatchType::Json => Box::new(move |doc| keel_patch::apply_json_patch(doc, &patch)),
+        PatchType::Merge => Box::new(move |doc| Ok(keel_patch::apply_merge_patch(doc, &patch))),
+        PatchType::Strategic => {
+            if !patch.is_object() {
+                return Err(ApiError::bad_request(
+                    t,
+                    "a strategic merge patch must be a JSON object",
+                ));
+            }
+            // STRATEGIC-TODO: wired to keel-patch's strategic merge once it lands.
+            return Err(ApiError::new(
+                keel_api::Reason::MethodNotAllowed,
+                t,
+                format!(
+                    "strategic merge patch is not supported for {} yet; use a merge or JSON patch",
+                    info.qualified_name()
+                ),
+            ));
+        }
+        PatchType::Unspecified => {
+            return Err(ApiError::bad_request(
+                t,
+                "the patch type is not set (json, merge or strategic)",
+            ));
+        }
+    };
+    let info = info.clone();
+    Ok(Box::new(move |current: &Object| {
+        let t = target(&info, current.name());
+        let patched =
+            apply(&Value::Object(current.as_map().clone())).map_err(|e| patch_error(&t, e))?;
+        let patched = Object::from_value(patched).map_err(|e| match e {
+            ObjectError::NotAnObject => ApiError::bad_request(
+                t.clone(),
+                "the patch turns the object into something that is not an object",
+            ),
+            e => ApiError::bad_request(t.clone(), e.to_string()),
+        })?;
+        if patched.api_version() != current.api_version() || patched.kind() != current.kind() {
+            return Err(ApiError::bad_request(
+                t.clone(),
+                "a patch may not change apiVersion or kind",
+            ));
+        }
+        let new = strategy::prepare_for_update(&info, patched, current, sub)?;
+        strategy::validate(&info, &new)?;
+        Ok(new)
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn patches_that_pin_a_resource_version_are_preconditions() {
+        assert_eq!(
+            precondition(
+                PatchType::Merge,
+                &json!({"metadata": {"resourceVersion": "5"}})
+            )
+            .as_deref(),
+            Some("5")
+        );
+        assert_eq!(
+            precondition(PatchType::Merge, &json!({"data": {"a": "b"}})),
+            None
+        );
+        let p = json!([{"op": "test", "path": "/metadata/resourceVersion", "value": "7"}]);
+        assert_eq!(precondition(PatchType::Json, &p).as_deref(), Some("7"));
+    }
+}
