@@ -86,7 +86,8 @@ impl Reason {
             Code::Aborted => Reason::Conflict,
             Code::InvalidArgument => Reason::BadRequest,
             Code::OutOfRange => Reason::Expired,
-            Code::ResourceExhausted => Reason::TooManyRequests,
+            // keel's own TooManyRequests carries a detail; a bare one is the transport refusing a message.
+            Code::ResourceExhausted => Reason::RequestEntityTooLarge,
             Code::Unauthenticated => Reason::Unauthorized,
             Code::PermissionDenied => Reason::Forbidden,
             Code::DeadlineExceeded | Code::Cancelled => Reason::Timeout,
@@ -334,11 +335,13 @@ impl ApiError {
                 causes: s.details.causes,
             };
         }
-        ApiError::new(
-            Reason::from_code(status.code()),
-            Target::default(),
-            status.message(),
-        )
+        // The transport refuses oversized messages itself, without a keel detail.
+        let reason = if status.message().contains("message length too large") {
+            Reason::RequestEntityTooLarge
+        } else {
+            Reason::from_code(status.code())
+        };
+        ApiError::new(reason, Target::default(), status.message())
     }
 }
 

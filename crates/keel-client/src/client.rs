@@ -136,7 +136,7 @@ impl Client {
     pub(crate) fn objects(&self) -> ObjectsClient<Channel> {
         ObjectsClient::new(self.channel.clone())
             .max_decoding_message_size(64 * 1024 * 1024)
-            .max_encoding_message_size(8 * 1024 * 1024)
+            .max_encoding_message_size(16 * 1024 * 1024)
     }
 
     fn request<T>(&self, msg: T) -> tonic::Request<T> {

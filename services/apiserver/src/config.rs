@@ -33,6 +33,9 @@ pub struct Config {
     /// How often watchers that allow bookmarks receive one.
     #[arg(long, env = "KEEL_WATCH_BOOKMARK_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
     pub watch_bookmark_interval: Duration,
+    /// PATCHes that may wait on one object before callers get TooManyRequests.
+    #[arg(long, env = "KEEL_MAX_QUEUED_PATCHES", default_value_t = 10_000)]
+    pub max_queued_patches: usize,
     /// How long requests may drain after SIGTERM.
     #[arg(long, env = "KEEL_SHUTDOWN_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,

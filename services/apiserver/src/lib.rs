@@ -29,8 +29,9 @@ use metrics::Metrics;
 use registry::Resources;
 use storage::{Etcd, Store, StoreConfig};
 
-/// Largest gRPC message accepted: an object at its size limit plus the envelope.
-const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// Largest gRPC message decoded. Well above the object limit so that oversized objects get
+/// keel's typed `RequestEntityTooLarge` naming the object; still a bound on memory per request.
+const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
 
 /// Creates the namespaces that always exist; idempotent, so replicas starting together agree.
 async fn bootstrap_namespaces(store: &Store, resources: &Resources) {
@@ -98,6 +99,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
             prefix: config.etcd_prefix.trim_end_matches('/').to_string(),
             watch_cache_size: config.watch_cache_size,
             bookmark_interval: config.watch_bookmark_interval,
+            max_queued_patches: config.max_queued_patches,
         },
         metrics.clone(),
         shutdown_rx,

@@ -12,9 +12,6 @@ use tokio::time::Instant;
 
 use super::store::{Mutation, Store};
 
-/// The most PATCHes waiting on one object; past it callers get `TooManyRequests`.
-pub const MAX_QUEUED_PER_OBJECT: usize = 10_000;
-
 pub(super) struct Pending {
     pub mutate: Mutation,
     pub deadline: Instant,
@@ -24,17 +21,25 @@ pub(super) struct Pending {
 /// The queues of PATCHes per storage key. A key has an entry exactly while a leader task
 /// runs for it; the leader removes the entry when it finds the queue empty (under the lock,
 /// so no PATCH is left behind).
-#[derive(Default)]
 pub struct Coalescer {
     queues: Mutex<HashMap<String, Vec<Pending>>>,
+    /// The most PATCHes waiting on one object; past it callers get `TooManyRequests`.
+    max_queued: usize,
 }
 
 impl Coalescer {
+    pub fn new(max_queued: usize) -> Coalescer {
+        Coalescer {
+            queues: Mutex::default(),
+            max_queued: max_queued.max(1),
+        }
+    }
+
     /// Queues a mutation of `key`; returns whether the caller must start the leader.
     pub(super) fn enqueue(&self, key: &str, p: Pending) -> Result<bool, Pending> {
         let mut q = self.queues.lock().unwrap_or_else(|e| e.into_inner());
         match q.get_mut(key) {
-            Some(waiting) if waiting.len() >= MAX_QUEUED_PER_OBJECT => Err(p),
+            Some(waiting) if waiting.len() >= self.max_queued => Err(p),
             Some(waiting) => {
                 waiting.push(p);
                 Ok(false)

@@ -34,6 +34,8 @@ pub struct StoreConfig {
     pub watch_cache_size: usize,
     /// How often watchers that asked for bookmarks get one.
     pub bookmark_interval: Duration,
+    /// PATCHes that may wait on one object before callers get `TooManyRequests`.
+    pub max_queued_patches: usize,
 }
 
 /// How a delete treats dependents (recorded as finalizers for the garbage collector).
@@ -104,10 +106,10 @@ impl Store {
     ) -> Arc<Store> {
         Arc::new(Store {
             etcd,
+            coalescer: Coalescer::new(config.max_queued_patches),
             config,
             metrics,
             caches: RwLock::new(HashMap::new()),
-            coalescer: Coalescer::default(),
             shutdown,
         })
     }
@@ -567,10 +569,11 @@ impl Store {
             }
             Ok(false) => {}
             Err(_) => {
-                return Err(ApiError::too_many_requests(format!(
-                    "too many PATCHes are waiting on {}; retry later",
-                    t.name
-                )));
+                let message = format!(
+                    "too many PATCHes are waiting on {} {:?}; retry later",
+                    t.kind, t.name
+                );
+                return Err(ApiError::new(keel_api::Reason::TooManyRequests, t, message));
             }
         }
         match tokio::time::timeout_at(deadline + Duration::from_secs(5), rx).await {
