@@ -4,6 +4,9 @@
 //! Binaries are found next to the test executable (`target/<profile>/`), or in `KEEL_BIN_DIR`;
 //! `etcd` on `PATH`, or `ETCD_BIN`.
 
+// A harness that cannot start its etcd or server must stop the test: panics are its errors.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;

@@ -1,5 +1,8 @@
 //! Bad input gets a typed error naming the object and field, and the server keeps serving.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use keel_api::proto::{CreateRequest, ResourceRef};
 use keel_client::{ApiError, Client, PatchType, Reason, gvr};
 use keel_tests::{ApiServer, Etcd};

@@ -1,5 +1,8 @@
 //! Many concurrent writers on one object: PATCH never loses an update; replace collides.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

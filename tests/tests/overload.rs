@@ -1,6 +1,9 @@
 //! The error reasons of a server under pressure: TooManyRequests when a hot object's PATCH
 //! queue is full, Timeout when etcd does not answer within the request's deadline.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::Command;
 use std::time::Duration;
 

@@ -1,6 +1,9 @@
 //! Every verb of the API against a real etcd and the real `keel-apiserver`, with the errors
 //! DESIGN.md promises.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::Duration;
 
 use keel_client::{DeleteParams, ListParams, PatchType, PropagationPolicy, Reason, gvr};

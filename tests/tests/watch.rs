@@ -1,5 +1,8 @@
 //! Watch: ordered, complete, resumable; across replicas, restarts and compaction.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::Duration;
 
 use futures::StreamExt;

@@ -11,6 +11,9 @@ use serde_json::Value;
 use super::strategy::{self, Subresource, target};
 use crate::storage::Mutation;
 
+/// Applies one patch document to an object's JSON.
+type Applier = Box<dyn Fn(&Value) -> Result<Value, PatchError> + Send + Sync>;
+
 fn patch_error(t: &Target, e: PatchError) -> ApiError {
     match e {
         PatchError::TooManyOperations { .. } => ApiError::too_large(t.clone(), e.to_string()),
@@ -75,7 +78,7 @@ pub fn mutation(
             "a merge patch must be a JSON object",
         ));
     }
-    let apply: Box<dyn Fn(&Value) -> Result<Value, PatchError> + Send + Sync> = match kind {
+    let apply: Applier = match kind {
         PatchType::Json => Box::new(move |doc| keel_patch::apply_json_patch(doc, &patch)),
         PatchType::Merge => Box::new(move |doc| Ok(keel_patch::apply_merge_patch(doc, &patch))),
         PatchType::Strategic => {
