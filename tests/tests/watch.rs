@@ -386,3 +386,57 @@ async fn the_server_compacts_history_periodically() {
     .await;
     let _ = &mut e;
 }
+
+#[tokio::test]
+async fn a_watcher_that_does_not_read_is_closed_not_buffered_without_bound() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(&etcd, &["--watch-cache-size", "16"]).await;
+    let c = api.client().await;
+    let cms = gvr("", "v1", "configmaps");
+    let created = c.create(&cms, "default", &cm("slow")).await.unwrap();
+    let p = WatchParams {
+        resource_version: rv_of(&created).to_string(),
+        ..Default::default()
+    };
+    let mut s = c.watch(&cms, &p).await.unwrap();
+    // Big events fill the transport's windows quickly; the watcher then falls behind.
+    let blob = "z".repeat(16 * 1024);
+    // Writes on their own connection: the unread watch holds its HTTP/2 windows.
+    let w = api.client().await;
+    let writer = tokio::spawn(async move {
+        let cms = gvr("", "v1", "configmaps");
+        let mut rvs = Vec::new();
+        for i in 0..400 {
+            let p = json!({"data": {"blob": blob, "i": i.to_string()}});
+            rvs.push(rv_of(
+                &w.patch(&cms, "default", "slow", PatchType::Merge, &p)
+                    .await
+                    .unwrap(),
+            ));
+        }
+        rvs
+    });
+    let rvs = writer.await.unwrap();
+    // Now read: a gap-free prefix of the events, then Expired.
+    let mut got = Vec::new();
+    let err = loop {
+        match tokio::time::timeout(Duration::from_secs(20), s.next())
+            .await
+            .expect("stream stalled")
+        {
+            Some(Ok(ev)) => got.push(ev.resource_version().parse::<i64>().unwrap()),
+            Some(Err(e)) => break e,
+            None => panic!("stream ended without an error after {} events", got.len()),
+        }
+    };
+    assert_eq!(err.reason, Reason::Expired, "{err:?}");
+    assert!(
+        got.len() < rvs.len(),
+        "the watcher was closed before the end"
+    );
+    assert_eq!(
+        got,
+        rvs[..got.len()].to_vec(),
+        "what arrived is in order with no gap"
+    );
+}

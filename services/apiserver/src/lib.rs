@@ -164,7 +164,8 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         .add_service(objects)
         .add_service(discovery)
         .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
+            // Without TCP_NODELAY, responses larger than a segment wait ~40 ms for delayed ACKs.
+            tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
             async move {
                 let _ = grpc_shutdown.wait_for(|d| *d).await;
             },
