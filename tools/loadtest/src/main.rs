@@ -1,1 +1,264 @@
-fn main() {}
+//! keel-loadtest: many concurrent writers against keel, checking that no update is lost.
+//!
+//! - `patch`: writers PATCH their own field of shared objects; lost updates are counted.
+//! - `replace`: the same by read-modify-write Update, retrying on Conflict.
+//! - `etcd`: the ceiling, straight to etcd: puts to distinct keys, get+CAS on shared keys.
+//! - `watch`: watchers on a namespace while writers write; delivery latency, missed events.
+//! - `table`: turns `--json` results into the Markdown table of BENCHMARKS.md.
+//!
+//! Exit status 1 when an update was lost or an event missed or repeated.
+
+#![forbid(unsafe_code)]
+
+mod etcd;
+mod report;
+mod scrape;
+mod table;
+mod verify;
+mod watch;
+mod writers;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use keel_client::{Client, ClientConfig, PatchType};
+
+/// Options every mode shares.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Common {
+    /// API server endpoints, comma-separated; writers are spread over them.
+    #[arg(
+        long,
+        env = "KEEL_SERVER",
+        default_value = "http://127.0.0.1:6443",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub server: Vec<String>,
+    /// How long to write.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, global = true)]
+    pub duration: Duration,
+    /// Namespace of the test objects (created when missing).
+    #[arg(long, default_value = "loadtest", global = true)]
+    pub namespace: String,
+    /// The servers' metrics URLs (e.g. http://127.0.0.1:6080/metrics), comma-separated, to
+    /// report server-side PATCH retries and batch sizes.
+    #[arg(long, value_delimiter = ',', global = true)]
+    pub metrics_url: Vec<String>,
+    /// Print the result as one JSON object.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Patch {
+    Merge,
+    Json,
+    Strategic,
+}
+
+#[derive(Parser)]
+#[command(
+    name = "keel-loadtest",
+    version,
+    about = "Concurrent writers and watchers against keel, with lost-update checks"
+)]
+struct Cli {
+    #[command(flatten)]
+    common: Common,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Writers PATCH their own field of M shared ConfigMaps; counts lost updates.
+    Patch {
+        #[arg(long, default_value_t = 64)]
+        writers: usize,
+        /// Writers are spread over this many objects (1: the hot-object case).
+        #[arg(long, default_value_t = 1)]
+        objects: usize,
+        #[arg(long, value_enum, default_value = "merge")]
+        patch_type: Patch,
+        /// Bytes of padding in each written value.
+        #[arg(long, default_value_t = 0)]
+        payload_bytes: usize,
+    },
+    /// Writers read, modify and Update (replace), retrying on Conflict; reports the conflict rate.
+    Replace {
+        #[arg(long, default_value_t = 8)]
+        writers: usize,
+        #[arg(long, default_value_t = 1)]
+        objects: usize,
+        #[arg(long, default_value_t = 0)]
+        payload_bytes: usize,
+    },
+    /// The ceiling: the same concurrency straight to etcd (puts to distinct keys, then get+CAS).
+    Etcd {
+        #[arg(
+            long,
+            env = "KEEL_ETCD_SERVERS",
+            default_value = "http://127.0.0.1:2379",
+            value_delimiter = ','
+        )]
+        etcd_servers: Vec<String>,
+        #[arg(long, default_value_t = 64)]
+        writers: usize,
+        /// Keys the get+CAS writers share.
+        #[arg(long, default_value_t = 1)]
+        objects: usize,
+        #[arg(long, default_value_t = 0)]
+        payload_bytes: usize,
+        /// Only this ceiling (default: both, one after the other).
+        #[arg(long, value_parser = ["put", "cas"])]
+        only: Option<String>,
+    },
+    /// Watchers on a namespace while writers write at a fixed rate.
+    Watch {
+        #[arg(long, default_value_t = 100)]
+        watchers: usize,
+        #[arg(long, default_value_t = 8)]
+        writers: usize,
+        #[arg(long, default_value_t = 8)]
+        objects: usize,
+        /// Total writes per second.
+        #[arg(long, default_value_t = 1000)]
+        rate: u64,
+    },
+    /// Prints JSON results (one per line, from files or stdin) as a Markdown table.
+    Table {
+        /// Files of `--json` results; none: standard input.
+        files: Vec<std::path::PathBuf>,
+    },
+}
+
+/// One connection per this many concurrent callers: HTTP/2 servers cap concurrent streams
+/// per connection (hyper: 200), and one connection's flow control is shared by its streams.
+const CALLERS_PER_CONNECTION: usize = 64;
+
+async fn clients(common: &Common, callers: usize) -> Result<Vec<Client>, keel_client::ApiError> {
+    let per_server = callers.div_ceil(CALLERS_PER_CONNECTION).max(1);
+    let mut out = Vec::new();
+    for _ in 0..per_server {
+        for s in &common.server {
+            out.push(
+                Client::connect(&ClientConfig::new([s]).timeout(Duration::from_secs(30))).await?,
+            );
+        }
+    }
+    Ok(out)
+}
+
+async fn run(cli: Cli) -> Result<Vec<report::Summary>, String> {
+    let c = &cli.common;
+    let e = |e: keel_client::ApiError| format!("{:?}: {}", e.reason, e.message);
+    Ok(match cli.cmd {
+        Cmd::Patch {
+            writers,
+            objects,
+            patch_type,
+            payload_bytes,
+        } => {
+            let kind = match patch_type {
+                Patch::Merge => PatchType::Merge,
+                Patch::Json => PatchType::Json,
+                Patch::Strategic => PatchType::Strategic,
+            };
+            let cl = clients(c, writers).await.map_err(e)?;
+            vec![
+                writers::run(
+                    c,
+                    &cl,
+                    writers::Mode::Patch(kind),
+                    writers,
+                    objects.max(1),
+                    payload_bytes,
+                )
+                .await
+                .map_err(e)?,
+            ]
+        }
+        Cmd::Replace {
+            writers,
+            objects,
+            payload_bytes,
+        } => {
+            let cl = clients(c, writers).await.map_err(e)?;
+            vec![
+                writers::run(
+                    c,
+                    &cl,
+                    writers::Mode::Replace,
+                    writers,
+                    objects.max(1),
+                    payload_bytes,
+                )
+                .await
+                .map_err(e)?,
+            ]
+        }
+        Cmd::Etcd {
+            etcd_servers,
+            writers,
+            objects,
+            payload_bytes,
+            only,
+        } => {
+            let mut out = Vec::new();
+            let kinds = match only.as_deref() {
+                Some("put") => vec![etcd::Kind::Put],
+                Some(_) => vec![etcd::Kind::GetCas],
+                None => vec![etcd::Kind::Put, etcd::Kind::GetCas],
+            };
+            for k in kinds {
+                out.push(
+                    etcd::run(c, &etcd_servers, k, writers, objects, payload_bytes)
+                        .await
+                        .map_err(|e| format!("etcd: {e}"))?,
+                );
+            }
+            out
+        }
+        Cmd::Watch {
+            watchers,
+            writers,
+            objects,
+            rate,
+        } => {
+            let cl = clients(c, watchers + writers).await.map_err(e)?;
+            vec![
+                watch::run(c, &cl, watchers, writers, objects.max(1), rate)
+                    .await
+                    .map_err(e)?,
+            ]
+        }
+        Cmd::Table { files } => {
+            table::print(&files)?;
+            Vec::new()
+        }
+    })
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let json = cli.common.json;
+    match run(cli).await {
+        Ok(summaries) => {
+            for s in &summaries {
+                s.print(json);
+            }
+            if summaries.iter().any(|s| s.failed()) {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("keel-loadtest: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

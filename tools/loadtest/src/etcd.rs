@@ -1,0 +1,131 @@
+//! `etcd`: the ceiling, straight to etcd with the same concurrency: plain puts to distinct keys,
+//! and get-then-compare-and-swap on shared keys (what every API server write costs at least).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
+use tokio::time::Instant;
+
+use crate::Common;
+use crate::report::{self, Counters, Latency, Summary};
+
+/// Which ceiling to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Each writer puts to its own key.
+    Put,
+    /// Writers spread over `objects` keys: get, then put if the key's revision is unchanged.
+    GetCas,
+}
+
+pub async fn run(
+    common: &Common,
+    endpoints: &[String],
+    kind: Kind,
+    writers: usize,
+    objects: usize,
+    payload: usize,
+) -> Result<Summary, etcd_client::Error> {
+    let client = Client::connect(endpoints, None).await?;
+    let prefix = "/keel-loadtest/";
+    let value = format!("{{\"data\":\"{}\"}}", "x".repeat(payload.max(16)));
+    let counters = Arc::new(Counters::default());
+    let label = match kind {
+        Kind::Put => "etcd put",
+        Kind::GetCas => "etcd get+CAS",
+    };
+    let progress = report::progress(counters.clone(), common.duration, label);
+    let start = Instant::now();
+    let stop = start + common.duration;
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let (mut kv, counters, value) = (client.kv_client(), counters.clone(), value.clone());
+        let key = match kind {
+            Kind::Put => format!("{prefix}put/{w}"),
+            Kind::GetCas => format!("{prefix}cas/{}", w % objects.max(1)),
+        };
+        tasks.push(tokio::spawn(async move {
+            let mut h = report::histogram();
+            let mut attempts = 0u64;
+            let mut first_error = None;
+            while Instant::now() < stop {
+                attempts += 1;
+                let t = Instant::now();
+                let result = match kind {
+                    Kind::Put => kv
+                        .put(key.as_str(), value.as_str(), None)
+                        .await
+                        .map(|_| true),
+                    Kind::GetCas => match kv.get(key.as_str(), None).await {
+                        Ok(r) => {
+                            let rev = r.kvs().first().map(|k| k.mod_revision()).unwrap_or(0);
+                            let txn = Txn::new()
+                                .when([Compare::mod_revision(key.as_str(), CompareOp::Equal, rev)])
+                                .and_then([TxnOp::put(key.as_str(), value.as_str(), None)]);
+                            kv.txn(txn).await.map(|r| r.succeeded())
+                        }
+                        Err(e) => Err(e),
+                    },
+                };
+                match result {
+                    Ok(true) => {
+                        report::record(&mut h, t.elapsed());
+                        counters.ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(false) => {
+                        counters.conflicts.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        counters.errors.fetch_add(1, Ordering::Relaxed);
+                        first_error.get_or_insert_with(|| e.to_string());
+                    }
+                }
+            }
+            (h, attempts, first_error)
+        }));
+    }
+    let mut latency = report::histogram();
+    let mut attempts = 0;
+    let mut first_error = None;
+    for t in tasks {
+        if let Ok((h, a, e)) = t.await {
+            let _ = latency.add(&h);
+            attempts += a;
+            first_error = first_error.or(e);
+        }
+    }
+    let elapsed = start.elapsed();
+    progress.abort();
+    report::clear_progress();
+    let mut kv = client.kv_client();
+    let _ = kv
+        .delete(
+            prefix,
+            Some(etcd_client::DeleteOptions::new().with_prefix()),
+        )
+        .await;
+    let ok = counters.ok.load(Ordering::Relaxed);
+    let conflicts = counters.conflicts.load(Ordering::Relaxed);
+    Ok(Summary {
+        mode: match kind {
+            Kind::Put => "etcd-put".into(),
+            Kind::GetCas => "etcd-cas".into(),
+        },
+        writers,
+        objects: if kind == Kind::Put { writers } else { objects },
+        duration_s: elapsed.as_secs_f64(),
+        ok,
+        ok_per_s: ok as f64 / elapsed.as_secs_f64(),
+        errors: counters.errors.load(Ordering::Relaxed),
+        conflicts,
+        conflict_rate: if attempts > 0 {
+            conflicts as f64 / attempts as f64
+        } else {
+            0.0
+        },
+        latency: Latency::of(&latency),
+        first_error,
+        ..Default::default()
+    })
+}

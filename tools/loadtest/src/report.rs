@@ -1,0 +1,209 @@
+//! Results: a live progress line while running, an aligned summary after, JSON for machines.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::verify::LostUpdate;
+
+/// Counters shared by the workers of a run, read by the progress line.
+#[derive(Default)]
+pub struct Counters {
+    pub ok: AtomicU64,
+    pub errors: AtomicU64,
+    pub conflicts: AtomicU64,
+}
+
+/// A latency histogram in microseconds, 1 µs to 60 s at 3 significant digits.
+#[allow(clippy::expect_used)] // constant, valid bounds: cannot fail
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds")
+}
+
+pub fn record(h: &mut Histogram<u64>, took: Duration) {
+    let us = took.as_micros().clamp(1, 60_000_000) as u64;
+    let _ = h.record(us);
+}
+
+/// Prints a progress line every second until `done` is set, on stderr (rewritten in place on a
+/// terminal, one line every five seconds otherwise).
+pub fn progress(
+    counters: Arc<Counters>,
+    total: Duration,
+    label: &'static str,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let start = Instant::now();
+        let tty = std::io::stderr().is_terminal();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.tick().await;
+        let mut n = 0u64;
+        loop {
+            tick.tick().await;
+            n += 1;
+            let el = start.elapsed();
+            let ok = counters.ok.load(Ordering::Relaxed);
+            let line = format!(
+                "[{:>4}s/{}s] {label}: {ok} ok ({:.0}/s), {} errors, {} conflicts",
+                el.as_secs(),
+                total.as_secs(),
+                ok as f64 / el.as_secs_f64().max(0.001),
+                counters.errors.load(Ordering::Relaxed),
+                counters.conflicts.load(Ordering::Relaxed),
+            );
+            let mut err = std::io::stderr();
+            if tty {
+                let _ = write!(err, "\r{line}\x1b[K");
+            } else if n % 5 == 0 {
+                let _ = writeln!(err, "{line}");
+            }
+            let _ = err.flush();
+        }
+    })
+}
+
+pub fn clear_progress() {
+    if std::io::stderr().is_terminal() {
+        let _ = write!(std::io::stderr(), "\r\x1b[K");
+    }
+}
+
+/// Latency percentiles in milliseconds.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Latency {
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Latency {
+    pub fn of(h: &Histogram<u64>) -> Latency {
+        let ms = |us: u64| us as f64 / 1000.0;
+        if h.is_empty() {
+            return Latency::default();
+        }
+        Latency {
+            p50_ms: ms(h.value_at_quantile(0.50)),
+            p90_ms: ms(h.value_at_quantile(0.90)),
+            p99_ms: ms(h.value_at_quantile(0.99)),
+            max_ms: ms(h.max()),
+        }
+    }
+}
+
+/// Everything a run measured.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    pub mode: String,
+    pub writers: usize,
+    pub objects: usize,
+    pub watchers: usize,
+    pub patch_type: String,
+    pub servers: usize,
+    pub duration_s: f64,
+    pub ok: u64,
+    pub ok_per_s: f64,
+    pub errors: u64,
+    pub conflicts: u64,
+    /// Conflicts per attempt (replace and etcd CAS modes).
+    pub conflict_rate: f64,
+    pub latency: Latency,
+    /// Server-side PATCH retries, from the servers' /metrics (None when not scraped).
+    pub server_retries: Option<f64>,
+    /// Average PATCHes committed per compare-and-swap, from /metrics.
+    pub mean_batch: Option<f64>,
+    pub lost_updates: usize,
+    pub lost: Vec<LostUpdate>,
+    /// Watch mode: events expected at each watcher and how many were missed or repeated.
+    pub events_expected: u64,
+    pub events_missed: u64,
+    pub events_duplicated: u64,
+    pub first_error: Option<String>,
+}
+
+impl Summary {
+    /// True when the run proved a fault: a lost update or a missed or repeated event.
+    pub fn failed(&self) -> bool {
+        self.lost_updates > 0 || self.events_missed > 0 || self.events_duplicated > 0
+    }
+
+    pub fn print(&self, json: bool) {
+        if json {
+            println!("{}", serde_json::to_string(self).unwrap_or_default());
+            return;
+        }
+        let mut rows: Vec<(&str, String)> = Vec::new();
+        let l = &self.latency;
+        rows.push(("successes", format!("{} ({:.1}/s)", self.ok, self.ok_per_s)));
+        rows.push(("errors", self.errors.to_string()));
+        rows.push((
+            "latency p50 / p90 / p99",
+            format!(
+                "{:.2} ms / {:.2} ms / {:.2} ms",
+                l.p50_ms, l.p90_ms, l.p99_ms
+            ),
+        ));
+        rows.push(("latency max", format!("{:.2} ms", l.max_ms)));
+        if self.mode != "watch" {
+            rows.push((
+                "conflicts",
+                format!(
+                    "{} ({:.1}% of attempts)",
+                    self.conflicts,
+                    self.conflict_rate * 100.0
+                ),
+            ));
+        }
+        if let Some(r) = self.server_retries {
+            rows.push(("server-side retries", format!("{r:.0}")));
+        }
+        if let Some(b) = self.mean_batch {
+            rows.push(("PATCHes per write (mean)", format!("{b:.1}")));
+        }
+        if self.mode == "watch" {
+            rows.push((
+                "events expected per watcher",
+                self.events_expected.to_string(),
+            ));
+            rows.push(("events missed", self.events_missed.to_string()));
+            rows.push(("events duplicated", self.events_duplicated.to_string()));
+        } else if self.mode != "etcd-put" && self.mode != "etcd-cas" {
+            rows.push(("lost updates", self.lost_updates.to_string()));
+        }
+        if let Some(e) = &self.first_error {
+            rows.push(("first error", e.clone()));
+        }
+        println!(
+            "keel-loadtest {}: {} writers, {} objects{}{}, {:.0}s",
+            self.mode,
+            self.writers,
+            self.objects,
+            if self.watchers > 0 {
+                format!(", {} watchers", self.watchers)
+            } else {
+                String::new()
+            },
+            if self.patch_type.is_empty() {
+                String::new()
+            } else {
+                format!(", {} patch", self.patch_type)
+            },
+            self.duration_s
+        );
+        let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        for (k, v) in rows {
+            println!("  {k:<width$}  {v}");
+        }
+        for lost in self.lost.iter().take(10) {
+            println!(
+                "  LOST: {}/{} acknowledged {} but holds {:?}",
+                lost.object, lost.field, lost.acknowledged, lost.found
+            );
+        }
+    }
+}

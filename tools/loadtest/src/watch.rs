@@ -1,0 +1,193 @@
+//! `watch`: W watchers on one namespace while writers write at a fixed rate. Measures delivery
+//! latency (write acknowledged → event at each watcher) and checks every watcher sees every
+//! acknowledged write exactly once.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use keel_client::{Client, EventType, ListParams, PatchType, WatchParams, gvr};
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::report::{self, Counters, Latency, Summary};
+use crate::{Common, writers};
+
+struct WatcherLog {
+    /// (resourceVersion, when it arrived) of every non-bookmark event, in arrival order.
+    seen: Vec<(i64, Instant)>,
+    reconnects: u64,
+}
+
+pub async fn run(
+    common: &Common,
+    clients: &[Client],
+    watchers: usize,
+    writer_count: usize,
+    objects: usize,
+    rate: u64,
+) -> Result<Summary, keel_client::ApiError> {
+    let ns = common.namespace.clone();
+    let cms = gvr("", "v1", "configmaps");
+    writers::prepare(&clients[0], &ns, objects).await?;
+    let start_rv = clients[0]
+        .list(
+            &cms,
+            &ns,
+            &ListParams {
+                limit: 1,
+                ..Default::default()
+            },
+        )
+        .await?
+        .resource_version;
+
+    // Watchers first, all from the same revision.
+    let newest_seen = Arc::new(AtomicI64::new(0));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut watcher_tasks = Vec::new();
+    for w in 0..watchers {
+        let c = clients[w % clients.len()].clone();
+        let (ns, start_rv, cms) = (ns.clone(), start_rv.clone(), cms.clone());
+        let mut stop = stop_rx.clone();
+        let newest = newest_seen.clone();
+        watcher_tasks.push(tokio::spawn(async move {
+            let mut log = WatcherLog {
+                seen: Vec::new(),
+                reconnects: 0,
+            };
+            let mut from = start_rv;
+            'outer: loop {
+                let p = WatchParams {
+                    namespace: ns.clone(),
+                    resource_version: from.clone(),
+                    ..Default::default()
+                };
+                let mut s = match c.watch(&cms, &p).await {
+                    Ok(s) => s,
+                    Err(_) => {
+                        log.reconnects += 1;
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                loop {
+                    tokio::select! {
+                        ev = s.next() => match ev {
+                            Some(Ok(ev)) if ev.kind != EventType::Bookmark => {
+                                let rv: i64 = ev.resource_version().parse().unwrap_or(0);
+                                log.seen.push((rv, Instant::now()));
+                                newest.fetch_max(rv, Ordering::Relaxed);
+                                from = rv.to_string();
+                            }
+                            Some(Ok(_)) => {}
+                            Some(Err(_)) | None => {
+                                log.reconnects += 1;
+                                continue 'outer;
+                            }
+                        },
+                        _ = stop.wait_for(|s| *s) => break 'outer,
+                    }
+                }
+            }
+            log
+        }));
+    }
+
+    // Writers at a fixed total rate.
+    let counters = Arc::new(Counters::default());
+    let progress = report::progress(counters.clone(), common.duration, "watch writes");
+    let start = Instant::now();
+    let stop_at = start + common.duration;
+    let per_writer = Duration::from_secs_f64(writer_count as f64 / rate.max(1) as f64);
+    let mut writer_tasks = Vec::new();
+    for w in 0..writer_count {
+        let c = clients[w % clients.len()].clone();
+        let (ns, cms, counters) = (ns.clone(), cms.clone(), counters.clone());
+        writer_tasks.push(tokio::spawn(async move {
+            let mut acks = Vec::new();
+            let mut first_error = None;
+            let mut tick = tokio::time::interval(per_writer);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut n = 0u64;
+            while Instant::now() < stop_at {
+                tick.tick().await;
+                n += 1;
+                let name = writers::object_name((w + n as usize) % objects.max(1));
+                let p = json!({"data": {format!("w{w}"): n.to_string()}});
+                match c.patch(&cms, &ns, &name, PatchType::Merge, &p).await {
+                    Ok(o) => {
+                        let rv: i64 = o["metadata"]["resourceVersion"]
+                            .as_str()
+                            .and_then(|s| s.parse().ok())
+                            .unwrap_or(0);
+                        acks.push((rv, Instant::now()));
+                        counters.ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        counters.errors.fetch_add(1, Ordering::Relaxed);
+                        first_error.get_or_insert_with(|| e.to_string());
+                    }
+                }
+            }
+            (acks, first_error)
+        }));
+    }
+    let mut acked: HashMap<i64, Instant> = HashMap::new();
+    let mut first_error = None;
+    for t in writer_tasks {
+        if let Ok((acks, e)) = t.await {
+            acked.extend(acks);
+            first_error = first_error.or(e);
+        }
+    }
+    let elapsed = start.elapsed();
+    progress.abort();
+    report::clear_progress();
+
+    // Let the watchers catch up with the last acknowledged write (bounded wait), then stop them.
+    let last = acked.keys().copied().max().unwrap_or(0);
+    let drain_deadline = Instant::now() + Duration::from_secs(15);
+    while newest_seen.load(Ordering::Relaxed) < last && Instant::now() < drain_deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Every watcher, not just the fastest, should be there: give stragglers a moment.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _ = stop_tx.send(true);
+    let mut latency = report::histogram();
+    let (mut missed, mut duplicated) = (0u64, 0u64);
+    for t in watcher_tasks {
+        let Ok(log) = t.await else { continue };
+        let mut got = HashSet::new();
+        for (rv, at) in &log.seen {
+            if !got.insert(*rv) {
+                duplicated += 1;
+                continue;
+            }
+            if let Some(ack) = acked.get(rv) {
+                report::record(&mut latency, at.saturating_duration_since(*ack));
+            }
+        }
+        missed += acked.keys().filter(|rv| !got.contains(rv)).count() as u64;
+    }
+    let ok = counters.ok.load(Ordering::Relaxed);
+    Ok(Summary {
+        mode: "watch".into(),
+        writers: writer_count,
+        objects,
+        watchers,
+        servers: clients.len(),
+        duration_s: elapsed.as_secs_f64(),
+        ok,
+        ok_per_s: ok as f64 / elapsed.as_secs_f64(),
+        errors: counters.errors.load(Ordering::Relaxed),
+        latency: Latency::of(&latency),
+        events_expected: acked.len() as u64,
+        events_missed: missed,
+        events_duplicated: duplicated,
+        first_error,
+        ..Default::default()
+    })
+}
