@@ -58,7 +58,7 @@ pub fn progress(
             let mut err = std::io::stderr();
             if tty {
                 let _ = write!(err, "\r{line}\x1b[K");
-            } else if n % 5 == 0 {
+            } else if n.is_multiple_of(5) {
                 let _ = writeln!(err, "{line}");
             }
             let _ = err.flush();
