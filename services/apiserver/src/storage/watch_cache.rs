@@ -10,7 +10,7 @@
 //!   `Expired` and relist, since events between the two lists were never seen.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use etcd_client::{EventType as EtcdEventType, WatchOptions};
@@ -36,11 +36,34 @@ pub struct CacheEvent {
     pub rv: i64,
     /// The object after the change; for `Deleted`, its last state with `rv` as its version.
     pub obj: Arc<Object>,
-    /// `obj` serialized once for all watchers.
-    pub bytes: Arc<Vec<u8>>,
+    /// `obj` serialized, once for all watchers, on first use (a resource nobody watches never
+    /// pays for it).
+    bytes: OnceLock<Vec<u8>>,
     /// The object before the change, when it existed: lets a watcher whose selector stopped
     /// matching send `DELETED`.
     pub prev: Option<Arc<Object>>,
+}
+
+impl CacheEvent {
+    pub fn new(
+        kind: EventType,
+        rv: i64,
+        obj: Arc<Object>,
+        prev: Option<Arc<Object>>,
+    ) -> CacheEvent {
+        CacheEvent {
+            kind,
+            rv,
+            obj,
+            bytes: OnceLock::new(),
+            prev,
+        }
+    }
+
+    /// The object's JSON.
+    pub fn bytes(&self) -> &[u8] {
+        self.bytes.get_or_init(|| self.obj.to_vec())
+    }
 }
 
 /// What a cache broadcasts to its watchers, in revision order.
@@ -343,13 +366,7 @@ impl WatchCache {
                 (EventType::Deleted, Arc::new(last), Some(prev))
             }
         };
-        let event = Arc::new(CacheEvent {
-            kind,
-            rv,
-            bytes: Arc::new(obj.to_vec()),
-            obj,
-            prev,
-        });
+        let event = Arc::new(CacheEvent::new(kind, rv, obj, prev));
         st.window.push_back(event.clone());
         while st.window.len() > self.capacity {
             if let Some(old) = st.window.pop_front() {

@@ -62,10 +62,10 @@ fn to_client(ev: &CacheEvent, f: &Filter) -> Option<WatchEvent> {
     let now = ev.kind != EventType::Deleted && f.matches(&ev.obj);
     let before = ev.prev.as_ref().is_some_and(|p| f.matches(p));
     match (ev.kind, now, before) {
-        (EventType::Deleted, _, true) => Some(event("DELETED", ev.bytes.to_vec())),
+        (EventType::Deleted, _, true) => Some(event("DELETED", ev.bytes().to_vec())),
         (EventType::Deleted, _, false) => None,
-        (_, true, true) => Some(event("MODIFIED", ev.bytes.to_vec())),
-        (_, true, false) => Some(event("ADDED", ev.bytes.to_vec())),
+        (_, true, true) => Some(event("MODIFIED", ev.bytes().to_vec())),
+        (_, true, false) => Some(event("ADDED", ev.bytes().to_vec())),
         (_, false, true) => {
             // Stopped matching: the previous state, at this event's revision.
             let mut last = ev.prev.as_deref().cloned()?;
@@ -289,24 +289,17 @@ fn convert(info: &ResourceInfo, ev: &etcd_client::Event) -> Option<CacheEvent> {
             } else {
                 EventType::Modified
             };
-            Some(CacheEvent {
-                kind,
-                rv,
-                bytes: Arc::new(obj.to_vec()),
-                obj: Arc::new(obj),
-                prev,
-            })
+            Some(CacheEvent::new(kind, rv, Arc::new(obj), prev))
         }
         EtcdEventType::Delete => {
             let mut last = prev.as_deref()?.clone();
             last.set_resource_version(&rv.to_string());
-            Some(CacheEvent {
-                kind: EventType::Deleted,
+            Some(CacheEvent::new(
+                EventType::Deleted,
                 rv,
-                bytes: Arc::new(last.to_vec()),
-                obj: Arc::new(last),
+                Arc::new(last),
                 prev,
-            })
+            ))
         }
     }
 }
