@@ -1,5 +1,6 @@
 //! Unary calls: create, get, list, update, patch, delete, discovery.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use keel_api::proto::discovery_client::DiscoveryClient;
@@ -11,6 +12,8 @@ use keel_api::proto::{
 use keel_api::{ApiError, GroupVersionResource, Target};
 use serde_json::Value;
 use tonic::transport::{Channel, Endpoint};
+
+use crate::endpoints::{Endpoints, never_sent};
 
 /// Shorthand for a [`GroupVersionResource`].
 pub fn gvr(group: &str, version: &str, resource: &str) -> GroupVersionResource {
@@ -73,10 +76,10 @@ pub struct DeleteParams {
     pub propagation: PropagationPolicy,
 }
 
-/// A connection to the API servers; cheap to clone.
+/// A connection to the API servers; cheap to clone (clones share the connections).
 #[derive(Clone)]
 pub struct Client {
-    channel: Channel,
+    endpoints: Arc<Endpoints>,
     timeout: Duration,
 }
 
@@ -101,7 +104,7 @@ impl Client {
     /// Prepares connections to every endpoint; they are made lazily, so this succeeds while
     /// servers are still starting.
     pub async fn connect(config: &ClientConfig) -> Result<Client, ApiError> {
-        let mut endpoints = Vec::new();
+        let mut channels = Vec::new();
         for e in &config.endpoints {
             let ep = Endpoint::from_shared(e.clone())
                 .map_err(|err| {
@@ -113,30 +116,57 @@ impl Client {
                 .connect_timeout(config.connect_timeout)
                 .tcp_nodelay(true)
                 .http2_keep_alive_interval(Duration::from_secs(20))
+                .keep_alive_timeout(Duration::from_secs(10))
                 .keep_alive_while_idle(true);
-            endpoints.push(ep);
+            channels.push((e.clone(), ep.connect_lazy()));
         }
-        if endpoints.is_empty() {
+        if channels.is_empty() {
             return Err(ApiError::bad_request(
                 Target::default(),
                 "no server address given",
             ));
         }
-        let channel = if endpoints.len() == 1 {
-            endpoints.remove(0).connect_lazy()
-        } else {
-            Channel::balance_list(endpoints.into_iter())
-        };
         Ok(Client {
-            channel,
+            endpoints: Arc::new(Endpoints::new(channels)),
             timeout: config.timeout,
         })
     }
 
-    pub(crate) fn objects(&self) -> ObjectsClient<Channel> {
-        ObjectsClient::new(self.channel.clone())
+    fn objects_at(&self, i: usize) -> ObjectsClient<Channel> {
+        ObjectsClient::new(self.endpoints.channel(i))
             .max_decoding_message_size(64 * 1024 * 1024)
             .max_encoding_message_size(16 * 1024 * 1024)
+    }
+
+    pub(crate) fn objects(&self) -> ObjectsClient<Channel> {
+        self.objects_at(self.endpoints.pick())
+    }
+
+    /// Sends a call to the next endpoint; when the connection cannot even be made, to the
+    /// next one after it, until every endpoint was tried once.
+    pub(crate) async fn call<T, F, Fut>(&self, mut f: F) -> Result<T, ApiError>
+    where
+        F: FnMut(ObjectsClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let n = self.endpoints.len();
+        let mut attempt = 0;
+        loop {
+            let i = self.endpoints.pick();
+            match f(self.objects_at(i)).await {
+                Ok(r) => return Ok(r.into_inner()),
+                Err(s) if never_sent(&s) && attempt + 1 < n => {
+                    self.endpoints.mark_down(i);
+                    attempt += 1;
+                }
+                Err(s) => {
+                    if never_sent(&s) {
+                        self.endpoints.mark_down(i);
+                    }
+                    return Err(ApiError::from_status(&s));
+                }
+            }
+        }
     }
 
     fn request<T>(&self, msg: T) -> tonic::Request<T> {
@@ -157,11 +187,12 @@ impl Client {
             object: encode(obj),
         };
         let resp = self
-            .objects()
-            .create(self.request(req))
-            .await
-            .map_err(|s| ApiError::from_status(&s))?;
-        decode(&resp.into_inner().object)
+            .call(|mut c| {
+                let r = self.request(req.clone());
+                async move { c.create(r).await }
+            })
+            .await?;
+        decode(&resp.object)
     }
 
     pub async fn get(
@@ -188,11 +219,12 @@ impl Client {
             resource_version: rv.into(),
         };
         let resp = self
-            .objects()
-            .get(self.request(req))
-            .await
-            .map_err(|s| ApiError::from_status(&s))?;
-        decode(&resp.into_inner().object)
+            .call(|mut c| {
+                let r = self.request(req.clone());
+                async move { c.get(r).await }
+            })
+            .await?;
+        decode(&resp.object)
     }
 
     /// One page of a List ("" namespace: all namespaces).
@@ -212,11 +244,11 @@ impl Client {
             resource_version: p.resource_version.clone(),
         };
         let resp = self
-            .objects()
-            .list(self.request(req))
-            .await
-            .map_err(|s| ApiError::from_status(&s))?
-            .into_inner();
+            .call(|mut c| {
+                let r = self.request(req.clone());
+                async move { c.list(r).await }
+            })
+            .await?;
         let items = resp
             .items
             .iter()
@@ -281,11 +313,12 @@ impl Client {
             object: encode(obj),
         };
         let resp = self
-            .objects()
-            .update(self.request(req))
-            .await
-            .map_err(|s| ApiError::from_status(&s))?;
-        decode(&resp.into_inner().object)
+            .call(|mut c| {
+                let r = self.request(req.clone());
+                async move { c.update(r).await }
+            })
+            .await?;
+        decode(&resp.object)
     }
 
     pub async fn patch(
@@ -319,11 +352,12 @@ impl Client {
             patch,
         };
         let resp = self
-            .objects()
-            .patch(self.request(req))
-            .await
-            .map_err(|s| ApiError::from_status(&s))?;
-        decode(&resp.into_inner().object)
+            .call(|mut c| {
+                let r = self.request(req.clone());
+                async move { c.patch(r).await }
+            })
+            .await?;
+        decode(&resp.object)
     }
 
     /// Deletes an object. Returns it (with `deletionTimestamp` when finalizers hold it) and
@@ -346,17 +380,17 @@ impl Client {
             propagation_policy: p.propagation as i32,
         };
         let resp = self
-            .objects()
-            .delete(self.request(req))
-            .await
-            .map_err(|s| ApiError::from_status(&s))?
-            .into_inner();
+            .call(|mut c| {
+                let r = self.request(req.clone());
+                async move { c.delete(r).await }
+            })
+            .await?;
         Ok((decode(&resp.object)?, resp.deleted))
     }
 
     /// The resources the server serves.
     pub async fn discovery(&self) -> Result<Vec<ApiResource>, ApiError> {
-        let mut c = DiscoveryClient::new(self.channel.clone());
+        let mut c = DiscoveryClient::new(self.endpoints.channel(self.endpoints.pick()));
         let resp = c
             .server_resources(self.request(DiscoveryRequest {}))
             .await

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod client;
+mod endpoints;
 mod watch;
 
 pub use client::{Client, ClientConfig, DeleteParams, ListParams, ObjectList, gvr};

@@ -7,6 +7,9 @@ use serde_json::Value;
 
 use crate::Client;
 
+/// Buffer between a resumable watch's task and its reader.
+const RESUMABLE_BUFFER: usize = 256;
+
 /// The kind of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
@@ -93,5 +96,57 @@ impl Client {
             })?;
             Ok(Event { kind, object })
         }))
+    }
+}
+
+impl Client {
+    /// A watch that survives the loss of its server: when the stream breaks for any reason
+    /// but `Expired`, it is opened again (on the next endpoint that answers) from the last
+    /// resourceVersion seen, with backoff, so the reader gets every event once and in order.
+    /// `Expired` is passed on and ends the stream: the caller must relist.
+    pub fn watch_resumable(
+        &self,
+        g: &GroupVersionResource,
+        p: &WatchParams,
+    ) -> impl Stream<Item = Result<Event, ApiError>> + Send + Unpin + use<> {
+        let (tx, rx) = tokio::sync::mpsc::channel(RESUMABLE_BUFFER);
+        let (client, g, mut p) = (self.clone(), g.clone(), p.clone());
+        tokio::spawn(async move {
+            let mut backoff = std::time::Duration::from_millis(100);
+            loop {
+                let mut stream = match client.watch(&g, &p).await {
+                    Ok(s) => s,
+                    Err(e) if e.reason == keel_api::Reason::Expired => {
+                        let _ = tx.send(Err(e)).await;
+                        return;
+                    }
+                    Err(_) => {
+                        if tx.is_closed() {
+                            return;
+                        }
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
+                        continue;
+                    }
+                };
+                while let Some(item) = stream.next().await {
+                    match item {
+                        Ok(ev) => {
+                            backoff = std::time::Duration::from_millis(100);
+                            p.resource_version = ev.resource_version().to_string();
+                            if tx.send(Ok(ev)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) if e.reason == keel_api::Reason::Expired => {
+                            let _ = tx.send(Err(e)).await;
+                            return;
+                        }
+                        Err(_) => break,
+                    }
+                }
+            }
+        });
+        tokio_stream::wrappers::ReceiverStream::new(rx)
     }
 }

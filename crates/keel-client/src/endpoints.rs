@@ -1,0 +1,82 @@
+//! Several API server endpoints: requests go round-robin over those that answer; an endpoint
+//! that refuses connections is skipped for a moment, and a request that never left is sent to
+//! the next one.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tonic::transport::Channel;
+
+/// How long an endpoint that refused a connection is skipped.
+const DOWN_FOR: Duration = Duration::from_secs(2);
+
+pub(crate) struct Endpoints {
+    channels: Vec<(String, Channel)>,
+    next: AtomicUsize,
+    /// When each endpoint may be tried again (None: it is up).
+    down_until: Vec<Mutex<Option<Instant>>>,
+}
+
+impl Endpoints {
+    pub fn new(channels: Vec<(String, Channel)>) -> Endpoints {
+        let down_until = channels.iter().map(|_| Mutex::new(None)).collect();
+        Endpoints {
+            channels,
+            next: AtomicUsize::new(0),
+            down_until,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.channels.len()
+    }
+
+    fn is_down(&self, i: usize) -> bool {
+        let mut d = self.down_until[i].lock().unwrap_or_else(|e| e.into_inner());
+        match *d {
+            Some(t) if Instant::now() < t => true,
+            Some(_) => {
+                *d = None;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// The next endpoint to use: round-robin over those up, or simply the next one when all
+    /// are down (one of them may be back).
+    pub fn pick(&self) -> usize {
+        let n = self.channels.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&i| !self.is_down(i))
+            .unwrap_or(start % n)
+    }
+
+    pub fn channel(&self, i: usize) -> Channel {
+        self.channels[i].1.clone()
+    }
+
+    pub fn mark_down(&self, i: usize) {
+        *self.down_until[i].lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(Instant::now() + DOWN_FOR);
+    }
+}
+
+/// Whether a failed call never reached a server (the connection could not be made), so it
+/// is safe to send it to another endpoint whatever the request does.
+pub(crate) fn never_sent(s: &tonic::Status) -> bool {
+    if s.code() != tonic::Code::Unavailable {
+        return false;
+    }
+    let mut source = std::error::Error::source(s);
+    while let Some(e) = source {
+        if format!("{e:?}").contains("ConnectError") {
+            return true;
+        }
+        source = e.source();
+    }
+    s.message().contains("connect error")
+}
