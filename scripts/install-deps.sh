@@ -9,6 +9,12 @@ command -v etcd >/dev/null 2>&1 || [ -n "${ETCD_BIN:-}" ] || missing+=(etcd-serv
 command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
 command -v cc >/dev/null 2>&1 || missing+=(build-essential)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+# The compose stack and its test: Docker must be there (it cannot be installed and started from
+# here on every machine), docker-compose can.
+if command -v docker >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1 &&
+  ! command -v docker-compose >/dev/null 2>&1; then
+  missing+=(docker-compose)
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "==> installing ${missing[*]}"

@@ -1,51 +1,37 @@
 #!/usr/bin/env bash
-# Brings keel up locally: etcd on 127.0.0.1:2379 (data in .keel/etcd) and one keel-apiserver
-# on 127.0.0.1:6443 (gRPC) and 127.0.0.1:6080 (HTTP health and metrics). Logs in .keel/.
-# `scripts/up.sh down` stops both.
+# Brings the whole keel system up in containers: installs what is missing, builds the images
+# from nothing (deploy/build-images.sh), runs docker compose up, waits until every service is
+# healthy and says how to reach the API servers. `scripts/up.sh down` removes it all (volumes
+# too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-state=.keel
-mkdir -p "$state"
-
-stop() {
-  for p in apiserver etcd; do
-    if [ -f "$state/$p.pid" ]; then
-      kill "$(cat "$state/$p.pid")" 2>/dev/null || true
-      rm -f "$state/$p.pid"
-    fi
-  done
-}
+source deploy/compose.sh
+project=${KEEL_PROJECT:-keel}
 if [ "${1:-}" = "down" ]; then
-  stop
-  echo "keel stopped"
+  $compose -p "$project" down -v --remove-orphans
   exit 0
 fi
-
 ./scripts/install-deps.sh
-echo "==> building keel (release)"
-cargo build --release --locked --bins
-stop
+./deploy/build-images.sh
+$compose -p "$project" up -d
+echo "==> waiting for every service to be healthy"
+for _ in $(seq 1 240); do
+  total=$(docker ps -a --filter "label=com.docker.compose.project=$project" -q | wc -l)
+  healthy=$(docker ps --filter "label=com.docker.compose.project=$project" --filter health=healthy -q | wc -l)
+  if [ "$total" -gt 0 ] && [ "$healthy" = "$total" ]; then
+    $compose -p "$project" ps
+    cat <<MSG
 
-echo "==> starting etcd on 127.0.0.1:2379"
-etcd --name keel --data-dir "$state/etcd" \
-  --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
-  --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
-  --initial-cluster keel=http://127.0.0.1:2380 --max-request-bytes 2097152 \
-  >"$state/etcd.log" 2>&1 &
-echo $! >"$state/etcd.pid"
-
-echo "==> starting keel-apiserver on 127.0.0.1:6443"
-./target/release/keel-apiserver --etcd-servers http://127.0.0.1:2379 \
-  >"$state/apiserver.out" 2>"$state/apiserver.log" &
-echo $! >"$state/apiserver.pid"
-
-for _ in $(seq 1 150); do
-  if curl -fsS http://127.0.0.1:6080/readyz >/dev/null 2>&1; then
-    echo "keel is up: gRPC at http://127.0.0.1:6443, health and metrics at http://127.0.0.1:6080/{healthz,readyz,metrics}"
-    echo "logs in $state/; stop with: scripts/up.sh down"
+keel is up: $healthy services healthy.
+  API servers (gRPC):  http://127.0.0.1:${KEEL_API_PORT_0:-6443}  http://127.0.0.1:${KEEL_API_PORT_1:-6444}
+  health and metrics:  http://127.0.0.1:${KEEL_HTTP_PORT_0:-6080}/metrics  http://127.0.0.1:${KEEL_HTTP_PORT_1:-6081}/metrics
+  try:                 ./target/release/keelctl --server http://127.0.0.1:6443,http://127.0.0.1:6444 get ns
+  stop:                scripts/up.sh down
+MSG
     exit 0
   fi
-  sleep 0.2
+  sleep 0.5
 done
-echo "keel-apiserver did not become ready; see $state/apiserver.log and $state/etcd.log" >&2
+echo "keel did not become healthy:" >&2
+$compose -p "$project" ps >&2
 exit 1

@@ -338,6 +338,9 @@ impl ApiError {
         // The transport refuses oversized messages itself, without a keel detail.
         let reason = if status.message().contains("message length too large") {
             Reason::RequestEntityTooLarge
+        } else if status.message().contains("transport error") {
+            // The connection broke (a server died mid-request): retry elsewhere.
+            Reason::ServiceUnavailable
         } else {
             Reason::from_code(status.code())
         };

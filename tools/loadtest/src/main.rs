@@ -134,19 +134,18 @@ enum Cmd {
     },
 }
 
-/// One connection per this many concurrent callers: HTTP/2 servers cap concurrent streams
-/// per connection (hyper: 200), and one connection's flow control is shared by its streams.
+/// One client (a connection to each server) per this many concurrent callers: HTTP/2 servers
+/// cap concurrent streams per connection (hyper: 200), and a connection's flow control is
+/// shared by its streams.
 const CALLERS_PER_CONNECTION: usize = 64;
 
+/// Clients that each know every server: requests go round-robin over them and fail over when
+/// one is down.
 async fn clients(common: &Common, callers: usize) -> Result<Vec<Client>, keel_client::ApiError> {
-    let per_server = callers.div_ceil(CALLERS_PER_CONNECTION).max(1);
     let mut out = Vec::new();
-    for _ in 0..per_server {
-        for s in &common.server {
-            out.push(
-                Client::connect(&ClientConfig::new([s]).timeout(Duration::from_secs(30))).await?,
-            );
-        }
+    for _ in 0..callers.div_ceil(CALLERS_PER_CONNECTION).max(1) {
+        let config = ClientConfig::new(&common.server).timeout(Duration::from_secs(30));
+        out.push(Client::connect(&config).await?);
     }
     Ok(out)
 }

@@ -178,7 +178,7 @@ pub async fn run(
         writers: writer_count,
         objects,
         watchers,
-        servers: clients.len(),
+        servers: common.server.len(),
         duration_s: elapsed.as_secs_f64(),
         ok,
         ok_per_s: ok as f64 / elapsed.as_secs_f64(),

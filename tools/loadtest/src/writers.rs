@@ -217,7 +217,7 @@ pub async fn run(
             Mode::Patch(k) => format!("{k:?}").to_lowercase(),
             Mode::Replace => String::new(),
         },
-        servers: clients.len(),
+        servers: common.server.len(),
         duration_s: elapsed.as_secs_f64(),
         ok,
         ok_per_s: ok as f64 / elapsed.as_secs_f64(),

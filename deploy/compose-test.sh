@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The distributed control plane under faults, from nothing: builds the images, brings the
+# compose stack up, and while keel-loadtest writes and watches through both API servers,
+# kills one etcd member and one API server. Checks that no acknowledged write is lost, that
+# every watcher sees every event exactly once across the failover, and that the killed
+# containers rejoin when restarted. Tears everything down (containers, network, volumes).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+project=keel-citest
+export KEEL_API_PORT_0=${KEEL_API_PORT_0:-46443} KEEL_API_PORT_1=${KEEL_API_PORT_1:-46444}
+export KEEL_HTTP_PORT_0=${KEEL_HTTP_PORT_0:-46080} KEEL_HTTP_PORT_1=${KEEL_HTTP_PORT_1:-46081}
+api="http://127.0.0.1:$KEEL_API_PORT_0,http://127.0.0.1:$KEEL_API_PORT_1"
+metrics="http://127.0.0.1:$KEEL_HTTP_PORT_0/metrics,http://127.0.0.1:$KEEL_HTTP_PORT_1/metrics"
+source deploy/compose.sh # sets $compose: docker-compose, or the docker compose plugin
+dc() { $compose -p "$project" "$@"; }
+work=$(mktemp -d)
+passed=0
+failed=0
+
+teardown() {
+  dc down -v --remove-orphans >/dev/null 2>&1 || true
+  local left
+  left=$(docker ps -aq --filter "label=com.docker.compose.project=$project"; \
+         docker network ls -q --filter "label=com.docker.compose.project=$project"; \
+         docker volume ls -q --filter "label=com.docker.compose.project=$project")
+  if [ -n "$left" ]; then echo "FAIL: left behind after teardown: $left"; failed=$((failed + 1)); fi
+  rm -rf "$work"
+}
+trap teardown EXIT
+check() {
+  if eval "$2"; then echo "ok: $1"; passed=$((passed + 1)); else echo "FAIL: $1"; failed=$((failed + 1)); fi
+}
+
+# Waits (up to $2 seconds) until every container of the project is running and healthy.
+wait_healthy() {
+  local what=$1 deadline=$((SECONDS + $2))
+  while [ $SECONDS -lt $deadline ]; do
+    local states
+    states=$(docker ps -a --filter "label=com.docker.compose.project=$project" --format '{{.Names}} {{.Status}}')
+    if [ "$(echo "$states" | grep -c '(healthy)')" = 5 ]; then echo "ok: $what"; passed=$((passed + 1)); return 0; fi
+    sleep 0.5
+  done
+  echo "FAIL: $what"; docker ps -a --filter "label=com.docker.compose.project=$project"; failed=$((failed + 1)); return 1
+}
+
+# Reads a counter summed over both API servers' metrics.
+writes_seen() {
+  local total=0 n
+  for port in "$KEEL_HTTP_PORT_0" "$KEEL_HTTP_PORT_1"; do
+    n=$(curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null |
+        awk '/^keel_apiserver_requests_total\{verb="patch".*code="OK"/ {s += $NF} END {print s + 0}')
+    total=$((total + ${n%.*}))
+  done
+  echo "$total"
+}
+
+./deploy/build-images.sh
+dc down -v --remove-orphans >/dev/null 2>&1 || true
+echo "==> docker compose up"
+dc up -d
+wait_healthy "the stack is up: 3 etcd members, 2 API servers, all healthy" 120
+
+lt=./target/release/keel-loadtest
+echo "==> writing and watching through both API servers for 40s"
+$lt --server "$api" --metrics-url "$metrics" --namespace lt-patch --duration 40s --json \
+  patch --writers 16 --objects 4 >"$work/patch.json" 2>"$work/patch.err" &
+patch_pid=$!
+$lt --server "$api" --namespace lt-watch --duration 40s --json \
+  watch --watchers 10 --writers 2 --objects 2 --rate 50 >"$work/watch.json" 2>"$work/watch.err" &
+watch_pid=$!
+
+# Faults once writes are flowing.
+deadline=$((SECONDS + 60))
+while [ "$(writes_seen)" -lt 500 ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+echo "==> killing etcd-1 and apiserver-0 ($(writes_seen) PATCHes so far)"
+docker kill "${project}_etcd-1_1" "${project}_apiserver-0_1" >/dev/null 2>&1 ||
+  docker kill "${project}-etcd-1-1" "${project}-apiserver-0-1" >/dev/null
+killed_at=$(writes_seen)
+# The survivors carry on: wait for 500 more writes, then bring the killed ones back.
+deadline=$((SECONDS + 60))
+while [ "$(writes_seen)" -lt $((killed_at + 500)) ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+check "writes go on while a member and a server are down" "[ $(writes_seen) -ge $((killed_at + 500)) ]"
+echo "==> restarting them"
+dc start etcd-1 apiserver-0 >/dev/null
+wait_healthy "the killed containers rejoin: all healthy again" 120
+
+wait $patch_pid || true
+wait $watch_pid || true
+# A top-level number from a keel-loadtest --json result.
+field() { grep -o "\"$2\":[0-9]*" "$1" | head -1 | cut -d: -f2; }
+echo "--- patch: $(cat "$work/patch.json")"
+echo "--- watch: $(cat "$work/watch.json")"
+check "writers acknowledged writes" "[ $(field "$work/patch.json" ok) -gt 1000 ]"
+check "no acknowledged write was lost" "[ $(field "$work/patch.json" lost_updates) = 0 ]"
+check "watchers missed no event" "[ $(field "$work/watch.json" events_missed) = 0 ]"
+check "watchers saw no event twice" "[ $(field "$work/watch.json" events_duplicated) = 0 ]"
+check "the restarted API server serves writes" \
+  "$lt --server http://127.0.0.1:$KEEL_API_PORT_0 --namespace lt-after --duration 2s --json patch --writers 2 >$work/after.json 2>/dev/null && [ \$(field $work/after.json errors) = 0 ]"
+
+trap - EXIT
+teardown
+echo "compose test: $passed passed, $failed failed"
+[ "$failed" = 0 ]
