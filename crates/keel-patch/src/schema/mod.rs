@@ -1,0 +1,77 @@
+//! What a strategic merge patch needs to know about a kind: how each list field merges.
+
+mod builtin;
+mod openapi;
+
+pub use builtin::BuiltinSchema;
+pub use openapi::OpenApiSchema;
+use serde_json::Value;
+
+/// How a list field merges in a strategic merge patch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListStrategy {
+    /// The patch's list replaces the whole list: Kubernetes' default (`atomic`).
+    Replace,
+    /// Elements are objects identified by the values of these fields; a patch element merges
+    /// into the element with the same key, or is appended when there is none.
+    MergeByKeys(Vec<String>),
+    /// The list is a set of primitives: a patch adds the values that are missing, and
+    /// `$deleteFromPrimitiveList/<field>` removes values.
+    Set,
+}
+
+/// The merge rules of one kind, asked field by field.
+///
+/// A `path` is the field names from the object root to the field, e.g.
+/// `["spec", "template", "spec", "containers"]`. Entering a list element adds no segment (the
+/// fields of a container are under `[.., "containers", "env"]`), and entering a free-form map
+/// (labels, data) adds the map key as a segment.
+pub trait MergeSchema {
+    /// How the list at `path` merges. Unknown fields replace, as in Kubernetes.
+    fn list_strategy(&self, path: &[&str]) -> ListStrategy;
+
+    /// Whether the map at `path` (or each element of the list of maps at `path`) is a union
+    /// whose patches carry `$retainKeys`, so that setting one member clears the others
+    /// (Kubernetes `patchStrategy: retainKeys`, e.g. a volume's source).
+    fn retain_keys(&self, _path: &[&str]) -> bool {
+        false
+    }
+
+    /// The value merge key `key` of the list at `path` takes when an element omits it (a
+    /// container port's `protocol` is `"TCP"`), so that omitting it and spelling out the
+    /// default name the same element.
+    fn merge_key_default(&self, _path: &[&str], _key: &str) -> Option<Value> {
+        None
+    }
+}
+
+/// The list rules of `ObjectMeta`, which every kind shares: `rest` is the path below
+/// `metadata`.
+pub(crate) fn object_meta_list(rest: &[&str]) -> Option<ListStrategy> {
+    match rest {
+        ["finalizers"] => Some(ListStrategy::Set),
+        ["ownerReferences"] => Some(ListStrategy::MergeByKeys(vec!["uid".into()])),
+        ["initializers", "pending"] => Some(ListStrategy::MergeByKeys(vec!["name".into()])),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_meta_lists_are_known_and_nothing_else() {
+        assert_eq!(object_meta_list(&["finalizers"]), Some(ListStrategy::Set));
+        assert_eq!(
+            object_meta_list(&["ownerReferences"]),
+            Some(ListStrategy::MergeByKeys(vec!["uid".into()]))
+        );
+        assert_eq!(
+            object_meta_list(&["initializers", "pending"]),
+            Some(ListStrategy::MergeByKeys(vec!["name".into()]))
+        );
+        assert_eq!(object_meta_list(&["managedFields"]), None);
+        assert_eq!(object_meta_list(&["labels", "finalizers"]), None);
+    }
+}
