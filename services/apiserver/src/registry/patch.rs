@@ -25,6 +25,7 @@ fn patch_error(t: &Target, e: PatchError) -> ApiError {
                 field: "patch".into(),
             }],
         ),
+        PatchError::Conflict { .. } => ApiError::conflict(t.clone(), e.to_string()),
         _ => ApiError::bad_request(t.clone(), format!("the patch cannot be applied: {e}")),
     }
 }
@@ -88,15 +89,17 @@ pub fn mutation(
                     "a strategic merge patch must be a JSON object",
                 ));
             }
-            // STRATEGIC-TODO: wired to keel-patch's strategic merge once it lands.
-            return Err(ApiError::new(
-                keel_api::Reason::MethodNotAllowed,
-                t,
-                format!(
-                    "strategic merge patch is not supported for {} yet; use a merge or JSON patch",
-                    info.qualified_name()
-                ),
-            ));
+            let schema = keel_patch::BuiltinSchema::for_kind(&info.api_version(), &info.kind).ok_or_else(|| {
+                ApiError::new(
+                    keel_api::Reason::MethodNotAllowed,
+                    t.clone(),
+                    format!(
+                        "strategic merge patch is not supported for {}: no merge keys are known for its lists; use a merge or JSON patch",
+                        info.qualified_name()
+                    ),
+                )
+            })?;
+            Box::new(move |doc| keel_patch::apply_strategic_merge_patch(doc, &patch, &schema))
         }
         PatchType::Unspecified => {
             return Err(ApiError::bad_request(
@@ -133,6 +136,51 @@ pub fn mutation(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn custom_kind() -> Arc<ResourceInfo> {
+        Arc::new(ResourceInfo {
+            gvr: keel_api::GroupVersionResource::new("samplecrd.k8s.io", "v1", "networks"),
+            singular: "network".into(),
+            kind: "Network".into(),
+            short_names: vec![],
+            namespaced: true,
+            status_subresource: false,
+        })
+    }
+
+    #[test]
+    fn strategic_patches_need_known_merge_keys() {
+        let e = mutation(
+            &custom_kind(),
+            PatchType::Strategic,
+            Subresource::Main,
+            json!({"spec": {}}),
+        )
+        .err()
+        .unwrap();
+        assert_eq!(e.reason, keel_api::Reason::MethodNotAllowed);
+        assert!(
+            e.message.contains("networks.samplecrd.k8s.io"),
+            "{}",
+            e.message
+        );
+        let pods = Arc::new(
+            keel_api::builtin_resources()
+                .into_iter()
+                .find(|r| r.kind == "Pod")
+                .unwrap(),
+        );
+        assert!(
+            mutation(
+                &pods,
+                PatchType::Strategic,
+                Subresource::Main,
+                json!({"spec": {}})
+            )
+            .is_ok()
+        );
+        assert!(mutation(&pods, PatchType::Strategic, Subresource::Main, json!([])).is_err());
+    }
 
     #[test]
     fn patches_that_pin_a_resource_version_are_preconditions() {
