@@ -1,5 +1,7 @@
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
+        // Watch events are shared by every watcher: a refcounted buffer, not a copy each.
+        .bytes(".keel.v1.WatchEvent.object")
         .compile_protos(&["../../proto/keel/v1/keel.proto"], &["../../proto"])?;
     println!("cargo:rerun-if-changed=../../proto/keel/v1/keel.proto");
     Ok(())

@@ -52,6 +52,45 @@ pub struct WatchParams {
     pub allow_bookmarks: bool,
 }
 
+/// A watch event whose object is left as the server's JSON bytes: for callers that only need
+/// the kind and revision (parsing every object of a busy watch costs more than receiving it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawEvent {
+    pub kind: EventType,
+    pub object: bytes::Bytes,
+}
+
+#[derive(serde::Deserialize)]
+struct MetaOnly<'a> {
+    #[serde(borrow)]
+    metadata: RevisionOnly<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct RevisionOnly<'a> {
+    #[serde(rename = "resourceVersion", borrow, default)]
+    resource_version: std::borrow::Cow<'a, str>,
+}
+
+impl RawEvent {
+    /// `metadata.resourceVersion`, read without building the object.
+    pub fn resource_version(&self) -> Option<i64> {
+        let m: MetaOnly<'_> = serde_json::from_slice(&self.object).ok()?;
+        m.metadata.resource_version.parse().ok()
+    }
+
+    /// The object, parsed.
+    pub fn parse(self) -> Result<Event, ApiError> {
+        let object = serde_json::from_slice(&self.object).map_err(|e| {
+            ApiError::internal(format!("the server sent an unreadable object: {e}"))
+        })?;
+        Ok(Event {
+            kind: self.kind,
+            object,
+        })
+    }
+}
+
 impl Client {
     /// Opens a watch. The stream ends with an error when the server closes it: `Expired` means
     /// the revision is gone (relist), anything else means watch again from the last revision.
@@ -60,6 +99,19 @@ impl Client {
         g: &GroupVersionResource,
         p: &WatchParams,
     ) -> Result<impl Stream<Item = Result<Event, ApiError>> + Send + Unpin + use<>, ApiError> {
+        Ok(self
+            .watch_raw(g, p)
+            .await?
+            .map(|ev| ev.and_then(RawEvent::parse)))
+    }
+
+    /// [`Client::watch`], with objects left unparsed.
+    pub async fn watch_raw(
+        &self,
+        g: &GroupVersionResource,
+        p: &WatchParams,
+    ) -> Result<impl Stream<Item = Result<RawEvent, ApiError>> + Send + Unpin + use<>, ApiError>
+    {
         let req = WatchRequest {
             resource: Some(keel_api::proto::ResourceRef {
                 group: g.group.clone(),
@@ -73,11 +125,11 @@ impl Client {
             allow_bookmarks: p.allow_bookmarks,
         };
         let stream = self
-            .objects()
-            .watch(req)
-            .await
-            .map_err(|s| ApiError::from_status(&s))?
-            .into_inner();
+            .call(|mut c| {
+                let r = req.clone();
+                async move { c.watch(r).await }
+            })
+            .await?;
         Ok(stream.map(|item| {
             let ev = item.map_err(|s| ApiError::from_status(&s))?;
             let kind = match ev.r#type.as_str() {
@@ -91,10 +143,10 @@ impl Client {
                     )));
                 }
             };
-            let object = serde_json::from_slice(&ev.object).map_err(|e| {
-                ApiError::internal(format!("the server sent an unreadable object: {e}"))
-            })?;
-            Ok(Event { kind, object })
+            Ok(RawEvent {
+                kind,
+                object: ev.object,
+            })
         }))
     }
 }

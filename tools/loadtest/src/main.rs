@@ -141,7 +141,10 @@ const CALLERS_PER_CONNECTION: usize = 64;
 
 /// Clients that each know every server: requests go round-robin over them and fail over when
 /// one is down.
-async fn clients(common: &Common, callers: usize) -> Result<Vec<Client>, keel_client::ApiError> {
+pub(crate) async fn clients(
+    common: &Common,
+    callers: usize,
+) -> Result<Vec<Client>, keel_client::ApiError> {
     let mut out = Vec::new();
     for _ in 0..callers.div_ceil(CALLERS_PER_CONNECTION).max(1) {
         let config = ClientConfig::new(&common.server).timeout(Duration::from_secs(30));
@@ -226,7 +229,7 @@ async fn run(cli: Cli) -> Result<Vec<report::Summary>, String> {
             objects,
             rate,
         } => {
-            let cl = clients(c, watchers + writers).await.map_err(e)?;
+            let cl = clients(c, watchers).await.map_err(e)?;
             vec![
                 watch::run(c, &cl, watchers, writers, objects.max(1), rate)
                     .await

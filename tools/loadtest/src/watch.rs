@@ -21,6 +21,8 @@ struct WatcherLog {
     reconnects: u64,
 }
 
+/// `clients` carry the watches; writers get connections of their own, so that their PATCHes
+/// do not queue behind watch traffic on a shared connection.
 pub async fn run(
     common: &Common,
     clients: &[Client],
@@ -29,6 +31,7 @@ pub async fn run(
     objects: usize,
     rate: u64,
 ) -> Result<Summary, keel_client::ApiError> {
+    let writer_clients = crate::clients(common, writer_count).await?;
     let ns = common.namespace.clone();
     let cms = gvr("", "v1", "configmaps");
     writers::prepare(&clients[0], &ns, objects).await?;
@@ -45,7 +48,9 @@ pub async fn run(
         .resource_version;
 
     // Watchers first, all from the same revision.
-    let newest_seen = Arc::new(AtomicI64::new(0));
+    // The newest revision each watcher has seen: the run ends when all have seen the last write.
+    let newest_seen: Arc<Vec<AtomicI64>> =
+        Arc::new((0..watchers).map(|_| AtomicI64::new(0)).collect());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut watcher_tasks = Vec::new();
     for w in 0..watchers {
@@ -65,7 +70,7 @@ pub async fn run(
                     resource_version: from.clone(),
                     ..Default::default()
                 };
-                let mut s = match c.watch(&cms, &p).await {
+                let mut s = match c.watch_raw(&cms, &p).await {
                     Ok(s) => s,
                     Err(_) => {
                         log.reconnects += 1;
@@ -77,9 +82,9 @@ pub async fn run(
                     tokio::select! {
                         ev = s.next() => match ev {
                             Some(Ok(ev)) if ev.kind != EventType::Bookmark => {
-                                let rv: i64 = ev.resource_version().parse().unwrap_or(0);
+                                let rv = ev.resource_version().unwrap_or(0);
                                 log.seen.push((rv, Instant::now()));
-                                newest.fetch_max(rv, Ordering::Relaxed);
+                                newest[w].fetch_max(rv, Ordering::Relaxed);
                                 from = rv.to_string();
                             }
                             Some(Ok(_)) => {}
@@ -104,7 +109,7 @@ pub async fn run(
     let per_writer = Duration::from_secs_f64(writer_count as f64 / rate.max(1) as f64);
     let mut writer_tasks = Vec::new();
     for w in 0..writer_count {
-        let c = clients[w % clients.len()].clone();
+        let c = writer_clients[w % writer_clients.len()].clone();
         let (ns, cms, counters) = (ns.clone(), cms.clone(), counters.clone());
         writer_tasks.push(tokio::spawn(async move {
             let mut acks = Vec::new();
@@ -147,14 +152,15 @@ pub async fn run(
     progress.abort();
     report::clear_progress();
 
-    // Let the watchers catch up with the last acknowledged write (bounded wait), then stop them.
+    // Let every watcher catch up with the last acknowledged write (bounded wait), then stop
+    // them: what one has not seen by then counts as missed.
     let last = acked.keys().copied().max().unwrap_or(0);
-    let drain_deadline = Instant::now() + Duration::from_secs(15);
-    while newest_seen.load(Ordering::Relaxed) < last && Instant::now() < drain_deadline {
+    let drain_deadline = Instant::now() + Duration::from_secs(30);
+    while newest_seen.iter().any(|n| n.load(Ordering::Relaxed) < last)
+        && Instant::now() < drain_deadline
+    {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Every watcher, not just the fastest, should be there: give stragglers a moment.
-    tokio::time::sleep(Duration::from_millis(500)).await;
     let _ = stop_tx.send(true);
     let mut latency = report::histogram();
     let (mut missed, mut duplicated) = (0u64, 0u64);

@@ -13,7 +13,6 @@ use keel_api::proto::{
 use keel_api::selector::{FieldSelector, LabelSelector};
 use keel_api::validation::{dns1123_label, dns1123_subdomain};
 use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tonic::{Request, Response, Status};
 
@@ -21,7 +20,7 @@ use super::deadline;
 use crate::metrics::Metrics;
 use crate::registry::strategy::{self, Subresource, target};
 use crate::registry::{Resources, patch};
-use crate::storage::watcher::{Filter, WATCHER_BUFFER};
+use crate::storage::watcher::Filter;
 use crate::storage::{ListQuery, Mutation, Propagation, Store};
 
 pub struct ObjectsService {
@@ -31,13 +30,13 @@ pub struct ObjectsService {
 }
 
 /// A client's watch stream; closing it (or the client going away) is counted.
-pub struct WatchStream {
-    inner: tokio_stream::wrappers::ReceiverStream<Result<WatchEvent, Status>>,
+pub struct CountedWatch {
+    inner: crate::storage::watcher::WatchStream,
     metrics: Metrics,
     resource: String,
 }
 
-impl Stream for WatchStream {
+impl Stream for CountedWatch {
     type Item = Result<WatchEvent, Status>;
     fn poll_next(
         mut self: Pin<&mut Self>,
@@ -47,7 +46,7 @@ impl Stream for WatchStream {
     }
 }
 
-impl Drop for WatchStream {
+impl Drop for CountedWatch {
     fn drop(&mut self) {
         self.metrics.watch_closed(&self.resource);
     }
@@ -402,17 +401,17 @@ impl Objects for ObjectsService {
                     labels,
                     fields,
                 };
-                let (tx, rx) = mpsc::channel(WATCHER_BUFFER);
-                self.store
-                    .watch(&info, filter, &r.resource_version, r.allow_bookmarks, tx)
+                let stream = self
+                    .store
+                    .watch(&info, filter, &r.resource_version, r.allow_bookmarks)
                     .await?;
-                Ok((rx, info.gvr.resource.clone()))
+                Ok((stream, info.gvr.resource.clone()))
             })
             .await?;
-        let (rx, resource) = started.into_inner();
+        let (inner, resource) = started.into_inner();
         self.metrics.watch_opened(&resource);
-        let stream = WatchStream {
-            inner: tokio_stream::wrappers::ReceiverStream::new(rx),
+        let stream = CountedWatch {
+            inner,
             metrics: self.metrics.clone(),
             resource,
         };

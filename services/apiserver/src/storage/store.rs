@@ -7,18 +7,17 @@ use std::time::Duration;
 
 use base64::Engine;
 use keel_api::object::MAX_OBJECT_BYTES;
-use keel_api::proto::WatchEvent;
 use keel_api::selector::{FieldSelector, LabelSelector};
 use keel_api::{ApiError, GroupVersionResource, Object, ResourceInfo, Target};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::coalescer::{self, Coalescer, Pending};
 use super::etcd::{Cas, Etcd, prefix_end};
 use super::watch_cache::WatchCache;
-use super::watcher::{self, Filter, WatchParams};
+use super::watcher::{self, Filter, WatchParams, WatchStream};
 use crate::metrics::Metrics;
 use crate::registry::strategy::{self, from_storage, target, to_storage};
 
@@ -735,15 +734,15 @@ impl Store {
 
     // ----- Watch ----------------------------------------------------------------------------
 
-    /// Starts a watch feeding `out`; errors that prevent it from starting are returned.
+    /// Starts a watch; errors that prevent it from starting are returned, later ones end the
+    /// stream.
     pub async fn watch(
         &self,
         info: &Arc<ResourceInfo>,
         mut filter: Filter,
         resource_version: &str,
         allow_bookmarks: bool,
-        out: mpsc::Sender<Result<WatchEvent, tonic::Status>>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<WatchStream, ApiError> {
         let t = target(info, "");
         let from = match resource_version {
             "" | "0" => None,
@@ -761,11 +760,10 @@ impl Store {
             metrics: self.metrics.clone(),
             shutdown: self.shutdown.clone(),
         };
-        match cache.register(from) {
-            Ok(reg) => watcher::serve_from_cache(reg, params, out),
-            Err(_) => watcher::serve_from_etcd(self.etcd.clone(), from.unwrap_or(0), params, out),
-        }
-        Ok(())
+        Ok(match cache.register(from) {
+            Ok(reg) => watcher::serve_from_cache(reg, params),
+            Err(_) => watcher::serve_from_etcd(self.etcd.clone(), from.unwrap_or(0), params),
+        })
     }
 }
 

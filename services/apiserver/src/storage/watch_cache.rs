@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
+use bytes::Bytes;
 use etcd_client::{EventType as EtcdEventType, WatchOptions};
 use keel_api::{ApiError, Object, ResourceInfo};
 use tokio::sync::{broadcast, watch};
@@ -38,7 +39,7 @@ pub struct CacheEvent {
     pub obj: Arc<Object>,
     /// `obj` serialized, once for all watchers, on first use (a resource nobody watches never
     /// pays for it).
-    bytes: OnceLock<Vec<u8>>,
+    bytes: OnceLock<Bytes>,
     /// The object before the change, when it existed: lets a watcher whose selector stopped
     /// matching send `DELETED`.
     pub prev: Option<Arc<Object>>,
@@ -60,9 +61,11 @@ impl CacheEvent {
         }
     }
 
-    /// The object's JSON.
-    pub fn bytes(&self) -> &[u8] {
-        self.bytes.get_or_init(|| self.obj.to_vec())
+    /// The object's JSON (a shared buffer: cloning it copies nothing).
+    pub fn bytes(&self) -> Bytes {
+        self.bytes
+            .get_or_init(|| Bytes::from(self.obj.to_vec()))
+            .clone()
     }
 }
 
