@@ -1,1 +1,161 @@
-fn main() {}
+//! `keelctl`: the keel command line, for kubectl users.
+//!
+//! `main` parses the flags and dispatches; each subcommand lives in `cmd/`. Around them:
+//! `manifest` reads `-f` files, `resources` resolves names through the server's Discovery,
+//! `last_applied` and `patches` compute what `apply` sends, `printer` and `table` print, and
+//! `error` says what went wrong, as kubectl would.
+
+#![forbid(unsafe_code)]
+
+mod age;
+mod cmd;
+mod context;
+mod editor;
+mod error;
+mod last_applied;
+mod manifest;
+mod patches;
+mod printer;
+mod resources;
+mod table;
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use context::Ctx;
+use error::Error;
+
+/// keelctl controls keel, a Kubernetes-like control plane.
+///
+/// Declare objects in YAML or JSON files and `apply` them: keelctl creates what is missing and
+/// patches what exists, so that changes other writers made are kept. Or work one command at a
+/// time with `create`, `replace`, `patch`, `set image`, `edit` and `delete`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "keelctl",
+    version,
+    after_help = "The declarative workflow:\n  keelctl apply -f nginx.yaml      # created\n  vi nginx.yaml                    # image: nginx:1.7.9\n  keelctl diff -f nginx.yaml       # what apply would change\n  keelctl apply -f nginx.yaml      # configured: a patch, not a replace"
+)]
+struct Cli {
+    /// API server endpoints, comma-separated; requests go to those that answer.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "KEEL_SERVER",
+        value_delimiter = ',',
+        default_value = "http://127.0.0.1:6443"
+    )]
+    server: Vec<String>,
+
+    /// Namespace of namespaced objects (default: the file's, else "default").
+    #[arg(short = 'n', long, global = true, help_heading = "Global options")]
+    namespace: Option<String>,
+
+    /// Deadline of each request (e.g. 10s, 1m), and of delete's wait.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        default_value = "30s",
+        value_parser = parse_duration
+    )]
+    timeout: Duration,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Apply(cmd::apply::Args),
+    Create(cmd::create::Args),
+    Replace(cmd::replace::Args),
+    Get(cmd::get::Args),
+    Diff(cmd::diff::Args),
+    Patch(cmd::patch::Args),
+    /// Change fields of objects: `set image`.
+    #[command(subcommand)]
+    Set(Set),
+    Edit(cmd::edit::Args),
+    Delete(cmd::delete::Args),
+    ApiResources(cmd::api_resources::Args),
+}
+
+#[derive(Debug, Subcommand)]
+enum Set {
+    Image(cmd::set_image::Args),
+}
+
+/// `30s`, `1m`, `500ms`, or bare seconds (`30`).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e}"))
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with status 0; usage errors are errors like any
+            // other: status 1, as kubectl.
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let is_diff = matches!(cli.command, Command::Diff(_));
+    let servers = cli.server.join(",");
+    match run(cli).await {
+        Ok(code) => ExitCode::from(code),
+        Err(e) if e.is_broken_pipe() => ExitCode::from(1),
+        Err(e) => {
+            let text = match &e {
+                // The transport's message does not say where it tried.
+                Error::Unreachable(why) => {
+                    format!("Unable to connect to the server: {servers}: {why}")
+                }
+                e => e.to_string(),
+            };
+            let _ = writeln!(std::io::stderr(), "{text}");
+            let code = if is_diff {
+                cmd::diff::FAILED
+            } else {
+                e.exit_code()
+            };
+            ExitCode::from(code)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<u8, Error> {
+    let ctx = Ctx::connect(&cli.server, cli.namespace, cli.timeout).await?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match &cli.command {
+        Command::Apply(a) => cmd::apply::run(&ctx, a, &mut out).await?,
+        Command::Create(a) => cmd::create::run(&ctx, a, &mut out).await?,
+        Command::Replace(a) => cmd::replace::run(&ctx, a, &mut out).await?,
+        Command::Get(a) => cmd::get::run(&ctx, a, &mut out).await?,
+        Command::Diff(a) => {
+            if cmd::diff::run(&ctx, a, &mut out).await? {
+                return Ok(cmd::diff::DIFFERENCES);
+            }
+        }
+        Command::Patch(a) => cmd::patch::run(&ctx, a, &mut out).await?,
+        Command::Set(Set::Image(a)) => cmd::set_image::run(&ctx, a, &mut out).await?,
+        Command::Edit(a) => cmd::edit::run(&ctx, a, &mut out).await?,
+        Command::Delete(a) => cmd::delete::run(&ctx, a, &mut out).await?,
+        Command::ApiResources(a) => cmd::api_resources::run(&ctx, a, &mut out).await?,
+    }
+    Ok(0)
+}

@@ -1,0 +1,126 @@
+//! What every command works with: the client, the discovered resources and the namespace rules.
+
+use std::time::Duration;
+
+use keel_client::{Client, ClientConfig};
+
+use crate::error::Error;
+use crate::manifest::Manifest;
+use crate::resources::{Resource, Resources};
+
+/// The namespace of namespaced objects when neither `-n` nor the file names one.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// The connection and the global flags.
+pub struct Ctx {
+    pub client: Client,
+    /// `-n`, when given.
+    pub namespace: Option<String>,
+    /// `--timeout`: the deadline of each request, and of `delete`'s wait.
+    pub timeout: Duration,
+    /// How many endpoints `--server` named.
+    endpoints: usize,
+}
+
+impl Ctx {
+    pub async fn connect(
+        servers: &[String],
+        namespace: Option<String>,
+        timeout: Duration,
+    ) -> Result<Ctx, Error> {
+        let client = Client::connect(&ClientConfig::new(servers).timeout(timeout)).await?;
+        Ok(Ctx {
+            client,
+            namespace,
+            timeout,
+            endpoints: servers.len(),
+        })
+    }
+
+    /// The served resources. keel-client fails over to the next endpoint for object calls but
+    /// not for Discovery, so an endpoint that is down is skipped here: each attempt goes to
+    /// the next endpoint in turn.
+    pub async fn resources(&self) -> Result<Resources, Error> {
+        let mut attempt = 1;
+        loop {
+            match Resources::discover(&self.client).await {
+                Err(Error::Unreachable(_)) if attempt < self.endpoints => attempt += 1,
+                result => return result,
+            }
+        }
+    }
+
+    /// The namespace of objects named on the command line: `-n`, else `default`; "" for
+    /// cluster-scoped resources.
+    pub fn namespace_of(&self, resource: &Resource) -> String {
+        if !resource.namespaced {
+            return String::new();
+        }
+        self.namespace
+            .clone()
+            .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string())
+    }
+
+    /// The namespace of an object from a file: its own, else `-n`, else `default`; a file
+    /// and a `-n` that disagree are refused, as kubectl refuses them.
+    pub fn namespace_for(&self, resource: &Resource, m: &Manifest) -> Result<String, Error> {
+        if !resource.namespaced {
+            return Ok(String::new());
+        }
+        match (m.namespace(), &self.namespace) {
+            ("", _) => Ok(self.namespace_of(resource)),
+            (own, Some(flag)) if own != flag => Err(Error::NamespaceMismatch {
+                object: own.to_string(),
+                flag: flag.clone(),
+            }),
+            (own, _) => Ok(own.to_string()),
+        }
+    }
+
+    /// The resource of an object from a file, and its namespace; the object gets the
+    /// namespace written into it, as kubectl does before it sends (and records) it.
+    pub fn place<'r>(
+        &self,
+        resources: &'r Resources,
+        m: &mut Manifest,
+    ) -> Result<(&'r Resource, String), Error> {
+        let resource = resources
+            .for_kind(m.api_version(), m.kind())
+            .ok_or_else(|| Error::NoKindMatch {
+                name: m.name().to_string(),
+                namespace: m.namespace().to_string(),
+                source_name: m.source.clone(),
+                kind: m.kind().to_string(),
+                api_version: m.api_version().to_string(),
+            })?;
+        let namespace = self.namespace_for(resource, m)?;
+        if resource.namespaced {
+            set_namespace(&mut m.object, &namespace);
+        }
+        Ok((resource, namespace))
+    }
+}
+
+/// Writes `metadata.namespace` (creating `metadata`); a non-object is left for the server
+/// to refuse.
+fn set_namespace(object: &mut serde_json::Value, namespace: &str) {
+    let metadata = object.as_object_mut().and_then(|o| {
+        o.entry("metadata")
+            .or_insert_with(|| serde_json::Value::Object(Default::default()))
+            .as_object_mut()
+    });
+    if let Some(metadata) = metadata {
+        metadata.insert("namespace".into(), namespace.into());
+    }
+}
+
+/// Requires `metadata.name` of an object read from a file.
+pub fn require_name(m: &Manifest) -> Result<String, Error> {
+    match m.name() {
+        "" => Err(Error::MissingObjectName {
+            source_name: m.source.clone(),
+            document: m.document,
+        }),
+        name => Ok(name.to_string()),
+    }
+}

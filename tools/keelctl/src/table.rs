@@ -1,0 +1,418 @@
+//! `get`'s tables: the columns kubectl shows for each kind, aligned as kubectl aligns them.
+
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use crate::age;
+use crate::resources::Resource;
+
+/// The kinds with columns of their own; everything else shows NAME and AGE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    Pod,
+    Deployment,
+    ReplicaSet,
+    ConfigMap,
+    Namespace,
+    Lease,
+    Other,
+}
+
+impl Layout {
+    fn of(resource: &Resource) -> Layout {
+        match (resource.gvr.group.as_str(), resource.kind.as_str()) {
+            ("", "Pod") => Layout::Pod,
+            ("apps", "Deployment") => Layout::Deployment,
+            ("apps", "ReplicaSet") => Layout::ReplicaSet,
+            ("", "ConfigMap") => Layout::ConfigMap,
+            ("", "Namespace") => Layout::Namespace,
+            ("coordination.k8s.io", "Lease") => Layout::Lease,
+            _ => Layout::Other,
+        }
+    }
+}
+
+/// The columns of one resource's table.
+pub struct Columns {
+    layout: Layout,
+    wide: bool,
+    /// `-A`: a NAMESPACE column first.
+    namespace: bool,
+    /// When several resource types share one `get`, names carry their kind
+    /// (`deployment.apps/nginx`), as kubectl does.
+    kind_prefix: Option<String>,
+}
+
+impl Columns {
+    pub fn new(resource: &Resource, wide: bool, all_namespaces: bool, show_kind: bool) -> Self {
+        Columns {
+            layout: Layout::of(resource),
+            wide,
+            namespace: all_namespaces && resource.namespaced,
+            kind_prefix: show_kind.then(|| resource.kind_name()),
+        }
+    }
+
+    pub fn header(&self) -> Vec<String> {
+        let mut h: Vec<&str> = Vec::new();
+        if self.namespace {
+            h.push("NAMESPACE");
+        }
+        h.push("NAME");
+        h.extend_from_slice(match self.layout {
+            Layout::Pod => &["READY", "STATUS", "RESTARTS", "AGE"],
+            Layout::Deployment => &["READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+            Layout::ReplicaSet => &["DESIRED", "CURRENT", "READY", "AGE"],
+            Layout::ConfigMap => &["DATA", "AGE"],
+            Layout::Namespace => &["STATUS", "AGE"],
+            Layout::Lease => &["HOLDER", "AGE"],
+            Layout::Other => &["AGE"],
+        });
+        if self.wide {
+            h.extend_from_slice(match self.layout {
+                Layout::Pod => &["IP", "NODE", "NOMINATED NODE", "READINESS GATES"],
+                Layout::Deployment | Layout::ReplicaSet => &["CONTAINERS", "IMAGES", "SELECTOR"],
+                _ => &[],
+            });
+        }
+        h.into_iter().map(String::from).collect()
+    }
+
+    pub fn row(&self, o: &Value, now: SystemTime) -> Vec<String> {
+        let meta = &o["metadata"];
+        let mut row = Vec::new();
+        if self.namespace {
+            row.push(text(&meta["namespace"]));
+        }
+        let name = text(&meta["name"]);
+        row.push(match &self.kind_prefix {
+            Some(kind) => format!("{kind}/{name}"),
+            None => name,
+        });
+        let age = age::since(meta["creationTimestamp"].as_str(), now);
+        let (spec, status) = (&o["spec"], &o["status"]);
+        match self.layout {
+            Layout::Pod => {
+                let (ready, total) = pod_ready(o);
+                row.push(format!("{ready}/{total}"));
+                row.push(pod_status(o));
+                row.push(pod_restarts(o).to_string());
+            }
+            Layout::Deployment => {
+                row.push(format!(
+                    "{}/{}",
+                    int(&status["readyReplicas"]),
+                    int(&spec["replicas"])
+                ));
+                row.push(int(&status["updatedReplicas"]).to_string());
+                row.push(int(&status["availableReplicas"]).to_string());
+            }
+            Layout::ReplicaSet => {
+                row.push(int(&spec["replicas"]).to_string());
+                row.push(int(&status["replicas"]).to_string());
+                row.push(int(&status["readyReplicas"]).to_string());
+            }
+            Layout::ConfigMap => {
+                let count = |v: &Value| v.as_object().map_or(0, |m| m.len());
+                row.push((count(&o["data"]) + count(&o["binaryData"])).to_string());
+            }
+            Layout::Namespace => row.push(text(&status["phase"])),
+            Layout::Lease => row.push(or_none(&spec["holderIdentity"])),
+            Layout::Other => {}
+        }
+        row.push(age);
+        if self.wide {
+            match self.layout {
+                Layout::Pod => {
+                    row.push(or_none(&status["podIP"]));
+                    row.push(or_none(&spec["nodeName"]));
+                    row.push(or_none(&status["nominatedNodeName"]));
+                    row.push(readiness_gates(o));
+                }
+                Layout::Deployment | Layout::ReplicaSet => {
+                    let containers = spec["template"]["spec"]["containers"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default();
+                    let join = |field: &str| {
+                        containers
+                            .iter()
+                            .map(|c| text(&c[field]))
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    };
+                    row.push(join("name"));
+                    row.push(join("image"));
+                    row.push(selector(&spec["selector"]));
+                }
+                _ => {}
+            }
+        }
+        row
+    }
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn or_none(v: &Value) -> String {
+    match text(v) {
+        s if s.is_empty() => "<none>".into(),
+        s => s,
+    }
+}
+
+fn int(v: &Value) -> i64 {
+    v.as_i64().unwrap_or(0)
+}
+
+fn pod_ready(pod: &Value) -> (usize, usize) {
+    let total = pod["spec"]["containers"].as_array().map_or(0, Vec::len);
+    let ready = pod["status"]["containerStatuses"]
+        .as_array()
+        .map_or(0, |s| s.iter().filter(|c| c["ready"] == true).count());
+    (ready, total)
+}
+
+fn pod_restarts(pod: &Value) -> i64 {
+    pod["status"]["containerStatuses"]
+        .as_array()
+        .map_or(0, |s| s.iter().map(|c| int(&c["restartCount"])).sum())
+}
+
+/// kubectl's STATUS: the phase, or a more telling reason (a container waiting on
+/// `ImagePullBackOff`, `Terminating` once deletion began).
+fn pod_status(pod: &Value) -> String {
+    let status = &pod["status"];
+    let mut reason = text(&status["phase"]);
+    if let Some(r) = status["reason"].as_str().filter(|r| !r.is_empty()) {
+        reason = r.to_string();
+    }
+    for c in status["containerStatuses"].as_array().into_iter().flatten() {
+        let state = &c["state"];
+        let why = state["waiting"]["reason"]
+            .as_str()
+            .or_else(|| state["terminated"]["reason"].as_str());
+        if let Some(why) = why.filter(|w| !w.is_empty()) {
+            reason = why.to_string();
+        }
+    }
+    if pod["metadata"]["deletionTimestamp"].is_string() {
+        reason = "Terminating".into();
+    }
+    if reason.is_empty() {
+        "Unknown".into()
+    } else {
+        reason
+    }
+}
+
+fn readiness_gates(pod: &Value) -> String {
+    let gates = pod["spec"]["readinessGates"].as_array().map_or(0, Vec::len);
+    if gates == 0 {
+        return "<none>".into();
+    }
+    let conditions = pod["status"]["conditions"].as_array();
+    let true_gates = pod["spec"]["readinessGates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|g| {
+            conditions
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == g["conditionType"] && c["status"].as_str() == Some("True"))
+        })
+        .count();
+    format!("{true_gates}/{gates}")
+}
+
+/// A label selector as kubectl prints it: `app=nginx,tier in (a,b)`.
+fn selector(sel: &Value) -> String {
+    let mut reqs: Vec<(String, String)> = Vec::new();
+    if let Some(labels) = sel["matchLabels"].as_object() {
+        for (k, v) in labels {
+            reqs.push((k.clone(), format!("{k}={}", text(v))));
+        }
+    }
+    for e in sel["matchExpressions"].as_array().into_iter().flatten() {
+        let key = text(&e["key"]);
+        let values: Vec<String> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect();
+        let req = match e["operator"].as_str().unwrap_or("") {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.clone(),
+            "DoesNotExist" => format!("!{key}"),
+            op => format!("{key} {op} ({})", values.join(",")),
+        };
+        reqs.push((key, req));
+    }
+    if reqs.is_empty() {
+        return "<none>".into();
+    }
+    reqs.sort();
+    reqs.into_iter()
+        .map(|(_, r)| r)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Aligns rows as kubectl's tabwriter does (minimum width 6, padding 3, the last column
+/// unpadded), remembering widths across calls so that `get -w` rows line up with the header.
+#[derive(Default)]
+pub struct Aligner {
+    widths: Vec<usize>,
+}
+
+const MIN_WIDTH: usize = 6;
+const PADDING: usize = 3;
+
+impl Aligner {
+    /// The lines of `rows`, widening columns to fit them.
+    pub fn lines(&mut self, rows: &[Vec<String>]) -> Vec<String> {
+        for row in rows {
+            let cells = row.len().saturating_sub(1);
+            if self.widths.len() < cells {
+                self.widths.resize(cells, MIN_WIDTH);
+            }
+            for (i, cell) in row.iter().take(cells).enumerate() {
+                self.widths[i] = self.widths[i].max(cell.chars().count() + PADDING);
+            }
+        }
+        rows.iter()
+            .map(|row| {
+                let mut line = String::new();
+                for (i, cell) in row.iter().enumerate() {
+                    line.push_str(cell);
+                    if i + 1 < row.len() {
+                        let pad = self.widths[i].saturating_sub(cell.chars().count());
+                        line.extend(std::iter::repeat_n(' ', pad));
+                    }
+                }
+                line
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_api::GroupVersionResource;
+    use serde_json::json;
+
+    fn resource(group: &str, resource: &str, kind: &str) -> Resource {
+        Resource {
+            gvr: GroupVersionResource::new(group, "v1", resource),
+            singular: kind.to_ascii_lowercase(),
+            kind: kind.into(),
+            short_names: vec![],
+            namespaced: true,
+            verbs: vec![],
+        }
+    }
+
+    #[test]
+    fn tables_align_like_kubectl() {
+        let mut a = Aligner::default();
+        let lines = a.lines(&[
+            vec!["NAME".into(), "READY".into(), "AGE".into()],
+            vec!["nginx-deployment".into(), "2/2".into(), "5s".into()],
+        ]);
+        assert_eq!(
+            lines,
+            [
+                "NAME               READY   AGE",
+                "nginx-deployment   2/2     5s"
+            ]
+        );
+        // A later, longer row widens its column; earlier widths are kept.
+        let more = a.lines(&[vec!["x".into(), "10/10".into(), "1s".into()]]);
+        assert_eq!(more, ["x                  10/10   1s"]);
+    }
+
+    #[test]
+    fn deployments_show_replicas_and_wide_columns() {
+        let d = json!({
+            "metadata": {"name": "nginx", "namespace": "default"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "nginx"}},
+                     "template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.7.9"}]}}},
+            "status": {"readyReplicas": 1, "updatedReplicas": 2, "availableReplicas": 1},
+        });
+        let cols = Columns::new(
+            &resource("apps", "deployments", "Deployment"),
+            true,
+            true,
+            false,
+        );
+        assert_eq!(
+            cols.header(),
+            [
+                "NAMESPACE",
+                "NAME",
+                "READY",
+                "UP-TO-DATE",
+                "AVAILABLE",
+                "AGE",
+                "CONTAINERS",
+                "IMAGES",
+                "SELECTOR"
+            ]
+        );
+        let row = cols.row(&d, SystemTime::now());
+        assert_eq!(
+            row,
+            [
+                "default",
+                "nginx",
+                "1/2",
+                "2",
+                "1",
+                "<unknown>",
+                "nginx",
+                "nginx:1.7.9",
+                "app=nginx"
+            ]
+        );
+    }
+
+    #[test]
+    fn pods_show_readiness_status_and_restarts() {
+        let p = json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}]},
+            "status": {"phase": "Running", "containerStatuses": [
+                {"name": "a", "ready": true, "restartCount": 1, "state": {"running": {}}},
+                {"name": "b", "ready": false, "restartCount": 2, "state": {"waiting": {"reason": "CrashLoopBackOff"}}},
+            ]},
+        });
+        let cols = Columns::new(&resource("", "pods", "Pod"), false, false, true);
+        assert_eq!(
+            cols.header(),
+            ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+        );
+        assert_eq!(
+            cols.row(&p, SystemTime::now()),
+            ["pod/p", "1/2", "CrashLoopBackOff", "3", "<unknown>"]
+        );
+    }
+
+    #[test]
+    fn selectors_print_in_set_syntax() {
+        let s = json!({"matchLabels": {"b": "2", "a": "1"},
+                       "matchExpressions": [{"key": "c", "operator": "In", "values": ["x", "y"]},
+                                            {"key": "d", "operator": "DoesNotExist"}]});
+        assert_eq!(selector(&s), "a=1,b=2,c in (x,y),!d");
+    }
+}
