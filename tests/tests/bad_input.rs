@@ -100,10 +100,21 @@ async fn invalid_names_are_invalid_with_their_field() {
         assert_eq!(e.causes[0].field, "metadata.name", "{bad:?}");
         assert_eq!(e.target.kind, "ConfigMap");
     }
+    // By name, an invalid name is simply not there (as in Kubernetes), and never a key.
     let e = c.get(&cms, "default", "a/b").await.unwrap_err();
-    assert_eq!(e.reason, Reason::Invalid);
+    assert_eq!(e.reason, Reason::NotFound);
+    let e = c
+        .delete(&cms, "default", "../x", &Default::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::NotFound);
     let e = c.get(&cms, "Bad_NS", "x").await.unwrap_err();
-    assert_eq!(e.causes[0].field, "metadata.namespace");
+    assert_eq!(e.reason, Reason::NotFound);
+    let e = c.get(&cms, "default", "").await.unwrap_err();
+    assert_eq!(
+        (e.reason, e.causes[0].field.as_str()),
+        (Reason::Invalid, "metadata.name")
+    );
 
     let mut o = cm("labels");
     o["metadata"]["labels"] = json!({"bad key": "v", "ok": "bad value!"});
@@ -146,7 +157,7 @@ async fn unknown_resources_and_missing_namespaces_are_not_found() {
     assert_eq!(e.reason, Reason::NotFound);
     assert_eq!(
         (e.target.kind.as_str(), e.target.name.as_str()),
-        ("Namespace", "missing")
+        ("namespaces", "missing")
     );
     let e = c
         .list(

@@ -450,7 +450,7 @@ async fn apply_reads_documents_directories_and_stdin() {
     );
     assert!(
         run.stderr
-            .contains("\"mixed.yaml\": configmaps \"Bad_Name\" is invalid"),
+            .contains("error when creating \"mixed.yaml\": ConfigMap \"Bad_Name\" is invalid"),
         "{run:?}"
     );
 }

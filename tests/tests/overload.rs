@@ -98,7 +98,7 @@ async fn a_full_patch_queue_is_too_many_requests_and_a_silent_etcd_is_a_timeout(
             too_many[0].target.kind.as_str(),
             too_many[0].target.name.as_str()
         ),
-        ("ConfigMap", "q")
+        ("configmaps", "q")
     );
     assert!(
         reasons

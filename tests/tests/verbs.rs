@@ -49,7 +49,11 @@ async fn create_get_update_delete_round_trip() {
         .unwrap_err();
     assert_eq!(e.reason, Reason::AlreadyExists);
     assert_eq!(e.target.name, "app");
-    assert_eq!(e.target.kind, "ConfigMap");
+    assert_eq!(
+        e.target.kind, "configmaps",
+        "named by resource, as Kubernetes does"
+    );
+    assert_eq!(e.message, "configmaps \"app\" already exists");
 
     // Update at the current version succeeds; the same stale version then conflicts.
     let mut next = got.clone();
@@ -98,7 +102,7 @@ async fn create_get_update_delete_round_trip() {
     assert_eq!(gone["metadata"]["name"], "app");
     let e = c.get(&cms, "default", "app").await.unwrap_err();
     assert_eq!(e.reason, Reason::NotFound);
-    assert_eq!(e.message, "ConfigMap \"app\" not found");
+    assert_eq!(e.message, "configmaps \"app\" not found");
     let e = c
         .delete(&cms, "default", "app", &DeleteParams::default())
         .await
@@ -121,7 +125,7 @@ async fn builtin_namespaces_exist_and_missing_ones_are_not_found() {
         .await
         .unwrap_err();
     assert_eq!(e.reason, Reason::NotFound);
-    assert_eq!(e.target.kind, "Namespace");
+    assert_eq!(e.target.kind, "namespaces");
     assert_eq!(e.target.name, "nowhere");
 
     c.create(

@@ -132,14 +132,14 @@ impl Client {
         })
     }
 
-    fn objects_at(&self, i: usize) -> ObjectsClient<Channel> {
-        ObjectsClient::new(self.endpoints.channel(i))
+    fn objects_client(ch: Channel) -> ObjectsClient<Channel> {
+        ObjectsClient::new(ch)
             .max_decoding_message_size(64 * 1024 * 1024)
             .max_encoding_message_size(16 * 1024 * 1024)
     }
 
     pub(crate) fn objects(&self) -> ObjectsClient<Channel> {
-        self.objects_at(self.endpoints.pick())
+        Self::objects_client(self.endpoints.channel(self.endpoints.pick()))
     }
 
     /// Sends a call to the next endpoint; when the connection cannot even be made, to the
@@ -149,11 +149,20 @@ impl Client {
         F: FnMut(ObjectsClient<Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
+        self.call_channel(|ch| f(Self::objects_client(ch))).await
+    }
+
+    /// [`Client::call`] for any service on the endpoints' channels.
+    async fn call_channel<T, F, Fut>(&self, mut f: F) -> Result<T, ApiError>
+    where
+        F: FnMut(Channel) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
         let n = self.endpoints.len();
         let mut attempt = 0;
         loop {
             let i = self.endpoints.pick();
-            match f(self.objects_at(i)).await {
+            match f(self.endpoints.channel(i)).await {
                 Ok(r) => return Ok(r.into_inner()),
                 Err(s) if never_sent(&s) && attempt + 1 < n => {
                     self.endpoints.mark_down(i);
@@ -390,12 +399,13 @@ impl Client {
 
     /// The resources the server serves.
     pub async fn discovery(&self) -> Result<Vec<ApiResource>, ApiError> {
-        let mut c = DiscoveryClient::new(self.endpoints.channel(self.endpoints.pick()));
-        let resp = c
-            .server_resources(self.request(DiscoveryRequest {}))
-            .await
-            .map_err(|s| ApiError::from_status(&s))?;
-        Ok(resp.into_inner().resources)
+        let resp = self
+            .call_channel(|ch| {
+                let r = self.request(DiscoveryRequest {});
+                async move { DiscoveryClient::new(ch).server_resources(r).await }
+            })
+            .await?;
+        Ok(resp.resources)
     }
 
     /// Raw access for callers that need to send what the typed calls would refuse to build.

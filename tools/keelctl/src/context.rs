@@ -18,8 +18,6 @@ pub struct Ctx {
     pub namespace: Option<String>,
     /// `--timeout`: the deadline of each request, and of `delete`'s wait.
     pub timeout: Duration,
-    /// How many endpoints `--server` named.
-    endpoints: usize,
 }
 
 impl Ctx {
@@ -33,21 +31,12 @@ impl Ctx {
             client,
             namespace,
             timeout,
-            endpoints: servers.len(),
         })
     }
 
-    /// The served resources. keel-client fails over to the next endpoint for object calls but
-    /// not for Discovery, so an endpoint that is down is skipped here: each attempt goes to
-    /// the next endpoint in turn.
+    /// The served resources (keel-client fails over to the next endpoint when one is down).
     pub async fn resources(&self) -> Result<Resources, Error> {
-        let mut attempt = 1;
-        loop {
-            match Resources::discover(&self.client).await {
-                Err(Error::Unreachable(_)) if attempt < self.endpoints => attempt += 1,
-                result => return result,
-            }
-        }
+        Resources::discover(&self.client).await
     }
 
     /// The namespace of objects named on the command line: `-n`, else `default`; "" for

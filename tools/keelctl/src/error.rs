@@ -191,29 +191,6 @@ fn is_unreachable(e: &ApiError) -> bool {
         && TRANSPORT.iter().any(|t| e.message.contains(t))
 }
 
-/// Rewrites how the server names an object (`Deployment.apps "x"`: by kind) into how kubectl
-/// users read it (`deployments.apps "x"`: by resource), so that messages match kubectl's.
-pub fn with_resource_names(mut e: ApiError, resource: &crate::resources::Resource) -> ApiError {
-    if e.target.kind == resource.kind && !e.target.kind.is_empty() {
-        let server = qualified(&e.target.kind, &e.target.group);
-        let ours = resource.qualified_name();
-        let quoted = |what: &str| format!("{what} \"");
-        e.message = e.message.replacen(&quoted(&server), &quoted(&ours), 1);
-        if e.message.starts_with(&format!("{server} ")) {
-            e.message = e.message.replacen(&server, &ours, 1);
-        }
-    }
-    e
-}
-
-fn qualified(kind: &str, group: &str) -> String {
-    if group.is_empty() {
-        kind.to_string()
-    } else {
-        format!("{kind}.{group}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,11 +198,11 @@ mod tests {
 
     #[test]
     fn server_errors_read_like_kubectl() {
-        let e = ApiError::stale(Target::new("apps", "Deployment", "nginx"));
+        let e = ApiError::stale(Target::new("apps", "deployments", "nginx"));
         let text = api_for("replacing", "nginx.yaml", e).to_string();
         assert_eq!(
             text,
-            "Error from server (Conflict): error when replacing \"nginx.yaml\": Operation cannot be fulfilled on Deployment.apps \"nginx\": the object has been modified; please apply your changes to the latest version and try again"
+            "Error from server (Conflict): error when replacing \"nginx.yaml\": Operation cannot be fulfilled on deployments.apps \"nginx\": the object has been modified; please apply your changes to the latest version and try again"
         );
     }
 

@@ -14,11 +14,15 @@ use crate::storage::Mutation;
 /// Applies one patch document to an object's JSON.
 type Applier = Box<dyn Fn(&Value) -> Result<Value, PatchError> + Send + Sync>;
 
-fn patch_error(t: &Target, e: PatchError) -> ApiError {
+/// `kind` names the object in an `Invalid` error, as Kubernetes does.
+fn patch_error(t: &Target, kind: &str, e: PatchError) -> ApiError {
     match e {
         PatchError::TooManyOperations { .. } => ApiError::too_large(t.clone(), e.to_string()),
         PatchError::TestFailed { .. } => ApiError::invalid(
-            t.clone(),
+            Target {
+                kind: kind.to_string(),
+                ..t.clone()
+            },
             vec![keel_api::FieldCause {
                 reason: "FieldValueInvalid".into(),
                 message: e.to_string(),
@@ -71,7 +75,7 @@ pub fn mutation(
     let t = target(info, "");
     if kind == PatchType::Json {
         // Parse once up front so a malformed patch fails before any read.
-        keel_patch::parse_json_patch(&patch).map_err(|e| patch_error(&t, e))?;
+        keel_patch::parse_json_patch(&patch).map_err(|e| patch_error(&t, &info.kind, e))?;
     }
     if kind == PatchType::Merge && !patch.is_object() {
         return Err(ApiError::bad_request(
@@ -111,8 +115,8 @@ pub fn mutation(
     let info = info.clone();
     Ok(Box::new(move |current: &Object| {
         let t = target(&info, current.name());
-        let patched =
-            apply(&Value::Object(current.as_map().clone())).map_err(|e| patch_error(&t, e))?;
+        let patched = apply(&Value::Object(current.as_map().clone()))
+            .map_err(|e| patch_error(&t, &info.kind, e))?;
         let patched = Object::from_value(patched).map_err(|e| match e {
             ObjectError::NotAnObject => ApiError::bad_request(
                 t.clone(),

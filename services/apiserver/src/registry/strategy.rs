@@ -41,8 +41,15 @@ impl WithMessage for ApiError {
     }
 }
 
-/// The target naming an object of this resource in errors.
+/// The target naming an object of this resource in errors: by resource, as Kubernetes does
+/// (`deployments.apps "web" not found`).
 pub fn target(info: &ResourceInfo, name: &str) -> Target {
+    Target::new(&info.gvr.group, &info.gvr.resource, name)
+}
+
+/// The target of an `Invalid` error: by kind, as Kubernetes does
+/// (`Deployment.apps "web" is invalid: ...`).
+pub fn kind_target(info: &ResourceInfo, name: &str) -> Target {
     Target::new(&info.gvr.group, &info.kind, name)
 }
 
@@ -195,7 +202,7 @@ pub fn prepare_for_update(
         ));
     }
     if !causes.is_empty() {
-        return Err(ApiError::invalid(t, causes));
+        return Err(ApiError::invalid(kind_target(info, &t.name), causes));
     }
     if !new.uid().is_empty() && new.uid() != old.uid() {
         return Err(ApiError::conflict(
@@ -217,7 +224,7 @@ pub fn prepare_for_update(
             .collect();
         if !added.is_empty() {
             return Err(ApiError::invalid(
-                t,
+                kind_target(info, &t.name),
                 vec![FieldCause::forbidden(
                     "metadata.finalizers",
                     format!(
@@ -273,7 +280,7 @@ pub fn validate(info: &ResourceInfo, obj: &Object) -> Result<(), ApiError> {
     if causes.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid(target(info, obj.name()), causes))
+        Err(ApiError::invalid(kind_target(info, obj.name()), causes))
     }
 }
 

@@ -18,7 +18,7 @@ use tonic::{Request, Response, Status};
 
 use super::deadline;
 use crate::metrics::Metrics;
-use crate::registry::strategy::{self, Subresource, target};
+use crate::registry::strategy::{self, Subresource, kind_target, target};
 use crate::registry::{Resources, patch};
 use crate::storage::watcher::Filter;
 use crate::storage::{ListQuery, Mutation, Propagation, Store};
@@ -63,9 +63,8 @@ fn resource_label(r: Option<&ResourceRef>) -> String {
     .unwrap_or_default()
 }
 
-/// Checks a name and namespace taken from a request before they become part of a key.
-fn check_names(info: &ResourceInfo, namespace: &str, name: &str) -> Result<(), ApiError> {
-    let t = target(info, name);
+/// What is wrong with a name and namespace, checked before they become part of a key.
+fn name_problems(info: &ResourceInfo, namespace: &str, name: &str) -> Vec<FieldCause> {
     let mut causes = Vec::new();
     if name.is_empty() {
         causes.push(FieldCause::required("metadata.name"));
@@ -84,10 +83,29 @@ fn check_names(info: &ResourceInfo, namespace: &str, name: &str) -> Result<(), A
             causes.push(FieldCause::invalid("metadata.namespace", namespace, e));
         }
     }
+    causes
+}
+
+/// For a write of an object: its name and namespace must be valid (`Invalid` otherwise).
+fn check_names(info: &ResourceInfo, namespace: &str, name: &str) -> Result<(), ApiError> {
+    let causes = name_problems(info, namespace, name);
     if causes.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid(t, causes))
+        Err(ApiError::invalid(kind_target(info, name), causes))
+    }
+}
+
+/// For a read, patch or delete by name: an object with an invalid name cannot exist, so it is
+/// `NotFound`, as in Kubernetes (a missing name is still `Invalid`).
+fn check_lookup(info: &ResourceInfo, namespace: &str, name: &str) -> Result<(), ApiError> {
+    if name.is_empty() {
+        return check_names(info, namespace, name);
+    }
+    if name_problems(info, namespace, name).is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(target(info, name)))
     }
 }
 
@@ -205,7 +223,7 @@ impl Objects for ObjectsService {
         self.observe("get", &label, async {
             let info = self.resources.lookup(r.resource.as_ref())?;
             let ns = namespace_of(&info, &r.namespace);
-            check_names(&info, &ns, &r.name)?;
+            check_lookup(&info, &ns, &r.name)?;
             let obj = self
                 .store
                 .get(&info, &ns, &r.name, &r.resource_version, deadline)
@@ -228,7 +246,7 @@ impl Objects for ObjectsService {
             let namespace = namespace_of(&info, &r.namespace);
             if !namespace.is_empty() && !dns1123_label(&namespace).is_empty() {
                 return Err(ApiError::invalid(
-                    t,
+                    kind_target(&info, &t.name),
                     vec![FieldCause::invalid(
                         "metadata.namespace",
                         &namespace,
@@ -277,7 +295,7 @@ impl Objects for ObjectsService {
                 "" => None,
                 rv => Some(rv.parse::<i64>().map_err(|_| {
                     ApiError::invalid(
-                        t.clone(),
+                        kind_target(&info, &t.name),
                         vec![FieldCause::invalid(
                             "metadata.resourceVersion",
                             rv,
@@ -305,7 +323,7 @@ impl Objects for ObjectsService {
         self.observe("patch", &label, async {
             let info = self.resources.lookup(r.resource.as_ref())?;
             let ns = namespace_of(&info, &r.namespace);
-            check_names(&info, &ns, &r.name)?;
+            check_lookup(&info, &ns, &r.name)?;
             let t = target(&info, &r.name);
             let sub = Subresource::parse(&info, &r.subresource, &t)?;
             let kind = PatchType::try_from(r.patch_type).unwrap_or(PatchType::Unspecified);
@@ -314,7 +332,7 @@ impl Objects for ObjectsService {
                 None => None,
                 Some(rv) => Some(rv.parse::<i64>().map_err(|_| {
                     ApiError::invalid(
-                        t.clone(),
+                        kind_target(&info, &t.name),
                         vec![FieldCause::invalid(
                             "metadata.resourceVersion",
                             &rv,
@@ -346,7 +364,7 @@ impl Objects for ObjectsService {
         self.observe("delete", &label, async {
             let info = self.resources.lookup(r.resource.as_ref())?;
             let ns = namespace_of(&info, &r.namespace);
-            check_names(&info, &ns, &r.name)?;
+            check_lookup(&info, &ns, &r.name)?;
             let pre = r.preconditions.unwrap_or_default();
             let propagation =
                 match PropagationPolicy::try_from(r.propagation_policy).unwrap_or_default() {
@@ -387,7 +405,7 @@ impl Objects for ObjectsService {
                 let namespace = namespace_of(&info, &r.namespace);
                 if !namespace.is_empty() && !dns1123_label(&namespace).is_empty() {
                     return Err(ApiError::invalid(
-                        t,
+                        kind_target(&info, &t.name),
                         vec![FieldCause::invalid(
                             "metadata.namespace",
                             &namespace,

@@ -264,7 +264,7 @@ impl Store {
     async fn require_namespace(&self, ns: &str, deadline: Instant) -> Result<(), ApiError> {
         let key = format!("{}/core/namespaces/{ns}", self.config.prefix);
         let found = self.etcd.get(&key, deadline).await?;
-        let t = Target::new("", "Namespace", ns);
+        let t = Target::new("", "namespaces", ns);
         match found {
             None => Err(ApiError::not_found(t)),
             Some(kv) => {

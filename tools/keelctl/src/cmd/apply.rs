@@ -7,7 +7,7 @@ use std::io::Write;
 use keel_client::Reason;
 
 use crate::context::{Ctx, require_name};
-use crate::error::{Error, api_for, with_resource_names};
+use crate::error::{Error, api_for};
 use crate::last_applied;
 use crate::manifest::{self, Manifest};
 use crate::patches::{self, Flavour};
@@ -83,15 +83,11 @@ async fn apply_one(
             ctx.client
                 .create(gvr, &namespace, &modified)
                 .await
-                .map_err(|e| api_for("creating", &m.source, with_resource_names(e, resource)))?;
+                .map_err(|e| api_for("creating", &m.source, e))?;
             return Ok((what, Outcome::Created));
         }
         Err(e) => {
-            return Err(api_for(
-                "retrieving current configuration of",
-                &m.source,
-                with_resource_names(e, resource),
-            ));
+            return Err(api_for("retrieving current configuration of", &m.source, e));
         }
     };
     let last = last_applied::recorded(&live);
@@ -115,6 +111,6 @@ async fn apply_one(
     ctx.client
         .patch(gvr, &namespace, &name, flavour.patch_type(), &patch)
         .await
-        .map_err(|e| api_for("patching", &m.source, with_resource_names(e, resource)))?;
+        .map_err(|e| api_for("patching", &m.source, e))?;
     Ok((what, Outcome::Configured))
 }

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use crate::context::Ctx;
-use crate::error::{Error, api_for, with_resource_names};
+use crate::error::{Error, api_for};
 use crate::last_applied;
 use crate::manifest;
 use crate::printer::name_of;
@@ -54,11 +54,7 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
         match ctx.client.create(&resource.gvr, &namespace, &object).await {
             // The server's name, which differs from the file's with `generateName`.
             Ok(created) => writeln!(out, "{} created", resource.object_ref(name_of(&created)))?,
-            Err(e) => errors.push(api_for(
-                "creating",
-                &m.source,
-                with_resource_names(e, resource),
-            )),
+            Err(e) => errors.push(api_for("creating", &m.source, e)),
         }
     }
     Error::from_many(errors)

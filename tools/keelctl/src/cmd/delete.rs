@@ -7,7 +7,7 @@ use keel_client::{DeleteParams, ListParams, PropagationPolicy, Reason};
 use tokio::time::Instant;
 
 use crate::context::{Ctx, require_name};
-use crate::error::{Error, api_for, with_resource_names};
+use crate::error::{Error, api_for};
 use crate::manifest;
 use crate::printer::name_of;
 use crate::resources::Resource;
@@ -119,7 +119,7 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
             .client
             .list_all(&resource.gvr, &namespace, &params)
             .await
-            .map_err(|e| Error::from(with_resource_names(e, resource)))?;
+            .map_err(|e| Error::from(e))?;
         for o in &list.items {
             doomed.push(Doomed {
                 resource,
@@ -169,7 +169,6 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
             }
             Err(e) if e.reason == Reason::NotFound && args.ignore_not_found => {}
             Err(e) => {
-                let e = with_resource_names(e, d.resource);
                 errors.push(match &d.source {
                     Some(source) => api_for("deleting", source, e),
                     None => Error::from(e),
@@ -193,7 +192,7 @@ async fn wait_gone(ctx: &Ctx, d: &Doomed<'_>, uid: &str, deadline: Instant) -> R
             Err(e) if e.reason == Reason::NotFound => return Ok(()),
             Ok(o) if o["metadata"]["uid"].as_str() != Some(uid) => return Ok(()),
             Ok(_) => {}
-            Err(e) => return Err(with_resource_names(e, d.resource).into()),
+            Err(e) => return Err(e.into()),
         }
         if Instant::now() >= deadline {
             return Err(Error::WaitTimeout(format!(

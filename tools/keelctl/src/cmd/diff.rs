@@ -6,7 +6,7 @@ use keel_client::Reason;
 use similar::TextDiff;
 
 use crate::context::{Ctx, require_name};
-use crate::error::{Error, api_for, with_resource_names};
+use crate::error::{Error, api_for};
 use crate::last_applied;
 use crate::manifest;
 use crate::patches::Flavour;
@@ -67,11 +67,7 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<bool, Er
             }
             Err(e) if e.reason == Reason::NotFound => (None, modified),
             Err(e) => {
-                return Err(api_for(
-                    "retrieving current configuration of",
-                    &m.source,
-                    with_resource_names(e, resource),
-                ));
+                return Err(api_for("retrieving current configuration of", &m.source, e));
             }
         };
         let live_text = match &live {

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::context::Ctx;
 use crate::editor;
-use crate::error::{Error, with_resource_names};
+use crate::error::Error;
 use crate::patches::{self, Flavour};
 use crate::printer::to_yaml;
 use crate::resources::Resource;
@@ -40,7 +40,7 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
             .client
             .get(&resource.gvr, &namespace, &name)
             .await
-            .map_err(|e| with_resource_names(e, resource))?;
+            .map_err(|e| e)?;
         match edit_one(ctx, resource, &namespace, &name, &live).await? {
             true => writeln!(out, "{} edited", resource.object_ref(&name))?,
             false => {
@@ -137,6 +137,6 @@ async fn edit_one(
         .await
     {
         Ok(_) => Ok(true),
-        Err(e) => Err(keep(with_resource_names(e, resource).into())),
+        Err(e) => Err(keep(e.into())),
     }
 }

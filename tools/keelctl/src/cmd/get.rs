@@ -6,7 +6,7 @@ use keel_client::ListParams;
 use serde_json::Value;
 
 use crate::context::Ctx;
-use crate::error::{Error, with_resource_names};
+use crate::error::Error;
 use crate::printer::{self, Format, Printer};
 use crate::resources::Resource;
 
@@ -103,13 +103,13 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
                 .client
                 .list_all(&resource.gvr, &ns, &params)
                 .await
-                .map_err(|e| Error::from(with_resource_names(e, resource)))?;
+                .map_err(|e| Error::from(e))?;
             objects = list.items;
         } else {
             for name in names.iter() {
                 match ctx.client.get(&resource.gvr, &ns, name).await {
                     Ok(o) => objects.push(o),
-                    Err(e) => errors.push(with_resource_names(e, resource).into()),
+                    Err(e) => errors.push(e.into()),
                 }
             }
         }

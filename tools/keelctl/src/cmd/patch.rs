@@ -6,7 +6,7 @@ use keel_client::PatchType;
 use serde_json::Value;
 
 use crate::context::Ctx;
-use crate::error::{Error, with_resource_names};
+use crate::error::Error;
 
 /// Update fields of objects with a patch.
 ///
@@ -77,7 +77,7 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
         match result {
             Ok(false) => writeln!(out, "{} patched", resource.object_ref(&name))?,
             Ok(true) => writeln!(out, "{} patched (no change)", resource.object_ref(&name))?,
-            Err(e) => errors.push(with_resource_names(e, resource).into()),
+            Err(e) => errors.push(e.into()),
         }
     }
     Error::from_many(errors)

@@ -5,7 +5,7 @@ use std::io::Write;
 use keel_client::Reason;
 
 use crate::context::{Ctx, require_name};
-use crate::error::{Error, api_for, with_resource_names};
+use crate::error::{Error, api_for};
 use crate::manifest;
 
 /// Replace objects by the ones in files or stdin.
@@ -60,22 +60,14 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
                 }
                 Err(e) if e.reason == Reason::NotFound => {}
                 Err(e) => {
-                    errors.push(api_for(
-                        "replacing",
-                        &m.source,
-                        with_resource_names(e, resource),
-                    ));
+                    errors.push(api_for("replacing", &m.source, e));
                     continue;
                 }
             }
         }
         match ctx.client.update(&resource.gvr, &namespace, &object).await {
             Ok(_) => writeln!(out, "{} replaced", resource.object_ref(&name))?,
-            Err(e) => errors.push(api_for(
-                "replacing",
-                &m.source,
-                with_resource_names(e, resource),
-            )),
+            Err(e) => errors.push(api_for("replacing", &m.source, e)),
         }
     }
     Error::from_many(errors)

@@ -5,7 +5,7 @@ use std::io::Write;
 use serde_json::Value;
 
 use crate::context::Ctx;
-use crate::error::{Error, with_resource_names};
+use crate::error::Error;
 use crate::patches::{self, Flavour};
 
 /// Update the image of containers.
@@ -47,7 +47,7 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
             .client
             .get(&resource.gvr, &namespace, &name)
             .await
-            .map_err(|e| with_resource_names(e, resource))?;
+            .map_err(|e| e)?;
         let mut changed = live.clone();
         set_images(&mut changed, &images)?;
         let flavour = Flavour::of_object(&live);
@@ -71,7 +71,7 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
                 &patch,
             )
             .await
-            .map_err(|e| with_resource_names(e, resource))?;
+            .map_err(|e| e)?;
         writeln!(out, "{what} image updated")?;
     }
     Ok(())

@@ -13,7 +13,7 @@ use keel_api::Target;
 use keel_client::{ApiError, EventType, ListParams, ObjectList, Reason, WatchParams};
 
 use crate::context::Ctx;
-use crate::error::{Error, with_resource_names};
+use crate::error::Error;
 use crate::printer::Printer;
 use crate::resources::Resource;
 
@@ -62,15 +62,15 @@ impl Watch<'_> {
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                     continue;
                 }
-                Err(e) => return Err(with_resource_names(e, self.resource).into()),
+                Err(e) => return Err(e.into()),
             };
             backoff = MIN_BACKOFF;
             if let Some(name) = &self.name
                 && list.items.is_empty()
                 && print_list
             {
-                let t = Target::new(&self.resource.gvr.group, &self.resource.kind, name);
-                return Err(with_resource_names(ApiError::not_found(t), self.resource).into());
+                let t = Target::new(&self.resource.gvr.group, &self.resource.gvr.resource, name);
+                return Err(ApiError::not_found(t).into());
             }
             if print_list && !list.items.is_empty() {
                 printer.watch_rows(out, self.resource, &list.items)?;
@@ -120,7 +120,7 @@ impl Watch<'_> {
                     printer.watch_rows(out, self.resource, std::slice::from_ref(&event.object))?
                 }
                 Err(e) if e.reason == Reason::Expired => return Ok(()),
-                Err(e) => return Err(with_resource_names(e, self.resource).into()),
+                Err(e) => return Err(e.into()),
             }
         }
         // The resumable stream only ends after an error; relist to be safe.
