@@ -118,8 +118,7 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
         let list = ctx
             .client
             .list_all(&resource.gvr, &namespace, &params)
-            .await
-            .map_err(|e| Error::from(e))?;
+            .await?;
         for o in &list.items {
             doomed.push(Doomed {
                 resource,

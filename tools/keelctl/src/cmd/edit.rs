@@ -36,11 +36,7 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
     let resource = resources.resolve(&kind)?;
     let namespace = ctx.namespace_of(resource);
     for name in names {
-        let live = ctx
-            .client
-            .get(&resource.gvr, &namespace, &name)
-            .await
-            .map_err(|e| e)?;
+        let live = ctx.client.get(&resource.gvr, &namespace, &name).await?;
         match edit_one(ctx, resource, &namespace, &name, &live).await? {
             true => writeln!(out, "{} edited", resource.object_ref(&name))?,
             false => {

@@ -99,11 +99,7 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
                 limit: 500,
                 ..Default::default()
             };
-            let list = ctx
-                .client
-                .list_all(&resource.gvr, &ns, &params)
-                .await
-                .map_err(|e| Error::from(e))?;
+            let list = ctx.client.list_all(&resource.gvr, &ns, &params).await?;
             objects = list.items;
         } else {
             for name in names.iter() {

@@ -43,11 +43,7 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
     let resource = resources.resolve(&kind)?;
     let namespace = ctx.namespace_of(resource);
     for name in names {
-        let live = ctx
-            .client
-            .get(&resource.gvr, &namespace, &name)
-            .await
-            .map_err(|e| e)?;
+        let live = ctx.client.get(&resource.gvr, &namespace, &name).await?;
         let mut changed = live.clone();
         set_images(&mut changed, &images)?;
         let flavour = Flavour::of_object(&live);
@@ -70,8 +66,7 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
                 flavour.patch_type(),
                 &patch,
             )
-            .await
-            .map_err(|e| e)?;
+            .await?;
         writeln!(out, "{what} image updated")?;
     }
     Ok(())
