@@ -2,7 +2,7 @@
 //! DESIGN.md ("Verbs and their semantics"). Kind-specific rules come from `registry::strategy`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use base64::Engine;
@@ -84,8 +84,17 @@ pub struct Store {
     metrics: Metrics,
     caches: RwLock<HashMap<GroupVersionResource, Arc<WatchCache>>>,
     coalescer: Coalescer,
+    /// The last object this replica wrote at each key. A write that reads the watch cache right
+    /// after its own previous write would otherwise start from the state before it (the cache
+    /// learns of writes from etcd a moment later), lose the compare-and-swap and pay a second
+    /// round trip. Only ever a hint: the newer of it and the cache is used, and the
+    /// compare-and-swap still decides.
+    recent: Mutex<HashMap<String, Arc<Object>>>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 }
+
+/// Keys remembered in `Store::recent` before it is emptied (bounded memory).
+const RECENT_WRITES: usize = 10_000;
 
 fn parse_rv(target: &Target, rv: &str) -> Result<i64, ApiError> {
     rv.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| {
@@ -106,6 +115,7 @@ impl Store {
         Arc::new(Store {
             etcd,
             coalescer: Coalescer::new(config.max_queued_patches),
+            recent: Mutex::new(HashMap::new()),
             config,
             metrics,
             caches: RwLock::new(HashMap::new()),
@@ -191,10 +201,24 @@ impl Store {
     ) -> Result<Option<Current>, ApiError> {
         if allow_cache {
             let cache = self.cache(info);
-            if cache.is_ready()
-                && let Some(o) = cache.get(key)
-            {
-                let rv = o.resource_version().parse().unwrap_or(0);
+            let cached = if cache.is_ready() {
+                cache.get(key)
+            } else {
+                None
+            };
+            let mine = self
+                .recent
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(key)
+                .cloned();
+            let rv_of = |o: &Arc<Object>| o.resource_version().parse::<i64>().unwrap_or(0);
+            let newest = match (cached, mine) {
+                (Some(c), Some(m)) => Some(if rv_of(&m) > rv_of(&c) { m } else { c }),
+                (c, m) => c.or(m),
+            };
+            if let Some(o) = newest {
+                let rv = rv_of(&o);
                 return Ok(Some(Current {
                     obj: (*o).clone(),
                     rv,
@@ -211,6 +235,22 @@ impl Store {
             rv: kv.mod_revision,
             unverified: false,
         }))
+    }
+
+    /// Records what this replica just wrote at `key` (None: it deleted it).
+    fn remember(&self, key: &str, obj: Option<Object>) {
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        match obj {
+            Some(o) => {
+                if recent.len() >= RECENT_WRITES && !recent.contains_key(key) {
+                    recent.clear();
+                }
+                recent.insert(key.to_string(), Arc::new(o));
+            }
+            None => {
+                recent.remove(key);
+            }
+        }
     }
 
     fn fresh(
@@ -489,6 +529,7 @@ impl Store {
             match result {
                 Ok(Cas::Done(rev)) => {
                     obj.set_resource_version(&rev.to_string());
+                    self.remember(key, (!finished).then(|| obj.clone()));
                     return (Ok(obj), errors);
                 }
                 Ok(Cas::Stale(fresh)) => {
@@ -722,6 +763,7 @@ impl Store {
                 Cas::Done(rev) => {
                     obj.set_resource_version(&rev.to_string());
                     let deleted = obj.finalizers().is_empty();
+                    self.remember(&key, (!deleted).then(|| obj.clone()));
                     return Ok((obj, deleted));
                 }
                 Cas::Stale(fresh) => match Self::fresh(info, fresh)? {
