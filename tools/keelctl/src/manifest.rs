@@ -265,3 +265,16 @@ mod tests {
         assert!(e.to_string().contains("not an object"), "{e}");
     }
 }
+
+/// The `-f` argument of the commands that read manifests.
+#[derive(Debug, clap::Args)]
+pub struct FileArgs {
+    /// File, directory (its .yaml, .yml and .json files) or - for stdin; may be repeated.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        required = true,
+        value_name = "FILE|DIR|-"
+    )]
+    pub files: Vec<String>,
+}

@@ -26,14 +26,8 @@ use crate::resources::Resources;
     after_help = "Examples:\n  keelctl apply -f nginx.yaml\n  keelctl apply -f manifests/\n  cat nginx.yaml | keelctl apply -f -"
 )]
 pub struct Args {
-    /// File, directory (its .yaml, .yml and .json files) or - for stdin; may be repeated.
-    #[arg(
-        short = 'f',
-        long = "filename",
-        required = true,
-        value_name = "FILE|DIR|-"
-    )]
-    pub files: Vec<String>,
+    #[command(flatten)]
+    pub input: crate::manifest::FileArgs,
 }
 
 /// What apply did to one object.
@@ -45,7 +39,7 @@ enum Outcome {
 }
 
 pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Error> {
-    let manifests = manifest::read_all(&args.files)?;
+    let manifests = manifest::read_all(&args.input.files)?;
     if manifests.is_empty() {
         return Err(Error::NoObjects("apply"));
     }

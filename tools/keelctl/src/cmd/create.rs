@@ -17,14 +17,8 @@ use crate::printer::name_of;
     after_help = "Examples:\n  keelctl create -f nginx.yaml\n  keelctl create -f nginx.yaml --save-config   # later `apply`s patch it"
 )]
 pub struct Args {
-    /// File, directory (its .yaml, .yml and .json files) or - for stdin; may be repeated.
-    #[arg(
-        short = 'f',
-        long = "filename",
-        required = true,
-        value_name = "FILE|DIR|-"
-    )]
-    pub files: Vec<String>,
+    #[command(flatten)]
+    pub input: crate::manifest::FileArgs,
     /// Record the configuration in the last-applied annotation, so that `apply` can later
     /// patch the object.
     #[arg(long)]
@@ -32,7 +26,7 @@ pub struct Args {
 }
 
 pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Error> {
-    let manifests = manifest::read_all(&args.files)?;
+    let manifests = manifest::read_all(&args.input.files)?;
     if manifests.is_empty() {
         return Err(Error::NoObjects("create"));
     }

@@ -24,14 +24,8 @@ use crate::printer::to_yaml;
     after_help = "Examples:\n  keelctl diff -f nginx.yaml\n  keelctl diff -f manifests/ && echo \"nothing to apply\""
 )]
 pub struct Args {
-    /// File, directory (its .yaml, .yml and .json files) or - for stdin; may be repeated.
-    #[arg(
-        short = 'f',
-        long = "filename",
-        required = true,
-        value_name = "FILE|DIR|-"
-    )]
-    pub files: Vec<String>,
+    #[command(flatten)]
+    pub input: crate::manifest::FileArgs,
 }
 
 /// The exit status of a `diff` that found differences.
@@ -41,7 +35,7 @@ pub const FAILED: u8 = 2;
 
 /// Prints the diffs; `Ok(true)` when something would change.
 pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<bool, Error> {
-    let manifests = manifest::read_all(&args.files)?;
+    let manifests = manifest::read_all(&args.input.files)?;
     if manifests.is_empty() {
         return Err(Error::NoObjects("diff"));
     }

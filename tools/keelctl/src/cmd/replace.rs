@@ -18,18 +18,12 @@ use crate::manifest;
     after_help = "Examples:\n  keelctl replace -f nginx.yaml\n  keelctl get deploy nginx -o yaml > d.yaml; vi d.yaml; keelctl replace -f d.yaml   # Conflict if it changed meanwhile"
 )]
 pub struct Args {
-    /// File, directory (its .yaml, .yml and .json files) or - for stdin; may be repeated.
-    #[arg(
-        short = 'f',
-        long = "filename",
-        required = true,
-        value_name = "FILE|DIR|-"
-    )]
-    pub files: Vec<String>,
+    #[command(flatten)]
+    pub input: crate::manifest::FileArgs,
 }
 
 pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Error> {
-    let manifests = manifest::read_all(&args.files)?;
+    let manifests = manifest::read_all(&args.input.files)?;
     if manifests.is_empty() {
         return Err(Error::NoObjects("replace"));
     }
