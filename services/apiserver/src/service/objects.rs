@@ -149,6 +149,30 @@ fn selectors(
     Ok((l, f))
 }
 
+/// The scope of a List or Watch: the namespace ("" for all, or a cluster-scoped resource) and
+/// the parsed selectors.
+fn collection_scope(
+    info: &ResourceInfo,
+    namespace: &str,
+    label_selector: &str,
+    field_selector: &str,
+) -> Result<(String, LabelSelector, FieldSelector), ApiError> {
+    let t = target(info, "");
+    let (labels, fields) = selectors(&t, label_selector, field_selector)?;
+    let namespace = namespace_of(info, namespace);
+    if !namespace.is_empty() && !dns1123_label(&namespace).is_empty() {
+        return Err(ApiError::invalid(
+            kind_target(info, ""),
+            vec![FieldCause::invalid(
+                "metadata.namespace",
+                &namespace,
+                "not a valid namespace name",
+            )],
+        ));
+    }
+    Ok((namespace, labels, fields))
+}
+
 fn namespace_of(info: &ResourceInfo, ns: &str) -> String {
     if info.namespaced {
         ns.to_string()
@@ -242,18 +266,8 @@ impl Objects for ObjectsService {
         self.observe("list", &label, async {
             let info = self.resources.lookup(r.resource.as_ref())?;
             let t = target(&info, "");
-            let (labels, fields) = selectors(&t, &r.label_selector, &r.field_selector)?;
-            let namespace = namespace_of(&info, &r.namespace);
-            if !namespace.is_empty() && !dns1123_label(&namespace).is_empty() {
-                return Err(ApiError::invalid(
-                    kind_target(&info, &t.name),
-                    vec![FieldCause::invalid(
-                        "metadata.namespace",
-                        &namespace,
-                        "not a valid namespace name",
-                    )],
-                ));
-            }
+            let (namespace, labels, fields) =
+                collection_scope(&info, &r.namespace, &r.label_selector, &r.field_selector)?;
             if r.limit < 0 {
                 return Err(ApiError::bad_request(t, "limit must not be negative"));
             }
@@ -400,19 +414,8 @@ impl Objects for ObjectsService {
         let started = self
             .observe("watch", &label, async {
                 let info = self.resources.lookup(r.resource.as_ref())?;
-                let t = target(&info, "");
-                let (labels, fields) = selectors(&t, &r.label_selector, &r.field_selector)?;
-                let namespace = namespace_of(&info, &r.namespace);
-                if !namespace.is_empty() && !dns1123_label(&namespace).is_empty() {
-                    return Err(ApiError::invalid(
-                        kind_target(&info, &t.name),
-                        vec![FieldCause::invalid(
-                            "metadata.namespace",
-                            &namespace,
-                            "not a valid namespace name",
-                        )],
-                    ));
-                }
+                let (namespace, labels, fields) =
+                    collection_scope(&info, &r.namespace, &r.label_selector, &r.field_selector)?;
                 let filter = Filter {
                     key_prefix: String::new(),
                     namespace: (!namespace.is_empty()).then_some(namespace),
