@@ -1,5 +1,6 @@
 //! RFC 6902 JSON Patch, on top of the `json-patch` crate, with an operation limit.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::PatchError;
@@ -7,8 +8,13 @@ use crate::PatchError;
 /// The most operations one JSON Patch may carry: bounds the work a single request can cause.
 pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 
+/// A parsed JSON Patch: parse it once, apply it as often as needed (a write that loses a
+/// compare-and-swap applies its patch again to the fresh object).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonPatch(json_patch::Patch);
+
 /// Parses a JSON Patch document (a JSON array of operations), enforcing the operation limit.
-pub fn parse_json_patch(patch: &Value) -> Result<json_patch::Patch, PatchError> {
+pub fn parse_json_patch(patch: &Value) -> Result<JsonPatch, PatchError> {
     let ops = patch.as_array().ok_or_else(|| {
         PatchError::Malformed("a JSON patch must be a JSON array of operations".into())
     })?;
@@ -18,27 +24,36 @@ pub fn parse_json_patch(patch: &Value) -> Result<json_patch::Patch, PatchError> 
             limit: MAX_JSON_PATCH_OPERATIONS,
         });
     }
-    serde_json::from_value(patch.clone()).map_err(|e| PatchError::Malformed(e.to_string()))
+    let parsed =
+        json_patch::Patch::deserialize(patch).map_err(|e| PatchError::Malformed(e.to_string()))?;
+    Ok(JsonPatch(parsed))
 }
 
-/// Applies a JSON Patch to a copy of `doc`. On any failure `doc` is unchanged and the error
-/// names the operation's path.
+impl JsonPatch {
+    /// Applies the patch to a copy of `doc`. On any failure `doc` is unchanged and the error
+    /// names the operation's path.
+    pub fn apply(&self, doc: &Value) -> Result<Value, PatchError> {
+        let mut out = doc.clone();
+        // The copy is dropped on failure, so json-patch's own rollback is not needed; and its
+        // rollback panics on some inputs (an `add` at `/-` undone after a later `move`).
+        json_patch::patch_unsafe(&mut out, &self.0).map_err(|e| {
+            let path = e.path.to_string();
+            match e.kind {
+                json_patch::PatchErrorKind::TestFailed => PatchError::TestFailed { path },
+                kind => PatchError::Inapplicable {
+                    path,
+                    reason: kind.to_string(),
+                },
+            }
+        })?;
+        Ok(out)
+    }
+}
+
+/// Parses and applies a JSON Patch to a copy of `doc` ([`parse_json_patch`], then
+/// [`JsonPatch::apply`]).
 pub fn apply_json_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
-    let patch = parse_json_patch(patch)?;
-    let mut out = doc.clone();
-    // The copy is dropped on failure, so json-patch's own rollback is not needed; and its
-    // rollback panics on some inputs (an `add` at `/-` undone after a later `move`).
-    json_patch::patch_unsafe(&mut out, &patch).map_err(|e| {
-        let path = e.path.to_string();
-        match e.kind {
-            json_patch::PatchErrorKind::TestFailed => PatchError::TestFailed { path },
-            kind => PatchError::Inapplicable {
-                path,
-                reason: kind.to_string(),
-            },
-        }
-    })?;
-    Ok(out)
+    parse_json_patch(patch)?.apply(doc)
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ mod schema;
 mod strategic;
 
 pub use error::PatchError;
-pub use json::{MAX_JSON_PATCH_OPERATIONS, apply_json_patch, parse_json_patch};
+pub use json::{JsonPatch, MAX_JSON_PATCH_OPERATIONS, apply_json_patch, parse_json_patch};
 pub use limits::MAX_DEPTH;
 pub use merge::{
     apply_merge_patch, create_three_way_json_merge_patch, create_two_way_json_merge_patch,

@@ -73,10 +73,6 @@ pub fn mutation(
     patch: Value,
 ) -> Result<Mutation, ApiError> {
     let t = target(info, "");
-    if kind == PatchType::Json {
-        // Parse once up front so a malformed patch fails before any read.
-        keel_patch::parse_json_patch(&patch).map_err(|e| patch_error(&t, &info.kind, e))?;
-    }
     if kind == PatchType::Merge && !patch.is_object() {
         return Err(ApiError::bad_request(
             t,
@@ -84,7 +80,13 @@ pub fn mutation(
         ));
     }
     let apply: Applier = match kind {
-        PatchType::Json => Box::new(move |doc| keel_patch::apply_json_patch(doc, &patch)),
+        PatchType::Json => {
+            // Parsed once here, so a malformed patch fails before any read and a retried
+            // write does not parse it again.
+            let parsed =
+                keel_patch::parse_json_patch(&patch).map_err(|e| patch_error(&t, &info.kind, e))?;
+            Box::new(move |doc| parsed.apply(doc))
+        }
         PatchType::Merge => Box::new(move |doc| Ok(keel_patch::apply_merge_patch(doc, &patch))),
         PatchType::Strategic => {
             if !patch.is_object() {
