@@ -283,8 +283,8 @@ impl ApiError {
         Self::new(Reason::RequestEntityTooLarge, target, message)
     }
 
-    pub fn too_many_requests(message: impl Into<String>) -> Self {
-        Self::new(Reason::TooManyRequests, Target::default(), message)
+    pub fn too_many_requests(target: Target, message: impl Into<String>) -> Self {
+        Self::new(Reason::TooManyRequests, target, message)
     }
 
     pub fn timeout(target: Target, message: impl Into<String>) -> Self {

@@ -148,20 +148,6 @@ impl Object {
         self.set_meta_str("resourceVersion", rv);
     }
 
-    /// A string map of metadata (`labels`, `annotations`); non-string values are skipped
-    /// (validation reports them).
-    pub fn meta_string_map(&self, key: &str) -> Vec<(&str, &str)> {
-        self.metadata()
-            .and_then(|m| m.get(key))
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| v.as_str().map(|v| (k.as_str(), v)))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
     pub fn label(&self, key: &str) -> Option<&str> {
         self.metadata()
             .and_then(|m| m.get("labels"))

@@ -174,14 +174,6 @@ impl FieldSelector {
         self.0.is_empty()
     }
 
-    /// The one name this selector pins, if any (`metadata.name=x`): lets a list read one key.
-    pub fn exact_name(&self) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(f, eq, _)| f == "metadata.name" && *eq)
-            .map(|(_, _, v)| v.as_str())
-    }
-
     pub fn matches_object(&self, obj: &Object) -> bool {
         self.0.iter().all(|(field, equal, value)| {
             let actual = if field == "metadata.name" {

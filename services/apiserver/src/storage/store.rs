@@ -613,7 +613,7 @@ impl Store {
                     "too many PATCHes are waiting on {} {:?}; retry later",
                     t.kind, t.name
                 );
-                return Err(ApiError::new(keel_api::Reason::TooManyRequests, t, message));
+                return Err(ApiError::too_many_requests(t, message));
             }
         }
         match tokio::time::timeout_at(deadline + Duration::from_secs(5), rx).await {
