@@ -8,7 +8,7 @@ use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
 use tokio::time::Instant;
 
 use crate::Common;
-use crate::report::{self, Counters, Latency, Summary};
+use crate::report::{self, Counters, Summary};
 
 /// Which ceiling to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,27 +105,14 @@ pub async fn run(
             Some(etcd_client::DeleteOptions::new().with_prefix()),
         )
         .await;
-    let ok = counters.ok.load(Ordering::Relaxed);
-    let conflicts = counters.conflicts.load(Ordering::Relaxed);
+    let mode = match kind {
+        Kind::Put => "etcd-put",
+        Kind::GetCas => "etcd-cas",
+    };
     Ok(Summary {
-        mode: match kind {
-            Kind::Put => "etcd-put".into(),
-            Kind::GetCas => "etcd-cas".into(),
-        },
         writers,
         objects: if kind == Kind::Put { writers } else { objects },
-        duration_s: elapsed.as_secs_f64(),
-        ok,
-        ok_per_s: ok as f64 / elapsed.as_secs_f64(),
-        errors: counters.errors.load(Ordering::Relaxed),
-        conflicts,
-        conflict_rate: if attempts > 0 {
-            conflicts as f64 / attempts as f64
-        } else {
-            0.0
-        },
-        latency: Latency::of(&latency),
         first_error,
-        ..Default::default()
+        ..Summary::measured(mode, &counters, elapsed, attempts, &latency)
     })
 }

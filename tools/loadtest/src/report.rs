@@ -127,6 +127,34 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// The figures every mode derives from its counters: successes and their rate, errors,
+    /// conflicts per attempt (`attempts` counts every try, conflicts included), latency.
+    pub fn measured(
+        mode: &str,
+        counters: &Counters,
+        elapsed: Duration,
+        attempts: u64,
+        latency: &Histogram<u64>,
+    ) -> Summary {
+        let ok = counters.ok.load(Ordering::Relaxed);
+        let conflicts = counters.conflicts.load(Ordering::Relaxed);
+        Summary {
+            mode: mode.into(),
+            duration_s: elapsed.as_secs_f64(),
+            ok,
+            ok_per_s: ok as f64 / elapsed.as_secs_f64().max(f64::MIN_POSITIVE),
+            errors: counters.errors.load(Ordering::Relaxed),
+            conflicts,
+            conflict_rate: if attempts > 0 {
+                conflicts as f64 / attempts as f64
+            } else {
+                0.0
+            },
+            latency: Latency::of(latency),
+            ..Default::default()
+        }
+    }
+
     /// True when the run proved a fault: a lost update or a missed or repeated event.
     pub fn failed(&self) -> bool {
         self.lost_updates > 0 || self.events_missed > 0 || self.events_duplicated > 0

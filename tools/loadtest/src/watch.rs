@@ -12,7 +12,7 @@ use keel_client::{Client, EventType, ListParams, PatchType, WatchParams, gvr};
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::report::{self, Counters, Latency, Summary};
+use crate::report::{self, Counters, Summary};
 use crate::{Common, writers};
 
 struct WatcherLog {
@@ -178,22 +178,16 @@ pub async fn run(
         }
         missed += acked.keys().filter(|rv| !got.contains(rv)).count() as u64;
     }
-    let ok = counters.ok.load(Ordering::Relaxed);
+    let attempts = counters.ok.load(Ordering::Relaxed) + counters.errors.load(Ordering::Relaxed);
     Ok(Summary {
-        mode: "watch".into(),
         writers: writer_count,
         objects,
         watchers,
         servers: common.server.len(),
-        duration_s: elapsed.as_secs_f64(),
-        ok,
-        ok_per_s: ok as f64 / elapsed.as_secs_f64(),
-        errors: counters.errors.load(Ordering::Relaxed),
-        latency: Latency::of(&latency),
         events_expected: acked.len() as u64,
         events_missed: missed,
         events_duplicated: duplicated,
         first_error,
-        ..Default::default()
+        ..Summary::measured("watch", &counters, elapsed, attempts, &latency)
     })
 }

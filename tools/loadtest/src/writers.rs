@@ -10,7 +10,7 @@ use keel_client::{Client, GroupVersionResource, PatchType, Reason, gvr};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::report::{self, Counters, Latency, Summary};
+use crate::report::{self, Counters, Summary};
 use crate::verify::{self, WriterRecord};
 use crate::{Common, scrape};
 
@@ -202,7 +202,6 @@ pub async fn run(
     for r in &results {
         let _ = latency.add(&r.latency);
     }
-    let ok = counters.ok.load(Ordering::Relaxed);
     let conflicts = counters.conflicts.load(Ordering::Relaxed);
     let attempts: u64 = results.iter().map(|r| r.attempts).sum::<u64>() + conflicts;
     let server = match (before, after) {
@@ -210,7 +209,6 @@ pub async fn run(
         _ => None,
     };
     Ok(Summary {
-        mode: label.into(),
         writers,
         objects,
         patch_type: match mode {
@@ -218,17 +216,6 @@ pub async fn run(
             Mode::Replace => String::new(),
         },
         servers: common.server.len(),
-        duration_s: elapsed.as_secs_f64(),
-        ok,
-        ok_per_s: ok as f64 / elapsed.as_secs_f64(),
-        errors: counters.errors.load(Ordering::Relaxed),
-        conflicts,
-        conflict_rate: if attempts > 0 {
-            conflicts as f64 / attempts as f64
-        } else {
-            0.0
-        },
-        latency: Latency::of(&latency),
         server_retries: server.map(|s| s.patch_retries),
         mean_batch: server
             .filter(|s| s.batch_count > 0.0)
@@ -236,6 +223,6 @@ pub async fn run(
         lost_updates: lost.len(),
         lost,
         first_error: results.iter().find_map(|r| r.first_error.clone()),
-        ..Default::default()
+        ..Summary::measured(label, &counters, elapsed, attempts, &latency)
     })
 }
