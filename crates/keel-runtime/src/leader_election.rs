@@ -210,6 +210,14 @@ impl LeaderElection {
     }
 }
 
+/// A candidate whose `run` was dropped (its task aborted) leads no more: handles must not keep
+/// the last `true` they saw.
+impl<L> Drop for Elector<L> {
+    fn drop(&mut self) {
+        self.leader.send_replace(false);
+    }
+}
+
 /// What one attempt at the lease came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Attempt {
@@ -684,6 +692,17 @@ mod tests {
         let released = Instant::now();
         assert!(b.wait_for_leadership().await);
         assert!(released.elapsed() <= Duration::from_millis(4400));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_election_does_not_lead() {
+        let api = MemLease::new();
+        let (a, _stop, task) = spawn(candidate(&api, "a"));
+        assert!(a.wait_for_leadership().await);
+        task.abort();
+        let _ = task.await;
+        assert!(!a.is_leader());
+        assert!(!a.wait_for_leadership().await, "the election ended");
     }
 
     #[tokio::test(start_paused = true)]
