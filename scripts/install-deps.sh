@@ -1,27 +1,50 @@
 #!/usr/bin/env bash
-# Installs what keel needs to build and test on a Debian machine, when it is missing:
-# etcd (Debian's etcd-server), protoc (protobuf-compiler, for etcd-client's build), a C
-# toolchain. Idempotent; needs root (or sudo) only when something is missing.
+# Every install step keel needs on a Debian (bookworm) machine, in one place: what the build, the
+# tests, scripts/up.sh and the fresh-machine check use. A new machine is assumed to have Rust
+# (rustup) and Docker and nothing else; deploy/fresh-machine-check.sh proves that this list is
+# enough by running it, the build and a real-etcd test in a clean Debian root file system.
+# Idempotent: installs only what dpkg says is absent; needs root (or sudo) only then.
 set -euo pipefail
 
-missing=()
-command -v etcd >/dev/null 2>&1 || [ -n "${ETCD_BIN:-}" ] || missing+=(etcd-server)
-command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
-command -v cc >/dev/null 2>&1 || missing+=(build-essential)
-command -v curl >/dev/null 2>&1 || missing+=(curl)
-# The compose stack and its test: Docker must be there (it cannot be installed and started from
-# here on every machine), docker-compose can.
-if command -v docker >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1 &&
-  ! command -v docker-compose >/dev/null 2>&1; then
-  missing+=(docker-compose)
+packages=(
+  # etcd-client's and keel-api's build scripts run protoc.
+  protobuf-compiler
+  # protobuf's well-known types (google/protobuf/descriptor.proto, ...), imported by etcd's
+  # .proto files; protobuf-compiler only recommends it, so --no-install-recommends leaves it out.
+  libprotobuf-dev
+  # The C compiler and libc headers: the linker for every binary, and libmimalloc-sys (cc crate).
+  gcc
+  libc6-dev
+  # cargo fetches crates from crates.io over HTTPS and needs the CA bundle.
+  ca-certificates
+  # The tests, scripts/local-up.sh and bench/run.sh start etcd from Debian's etcd-server
+  # (ETCD_BIN may point elsewhere); deploy/build-images.sh copies its binary into keel-etcd.
+  etcd-server
+  # The compose fault test, local-up.sh and bench/run.sh probe /readyz and /metrics.
+  curl
+  # deploy/fresh-machine-check.sh builds a clean Debian root file system from Debian's packages.
+  mmdebstrap
+)
+# The compose stack and its test need Docker, which a new machine has (its engine cannot be
+# installed and started from here everywhere); the compose tool can be.
+if command -v docker >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1; then
+  packages+=(docker-compose)
 fi
+
+missing=()
+for package in "${packages[@]}"; do
+  status=$(dpkg-query -W -f '${db:Status-Status}' "$package" 2>/dev/null || true)
+  [ "$status" = installed ] || missing+=("$package")
+done
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "==> installing ${missing[*]}"
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
+  # Recommends are left out on purpose: whatever keel needs is named above.
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# Debian's package may start an etcd service of its own; keel's scripts start their own.
+# Debian's etcd-server package may start an etcd service of its own; keel's scripts start theirs
+# on ports of their own, so it does not matter.
 command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (rustup) first" >&2; exit 1; }

@@ -5,13 +5,14 @@
 # too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source deploy/compose.sh
 project=${KEEL_PROJECT:-keel}
+# Before compose.sh: on a new machine the compose tool is among what it installs.
+[ "${1:-}" = "down" ] || ./scripts/install-deps.sh
+source deploy/compose.sh
 if [ "${1:-}" = "down" ]; then
   $compose -p "$project" down -v --remove-orphans
   exit 0
 fi
-./scripts/install-deps.sh
 ./deploy/build-images.sh
 $compose -p "$project" up -d
 echo "==> waiting for every service to be healthy"

@@ -15,6 +15,17 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use keel_client::{Client, ClientConfig};
+pub use rustix::process::Signal;
+
+/// Sends `sig` to process `pid`; panics if it cannot (the test cannot go on).
+pub fn signal(pid: u32, sig: Signal) {
+    let target = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .unwrap_or_else(|| panic!("no such pid {pid}"));
+    rustix::process::kill_process(target, sig)
+        .unwrap_or_else(|e| panic!("cannot send {sig:?} to {pid}: {e}"));
+}
 
 /// Waits until `cond` returns `Some`, polling; panics with `what` after `timeout`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut cond: F) -> T
@@ -271,9 +282,7 @@ impl ApiServer {
     /// SIGTERM, and waits for the process to exit; returns its exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let mut p = self.proc.take().expect("running");
-        let _ = Command::new("kill")
-            .args(["-TERM", &p.0.id().to_string()])
-            .status();
+        signal(p.0.id(), Signal::TERM);
         let status = p.0.wait().expect("wait");
         std::mem::forget(p);
         status

@@ -4,11 +4,10 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Command;
 use std::time::Duration;
 
 use keel_client::{ClientConfig, PatchType, Reason, gvr};
-use keel_tests::{ApiServer, Etcd};
+use keel_tests::{ApiServer, Etcd, Signal, signal};
 use serde_json::json;
 
 /// Freezes etcd (SIGSTOP) until dropped: requests hang rather than fail fast.
@@ -16,22 +15,14 @@ struct Frozen(u32);
 
 impl Frozen {
     fn new(pid: u32) -> Frozen {
-        assert!(
-            Command::new("kill")
-                .args(["-STOP", &pid.to_string()])
-                .status()
-                .unwrap()
-                .success()
-        );
+        signal(pid, Signal::STOP);
         Frozen(pid)
     }
 }
 
 impl Drop for Frozen {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-CONT", &self.0.to_string()])
-            .status();
+        signal(self.0, Signal::CONT);
     }
 }
 

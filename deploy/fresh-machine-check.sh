@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The README's two commands on a new machine, as a test: a clean Debian bookworm root file system,
+# built from Debian's packages (mmdebstrap; no image registry, so `docker import`), plays the new
+# machine: Debian with Docker and nothing else. Inside a container of it, with only the host's Rust
+# toolchain mounted read-only, this runs scripts/install-deps.sh, the release build, a test
+# against a real etcd, scripts/local-up.sh, and scripts/up.sh against the host's Docker engine
+# (socket mounted, stack under a project and ports of its own, removed afterwards). Any package
+# missing from install-deps.sh fails one of these steps, and so this check.
+#
+# The image is cached under a tag derived from its recipe (below) and rebuilt when it changes.
+# Crates downloaded from crates.io are cached in a Docker volume; nothing built is reused, so every
+# build script runs against the fresh machine's packages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--inside" ]; then
+  # Inside the container: the new machine, in /keel, a copy of the tree.
+  echo "==> [new machine] scripts/install-deps.sh"
+  ./scripts/install-deps.sh
+  echo "==> [new machine] release build"
+  cargo build --release --locked --workspace --bins
+  echo "==> [new machine] a test against a real etcd (tests/tests/verbs.rs)"
+  cargo test --release --locked -p keel-tests --test verbs -- --test-threads 2
+  echo "==> [new machine] scripts/local-up.sh"
+  ./scripts/local-up.sh
+  ./target/release/keelctl --server http://127.0.0.1:6443 get namespaces
+  ./scripts/local-up.sh down
+  echo "==> [new machine] scripts/up.sh (host's Docker engine)"
+  ./scripts/up.sh
+  ./scripts/up.sh down
+  echo "==> [new machine] all steps passed"
+  exit 0
+fi
+
+# The recipe of the new machine. Docker's client comes with docker.io (Debian's Docker), as a new
+# machine has Docker; everything else must come from install-deps.sh.
+suite=bookworm
+mirror=http://deb.debian.org/debian
+variant=minbase
+include=docker.io
+recipe="mmdebstrap --variant=$variant --include=$include $suite $mirror"
+tag=$(printf '%s\n' "$recipe" | sha256sum | cut -c1-12)
+image=keel-fresh-machine:$tag
+
+started=$SECONDS
+if docker image inspect "$image" >/dev/null 2>&1; then
+  echo "==> new machine image $image (cached)"
+else
+  echo "==> building the new machine's root file system: $recipe"
+  command -v mmdebstrap >/dev/null 2>&1 || { echo "mmdebstrap missing: run scripts/install-deps.sh" >&2; exit 1; }
+  rootfs=$(mktemp -d)
+  trap 'rm -rf "$rootfs"' EXIT
+  mmdebstrap --quiet --variant="$variant" --include="$include" "$suite" "$rootfs/rootfs.tar" "$mirror"
+  docker import "$rootfs/rootfs.tar" "$image" >/dev/null
+  rm -rf "$rootfs"
+  trap - EXIT
+  # Older recipes' images are no longer needed.
+  docker image ls --format '{{.Repository}}:{{.Tag}}' keel-fresh-machine |
+    { grep -vx "$image" || true; } | xargs -r docker image rm >/dev/null
+  echo "==> $image built in $((SECONDS - started)) s"
+fi
+
+# What a fresh clone holds (tracked and new files, nothing ignored: no target/).
+input=$(mktemp -d)
+trap 'rm -rf "$input"' EXIT
+git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf "$input/src.tar"
+
+# Site certificate authorities (a TLS-inspecting egress proxy, say) belong to every machine of the
+# site, new or not: the host's local ones are handed to the container, where Debian's
+# ca-certificates, once install-deps.sh installs it, adds them to the bundle as on the host.
+site_cas=/usr/local/share/ca-certificates
+sysroot=$(rustc --print sysroot)
+echo "==> running the README's commands in a container of $image (toolchain: $(basename "$sysroot"))"
+docker run --rm --init \
+  -v "$HOME/.rustup:$HOME/.rustup:ro" \
+  -v "$HOME/.cargo:$HOME/.cargo:ro" \
+  -v "$input:/input:ro" \
+  -v "$site_cas:$site_cas:ro" \
+  -v /var/run/docker.sock:/var/run/docker.sock \
+  -v keel-fresh-machine-crates:/cargo-home \
+  -e CARGO_HOME=/cargo-home \
+  -e PATH="$sysroot/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+  -e KEEL_PROJECT=keel-freshcheck \
+  -e KEEL_API_PORT_0=47443 -e KEEL_API_PORT_1=47444 \
+  -e KEEL_HTTP_PORT_0=47080 -e KEEL_HTTP_PORT_1=47081 \
+  "$image" bash -c 'mkdir /keel && tar -xf /input/src.tar -C /keel && exec /keel/deploy/fresh-machine-check.sh --inside'
+echo "==> fresh-machine check passed in $((SECONDS - started)) s"
