@@ -159,32 +159,34 @@ where
         if let Some(m) = &self.metrics {
             m.work_duration.observe(start.elapsed().as_secs_f64());
         }
-        let failure = match outcome {
-            Ok(Ok(Action::AwaitChange)) => None,
-            Ok(Ok(Action::Requeue(after))) => {
+        match outcome {
+            Ok(Ok(action)) => {
                 self.queue.forget(&key);
-                self.queue.add_after(key.clone(), after);
-                None
-            }
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(panic) => Some(format!("reconcile panicked: {}", panic_message(&panic))),
-        };
-        match failure {
-            None => self.queue.forget(&key),
-            Some(error) => {
-                let retries = self.queue.num_requeues(&key);
-                span.in_scope(|| tracing::warn!(%error, retries, "reconcile failed"));
-                if let Some(m) = &self.metrics {
-                    m.errors.inc();
+                if let Action::Requeue(after) = action {
+                    self.queue.add_after(key.clone(), after);
                 }
-                self.queue.add_rate_limited(key.clone());
             }
+            Ok(Err(e)) => self.failed(&key, &span, e.to_string()),
+            Err(panic) => self.failed(
+                &key,
+                &span,
+                format!("reconcile panicked: {}", panic_message(&*panic)),
+            ),
         }
         self.queue.done(&key);
     }
+
+    fn failed(&self, key: &K, span: &tracing::Span, error: String) {
+        let retries = self.queue.num_requeues(key);
+        span.in_scope(|| tracing::warn!(%error, retries, "reconcile failed"));
+        if let Some(m) = &self.metrics {
+            m.errors.inc();
+        }
+        self.queue.add_rate_limited(key.clone());
+    }
 }
 
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
     panic
         .downcast_ref::<&str>()
         .copied()

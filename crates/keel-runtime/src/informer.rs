@@ -4,6 +4,7 @@
 //! the handlers: a handler is only told of a change its controller can already read from the
 //! store.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -14,6 +15,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 
+use crate::controller::panic_message;
 use crate::delta_fifo::{DeltaFifo, DeltaType, Popped};
 use crate::handler::EventHandler;
 use crate::reflector::{ApiListerWatcher, Reflector, WatchOptions};
@@ -114,9 +116,11 @@ impl Informer {
     pub fn add_handler(&self, handler: impl EventHandler) {
         let handler: Arc<dyn EventHandler> = Arc::new(handler);
         let mut handlers = self.handlers();
-        for obj in self.shared.store.list() {
-            handler.on_add(&obj);
-        }
+        let cached = self.shared.store.list();
+        tell(
+            std::slice::from_ref(&handler),
+            cached.into_iter().map(Notification::Add).collect(),
+        );
         handlers.push(handler);
     }
 
@@ -243,13 +247,18 @@ impl Informer {
     }
 }
 
+/// Tells every handler of every notification. A handler that panics is logged and skipped:
+/// letting the panic end the informer's task would freeze its cache for every controller.
 fn tell(handlers: &[Arc<dyn EventHandler>], told: Vec<Notification>) {
     for n in &told {
         for h in handlers {
-            match n {
+            let call = AssertUnwindSafe(|| match n {
                 Notification::Add(o) => h.on_add(o),
                 Notification::Update(old, new) => h.on_update(old, new),
                 Notification::Delete(o) => h.on_delete(o),
+            });
+            if let Err(panic) = std::panic::catch_unwind(call) {
+                tracing::error!(panic = panic_message(&*panic), "an event handler panicked");
             }
         }
     }
@@ -401,6 +410,21 @@ mod tests {
         let mut got = late.lock().unwrap().clone();
         got.sort();
         assert_eq!(got, ["a", "b"]);
+    }
+
+    #[test]
+    fn a_panicking_handler_does_not_stop_the_others_or_the_informer() {
+        let inf = Informer::new(gvr("", "v1", "pods"), WatchOptions::default());
+        inf.add_handler(HandlerFns::new().added(|_| panic!("handler bug")));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let l = log.clone();
+        inf.add_handler(
+            HandlerFns::new().added(move |o| l.lock().unwrap().push(meta(o, "name").to_string())),
+        );
+        inf.process(Popped::Replace(vec![obj("a", "u1", 1)]));
+        inf.process(deltas("b", vec![(DeltaType::Added, obj("b", "u2", 2))]));
+        assert_eq!(*log.lock().unwrap(), ["a", "b"]);
+        assert!(inf.has_synced());
     }
 
     #[test]

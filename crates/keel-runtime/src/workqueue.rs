@@ -209,11 +209,11 @@ where
         }
     }
 
-    /// Marks a key as processed; if it was added meanwhile, it is queued again now.
+    /// Marks a key as processed; if it was added meanwhile, it is queued again now. A key
+    /// that was not handed out is left alone.
     pub fn done(&self, key: &K) {
         let mut state = self.lock();
-        state.processing.remove(key);
-        let requeue = state.dirty.contains_key(key);
+        let requeue = state.processing.remove(key) && state.dirty.contains_key(key);
         if requeue {
             state.queue.push_back(key.clone());
             state.publish_depth();
@@ -370,6 +370,14 @@ mod tests {
             poll(&q).await,
             None,
             "done without a re-add does not re-queue"
+        );
+
+        q.add("b");
+        q.done(&"b");
+        assert_eq!(
+            q.len(),
+            1,
+            "done of a key never handed out queues nothing twice"
         );
     }
 
