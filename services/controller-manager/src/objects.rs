@@ -1,0 +1,236 @@
+//! What the controllers read of objects: resources, selectors, owner references, Pod
+//! readiness, times. Pure functions over JSON, unit-tested below.
+
+use std::time::{Duration, SystemTime};
+
+use keel_api::selector::LabelSelector;
+use keel_runtime::{GroupVersionResource, ObjectKey};
+use serde_json::{Map, Value, json};
+
+pub fn pods() -> GroupVersionResource {
+    GroupVersionResource::new("", "v1", "pods")
+}
+pub fn replicasets() -> GroupVersionResource {
+    GroupVersionResource::new("apps", "v1", "replicasets")
+}
+pub fn deployments() -> GroupVersionResource {
+    GroupVersionResource::new("apps", "v1", "deployments")
+}
+pub fn namespaces() -> GroupVersionResource {
+    GroupVersionResource::new("", "v1", "namespaces")
+}
+
+pub fn name(obj: &Value) -> &str {
+    obj["metadata"]["name"].as_str().unwrap_or("")
+}
+pub fn namespace(obj: &Value) -> &str {
+    obj["metadata"]["namespace"].as_str().unwrap_or("")
+}
+pub fn uid(obj: &Value) -> &str {
+    obj["metadata"]["uid"].as_str().unwrap_or("")
+}
+pub fn generation(obj: &Value) -> i64 {
+    obj["metadata"]["generation"].as_i64().unwrap_or(0)
+}
+pub fn is_deleting(obj: &Value) -> bool {
+    obj["metadata"]
+        .get("deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
+}
+pub fn labels(obj: &Value) -> Option<&Map<String, Value>> {
+    obj["metadata"]["labels"].as_object()
+}
+pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj["metadata"]["annotations"][key].as_str()
+}
+/// `spec.replicas`, 1 when absent (Kubernetes' default).
+pub fn spec_replicas(obj: &Value) -> i64 {
+    obj["spec"]["replicas"].as_i64().unwrap_or(1).max(0)
+}
+pub fn status_i64(obj: &Value, field: &str) -> i64 {
+    obj["status"][field].as_i64().unwrap_or(0)
+}
+
+/// The key of an object's controlling owner, if it has one of this kind.
+pub fn controller_of(obj: &Value, kind: &str) -> Option<(ObjectKey, String)> {
+    let r = keel_runtime::store::controller_ref(obj)?;
+    if r["kind"].as_str() != Some(kind) {
+        return None;
+    }
+    let owner = r["name"].as_str()?;
+    Some((
+        ObjectKey::new(namespace(obj), owner),
+        r["uid"].as_str().unwrap_or("").to_string(),
+    ))
+}
+
+/// The uid of an object's controlling owner, whatever its kind.
+pub fn controller_uid(obj: &Value) -> Option<&str> {
+    keel_runtime::store::controller_ref(obj).and_then(|r| r["uid"].as_str())
+}
+
+/// The ownerReference a controller puts on what it creates or adopts.
+pub fn controller_reference(owner: &Value) -> Value {
+    json!({
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": name(owner),
+        "uid": uid(owner),
+        "controller": true,
+        "blockOwnerDeletion": true,
+    })
+}
+
+/// A strategic merge patch adopting `obj` (by uid, so a replaced object is not adopted).
+pub fn adopt_patch(owner: &Value, obj: &Value) -> Value {
+    json!({"metadata": {"ownerReferences": [controller_reference(owner)], "uid": uid(obj)}})
+}
+
+/// A strategic merge patch releasing `obj` from the owner with this uid.
+pub fn release_patch(owner_uid: &str, obj: &Value) -> Value {
+    json!({"metadata": {"ownerReferences": [{"$patch": "delete", "uid": owner_uid}], "uid": uid(obj)}})
+}
+
+/// `spec.selector` (matchLabels and matchExpressions) as a label selector. An empty or absent
+/// selector is an error: it would select everything, and the API server refuses it anyway.
+pub fn selector(obj: &Value) -> Result<LabelSelector, String> {
+    let sel = &obj["spec"]["selector"];
+    let mut parts = Vec::new();
+    if let Some(m) = sel["matchLabels"].as_object() {
+        for (k, v) in m {
+            parts.push(format!("{k}={}", v.as_str().unwrap_or("")));
+        }
+    }
+    for e in sel["matchExpressions"].as_array().into_iter().flatten() {
+        let key = e["key"].as_str().unwrap_or("");
+        let values: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        match e["operator"].as_str().unwrap_or("") {
+            "In" => parts.push(format!("{key} in ({})", values.join(","))),
+            "NotIn" => parts.push(format!("{key} notin ({})", values.join(","))),
+            "Exists" => parts.push(key.to_string()),
+            "DoesNotExist" => parts.push(format!("!{key}")),
+            op => return Err(format!("spec.selector: unknown operator {op:?}")),
+        }
+    }
+    if parts.is_empty() {
+        return Err("spec.selector: empty".into());
+    }
+    LabelSelector::parse(&parts.join(",")).map_err(|e| format!("spec.selector: {e}"))
+}
+
+/// Whether the selector selects this object by its labels.
+pub fn selects(sel: &LabelSelector, obj: &Value) -> bool {
+    let labels = labels(obj);
+    sel.matches(|k| {
+        labels
+            .and_then(|l| l.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    })
+}
+
+/// A Pod that counts: not finished, not being deleted.
+pub fn pod_is_active(pod: &Value) -> bool {
+    !is_deleting(pod)
+        && !matches!(
+            pod["status"]["phase"].as_str(),
+            Some("Succeeded") | Some("Failed")
+        )
+}
+
+fn pod_condition<'a>(pod: &'a Value, kind: &str) -> Option<&'a Value> {
+    pod["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"].as_str() == Some(kind))
+}
+
+pub fn pod_is_ready(pod: &Value) -> bool {
+    pod_condition(pod, "Ready").is_some_and(|c| c["status"].as_str() == Some("True"))
+}
+
+/// Ready for at least `min_ready` (a Deployment's `minReadySeconds`) at `now`.
+pub fn pod_is_available(pod: &Value, min_ready: Duration, now: SystemTime) -> bool {
+    if !pod_is_ready(pod) {
+        return false;
+    }
+    if min_ready.is_zero() {
+        return true;
+    }
+    pod_condition(pod, "Ready")
+        .and_then(|c| c["lastTransitionTime"].as_str())
+        .and_then(parse_time)
+        .is_some_and(|since| since + min_ready <= now)
+}
+
+pub fn parse_time(s: &str) -> Option<SystemTime> {
+    humantime::parse_rfc3339_weak(s).ok()
+}
+
+/// RFC 3339 in seconds, as Kubernetes writes `metav1.Time`.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_from_match_labels_and_expressions() {
+        let d = json!({"spec": {"selector": {
+        "matchLabels": {"app": "nginx"},
+        "matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["web", "api"]},
+            {"key": "canary", "operator": "DoesNotExist"},
+        ]}}});
+        let s = selector(&d).unwrap();
+        let pod = |l: Value| json!({"metadata": {"labels": l}});
+        assert!(selects(&s, &pod(json!({"app": "nginx", "tier": "web"}))));
+        assert!(!selects(&s, &pod(json!({"app": "nginx", "tier": "db"}))));
+        assert!(!selects(
+            &s,
+            &pod(json!({"app": "nginx", "tier": "web", "canary": "1"}))
+        ));
+        assert!(!selects(&s, &pod(json!({"tier": "web"}))));
+        assert!(selector(&json!({"spec": {"selector": {}}})).is_err());
+        assert!(selector(&json!({"spec": {}})).is_err());
+    }
+
+    #[test]
+    fn controller_of_needs_the_kind() {
+        let pod = json!({"metadata": {"namespace": "ns", "ownerReferences": [
+            {"kind": "ReplicaSet", "name": "web-1", "uid": "u1", "controller": true}]}});
+        let (key, uid) = controller_of(&pod, "ReplicaSet").unwrap();
+        assert_eq!((key.to_string(), uid.as_str()), ("ns/web-1".into(), "u1"));
+        assert!(controller_of(&pod, "Deployment").is_none());
+        let not_controller = json!({"metadata": {"ownerReferences": [
+            {"kind": "ReplicaSet", "name": "web-1", "uid": "u1"}]}});
+        assert!(controller_of(&not_controller, "ReplicaSet").is_none());
+    }
+
+    #[test]
+    fn availability_waits_for_min_ready_seconds() {
+        let pod = json!({"status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+        let t0 = parse_time("2026-01-01T00:00:00Z").unwrap();
+        assert!(pod_is_available(&pod, Duration::ZERO, t0));
+        assert!(!pod_is_available(&pod, Duration::from_secs(5), t0));
+        assert!(pod_is_available(
+            &pod,
+            Duration::from_secs(5),
+            t0 + Duration::from_secs(5)
+        ));
+        assert!(!pod_is_ready(&json!({"status": {"phase": "Pending"}})));
+        assert!(!pod_is_active(
+            &json!({"metadata": {"deletionTimestamp": "x"}})
+        ));
+        assert!(!pod_is_active(&json!({"status": {"phase": "Failed"}})));
+        assert!(pod_is_active(&json!({"status": {"phase": "Pending"}})));
+    }
+}
