@@ -327,3 +327,127 @@ pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> 
         .unwrap_or_default();
     Ok((code, body))
 }
+
+/// A `keel-controller-manager` process.
+pub struct ControllerManager {
+    pub http: SocketAddr,
+    pub id: String,
+    servers: String,
+    extra: Vec<String>,
+    proc: Option<Proc>,
+    log_dir: tempfile::TempDir,
+}
+
+impl ControllerManager {
+    /// Starts one against these API servers with a unique `--id`, a fast pod start (100 ms) and
+    /// short leader-election timings (lease 4 s, renew deadline 3 s, retry 500 ms); `extra` flags
+    /// come last and win. Returns once `/readyz` answers 200 (caches synced).
+    pub async fn start(servers: &[&ApiServer], extra: &[&str]) -> ControllerManager {
+        static N: AtomicU16 = AtomicU16::new(0);
+        let id = format!(
+            "cm-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        );
+        let servers = servers
+            .iter()
+            .map(|s| s.endpoint())
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut cm = ControllerManager {
+            http: "127.0.0.1:0".parse().expect("addr"),
+            id,
+            servers,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            proc: None,
+            log_dir: tempfile::tempdir().expect("tempdir"),
+        };
+        cm.spawn().await;
+        cm
+    }
+
+    async fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_dir.path().join("controller-manager.log"))
+            .expect("log");
+        let http = if self.http.port() == 0 {
+            format!("127.0.0.1:{}", free_port())
+        } else {
+            self.http.to_string()
+        };
+        let child = Command::new(bin("keel-controller-manager"))
+            .args([
+                "--server",
+                &self.servers,
+                "--id",
+                &self.id,
+                "--http-listen",
+                &http,
+            ])
+            .args(["--pod-start-delay", "100ms"])
+            .args(["--leader-elect-lease-duration", "4s"])
+            .args(["--leader-elect-renew-deadline", "3s"])
+            .args(["--leader-elect-retry-period", "500ms"])
+            .args(&self.extra)
+            .env("RUST_LOG", "info,keel_runtime=warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start keel-controller-manager");
+        self.http = http.parse().expect("addr");
+        self.proc = Some(Proc(child));
+        let addr = self.http;
+        let log = self.log_dir.path().join("controller-manager.log");
+        eventually(
+            Duration::from_secs(30),
+            "keel-controller-manager /readyz",
+            || {
+                let log = log.clone();
+                async move {
+                    let ok = http_get(addr, "/readyz").map(|(code, _)| code).ok() == Some(200);
+                    if !ok && let Ok(text) = std::fs::read_to_string(&log) {
+                        assert!(
+                            !text.contains("keel-controller-manager: "),
+                            "keel-controller-manager exited: {text}"
+                        );
+                    }
+                    ok.then_some(())
+                }
+            },
+        )
+        .await;
+    }
+
+    /// SIGKILL: no draining, no lease release.
+    pub fn kill9(&mut self) {
+        self.proc.take();
+    }
+
+    /// SIGTERM, and waits for the process to exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut p = self.proc.take().expect("running");
+        signal(p.0.id(), Signal::TERM);
+        let status = p.0.wait().expect("wait");
+        std::mem::forget(p);
+        status
+    }
+
+    /// Starts it again with the same identity and ports.
+    pub async fn restart(&mut self) {
+        self.proc.take();
+        self.spawn().await;
+    }
+
+    pub fn metrics(&self) -> String {
+        http_get(self.http, "/metrics")
+            .map(|(_, b)| b)
+            .unwrap_or_default()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_dir.path().join("controller-manager.log"))
+            .unwrap_or_default()
+    }
+}
