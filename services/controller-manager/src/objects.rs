@@ -173,8 +173,12 @@ pub fn parse_time(s: &str) -> Option<SystemTime> {
 }
 
 /// RFC 3339 in seconds, as Kubernetes writes `metav1.Time`.
+pub fn format_time(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
 pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+    format_time(SystemTime::now())
 }
 
 #[cfg(test)]
