@@ -42,7 +42,7 @@ async fn bootstrap_namespaces(store: &Store, resources: &Resources) {
     })) else {
         return;
     };
-    for name in ["default", "keel-system"] {
+    for name in registry::strategy::PROTECTED_NAMESPACES {
         let mut backoff = Duration::from_millis(100);
         loop {
             let obj = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});

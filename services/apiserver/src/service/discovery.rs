@@ -35,10 +35,15 @@ impl Discovery for DiscoveryService {
                 short_names: r.short_names.clone(),
                 namespaced: r.namespaced,
                 verbs: VERBS.iter().map(|v| v.to_string()).collect(),
-                subresources: if r.status_subresource {
-                    vec!["status".into()]
-                } else {
-                    vec![]
+                subresources: {
+                    let mut subs = Vec::new();
+                    if r.status_subresource {
+                        subs.push("status".to_string());
+                    }
+                    if r.kind == "Namespace" {
+                        subs.push("finalize".to_string());
+                    }
+                    subs
                 },
             })
             .collect();

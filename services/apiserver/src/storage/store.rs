@@ -280,7 +280,8 @@ impl Store {
         strategy::validate(info, &obj)?;
         let t = target(info, obj.name());
         if info.namespaced {
-            self.require_namespace(obj.namespace(), deadline).await?;
+            self.require_namespace(&t, obj.namespace(), deadline)
+                .await?;
         }
         let bytes = to_storage(&obj);
         if bytes.len() > MAX_OBJECT_BYTES {
@@ -301,23 +302,23 @@ impl Store {
         }
     }
 
-    async fn require_namespace(&self, ns: &str, deadline: Instant) -> Result<(), ApiError> {
+    /// A Create of `t` needs its namespace to exist and not be terminating. Read from etcd, not
+    /// the cache, so that no create lands in a namespace whose deletion has been answered.
+    async fn require_namespace(
+        &self,
+        t: &Target,
+        ns: &str,
+        deadline: Instant,
+    ) -> Result<(), ApiError> {
         let key = format!("{}/core/namespaces/{ns}", self.config.prefix);
         let found = self.etcd.get(&key, deadline).await?;
-        let t = Target::new("", "namespaces", ns);
         match found {
-            None => Err(ApiError::not_found(t)),
+            None => Err(ApiError::not_found(Target::new("", "namespaces", ns))),
             Some(kv) => {
                 let terminating =
                     Object::from_slice(&kv.value).is_ok_and(|o| o.deletion_timestamp().is_some());
                 if terminating {
-                    Err(ApiError::new(
-                        keel_api::Reason::Forbidden,
-                        t,
-                        format!(
-                            "namespace {ns} is being terminated: no new content may be created in it"
-                        ),
-                    ))
+                    Err(strategy::namespace_terminating(t.clone(), ns))
                 } else {
                     Ok(())
                 }
@@ -514,7 +515,8 @@ impl Store {
                 }
                 return (Ok(cur.obj), errors);
             }
-            let finished = obj.deletion_timestamp().is_some() && obj.finalizers().is_empty();
+            let finished =
+                obj.deletion_timestamp().is_some() && !strategy::has_finalizers(info, &obj);
             let result = if finished {
                 self.etcd.compare_and_delete(key, cur.rv, deadline).await
             } else {
@@ -666,8 +668,9 @@ impl Store {
 
     // ----- Delete ---------------------------------------------------------------------------
 
-    /// Deletes an object: with finalizers (or a propagation policy that adds one) only marks
-    /// it with `deletionTimestamp`; the object goes when the last finalizer does.
+    /// Deletes an object: with finalizers (or a propagation policy that adds one; for a
+    /// Namespace also `spec.finalizers`) only marks it with `deletionTimestamp` (a namespace
+    /// becomes `Terminating`); the object goes when the last finalizer does.
     #[allow(clippy::too_many_arguments)]
     pub async fn delete(
         &self,
@@ -680,13 +683,6 @@ impl Store {
         deadline: Instant,
     ) -> Result<(Object, bool), ApiError> {
         let t = target(info, name);
-        if info.kind == "Namespace" && matches!(name, "default" | "keel-system") {
-            return Err(ApiError::new(
-                keel_api::Reason::Forbidden,
-                t,
-                format!("namespace {name} may not be deleted"),
-            ));
-        }
         let precondition = if resource_version.is_empty() {
             None
         } else {
@@ -724,6 +720,7 @@ impl Store {
                     ),
                 ));
             }
+            strategy::check_delete(info, &cur.obj)?;
             let mut obj = cur.obj.clone();
             let extra = match propagation {
                 Propagation::Foreground => Some("foregroundDeletion"),
@@ -742,7 +739,8 @@ impl Store {
                     a.push(Value::String(f.into()));
                 }
             }
-            let result = if obj.finalizers().is_empty() {
+            let held = strategy::has_finalizers(info, &obj);
+            let result = if !held {
                 self.etcd.compare_and_delete(&key, cur.rv, deadline).await
             } else {
                 if obj.deletion_timestamp().is_none() {
@@ -751,6 +749,7 @@ impl Store {
                     let meta = obj.metadata_mut();
                     meta.insert("deletionTimestamp".into(), Value::String(now));
                     meta.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+                    strategy::prepare_for_deletion(info, &mut obj);
                 }
                 if obj == cur.obj {
                     return Ok((cur.obj, false));
@@ -762,7 +761,7 @@ impl Store {
             match result.map_err(|e| e.with_target(&t))? {
                 Cas::Done(rev) => {
                     obj.set_resource_version(&rev.to_string());
-                    let deleted = obj.finalizers().is_empty();
+                    let deleted = !held;
                     self.remember(&key, (!deleted).then(|| obj.clone()));
                     return Ok((obj, deleted));
                 }
