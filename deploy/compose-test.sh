@@ -32,13 +32,14 @@ check() {
   if eval "$2"; then echo "ok: $1"; passed=$((passed + 1)); else echo "FAIL: $1"; failed=$((failed + 1)); fi
 }
 
-# Waits (up to $2 seconds) until every container of the project is running and healthy.
+# Waits (up to $2 seconds) until every container of the project (3 etcd members, 2 API servers,
+# 2 controller-managers) is running and healthy.
 wait_healthy() {
   local what=$1 deadline=$((SECONDS + $2))
   while [ $SECONDS -lt $deadline ]; do
     local states
     states=$(docker ps -a --filter "label=com.docker.compose.project=$project" --format '{{.Names}} {{.Status}}')
-    if [ "$(echo "$states" | grep -c '(healthy)')" = 5 ]; then echo "ok: $what"; passed=$((passed + 1)); return 0; fi
+    if [ "$(echo "$states" | grep -c '(healthy)')" = 7 ]; then echo "ok: $what"; passed=$((passed + 1)); return 0; fi
     sleep 0.5
   done
   echo "FAIL: $what"; docker ps -a --filter "label=com.docker.compose.project=$project"; failed=$((failed + 1)); return 1
@@ -59,7 +60,7 @@ writes_seen() {
 dc down -v --remove-orphans >/dev/null 2>&1 || true
 echo "==> docker compose up"
 dc up -d
-wait_healthy "the stack is up: 3 etcd members, 2 API servers, all healthy" 120
+wait_healthy "the stack is up: 3 etcd members, 2 API servers, 2 controller-managers, all healthy" 120
 
 lt=./target/release/keel-loadtest
 echo "==> writing and watching through both API servers for 40s"
@@ -97,6 +98,53 @@ check "watchers missed no event" "[ $(field "$work/watch.json" events_missed) = 
 check "watchers saw no event twice" "[ $(field "$work/watch.json" events_duplicated) = 0 ]"
 check "the restarted API server serves writes" \
   "$lt --server http://127.0.0.1:$KEEL_API_PORT_0 --namespace lt-after --duration 2s --json patch --writers 2 >$work/after.json 2>/dev/null && [ \$(field $work/after.json errors) = 0 ]"
+
+# The controller-managers: one acts, the other takes over when it dies.
+kc() { ./target/release/keelctl --server "$api" "$@"; }
+# A number from keelctl's JSON output: json_number FIELD.
+json_number() { grep -o "\"$1\": *[0-9]*" | head -1 | grep -o '[0-9]*$'; }
+available() { kc get deployment nginx -o json 2>/dev/null | json_number availableReplicas; }
+wait_available() {
+  local n=$1 deadline=$((SECONDS + $2))
+  while [ "$(available)" != "$n" ] && [ $SECONDS -lt $deadline ]; do sleep 0.5; done
+  [ "$(available)" = "$n" ]
+}
+holder() {
+  kc get lease keel-controller-manager -n keel-system -o json 2>/dev/null |
+    grep -o '"holderIdentity": *"[^"]*"' | cut -d'"' -f4
+}
+echo "==> a Deployment rolled out by the controller-managers"
+kc apply -f - <<'YAML' >/dev/null
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: nginx
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: nginx}
+  template:
+    metadata:
+      labels: {app: nginx}
+    spec:
+      containers:
+        - name: nginx
+          image: nginx:1.7.9
+YAML
+check "the Deployment's 2 Pods are available" "wait_available 2 60"
+leader=$(holder)
+leader_container=""
+for id in $(docker ps -q --filter "label=com.docker.compose.project=$project" --filter "label=com.docker.compose.service=controller-manager"); do
+  [ "$(docker inspect -f '{{.Config.Hostname}}' "$id")" = "$leader" ] && leader_container=$id
+done
+check "the leader lease names a running controller-manager ($leader)" "[ -n \"$leader_container\" ]"
+echo "==> killing the active controller-manager ($leader) and scaling to 3"
+docker kill "$leader_container" >/dev/null
+kc patch deployment nginx --type merge -p '{"spec":{"replicas":3}}' >/dev/null
+check "the standby takes over: 3 Pods available" "wait_available 3 90"
+check "the lease moved to the other controller-manager" "[ -n \"\$(holder)\" ] && [ \"\$(holder)\" != \"$leader\" ]"
+docker start "$leader_container" >/dev/null
+wait_healthy "the killed controller-manager rejoins as a standby" 120
 
 trap - EXIT
 teardown

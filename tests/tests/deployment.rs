@@ -156,8 +156,7 @@ fn watch_bounds(
             }
             let total = live.len();
             let ready = live.values().filter(|p| ready(p)).count();
-            let images: std::collections::HashSet<String> =
-                live.values().map(image_of).collect();
+            let images: std::collections::HashSet<String> = live.values().map(image_of).collect();
             let mut s = s.lock().unwrap();
             s.events += 1;
             s.max_total = s.max_total.max(total);
@@ -166,7 +165,10 @@ fn watch_bounds(
                 s.both_images_at_once = true;
             }
             if total > max_total || ready < min_ready || (exclusive && images.len() > 1) {
-                let line = format!("after event {}: {total} pods, {ready} ready, images {images:?}", s.events);
+                let line = format!(
+                    "after event {}: {total} pods, {ready} ready, images {images:?}",
+                    s.events
+                );
                 s.violations.push(line);
             }
         }
@@ -199,12 +201,23 @@ async fn the_seed_deployment_runs_two_pods() {
     let rs = replica_sets(&c).await;
     assert_eq!(rs.len(), 1);
     let rs = &rs[0];
-    let hash = rs["metadata"]["labels"]["pod-template-hash"].as_str().unwrap();
+    let hash = rs["metadata"]["labels"]["pod-template-hash"]
+        .as_str()
+        .unwrap();
     assert_eq!(rs["metadata"]["name"], format!("nginx-deployment-{hash}"));
-    assert_eq!(rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "1");
+    assert_eq!(
+        rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "1"
+    );
     assert_eq!(rs["metadata"]["ownerReferences"][0]["kind"], "Deployment");
-    let d = c.get(&deployments(), "default", "nginx-deployment").await.unwrap();
-    assert_eq!(d["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "1");
+    let d = c
+        .get(&deployments(), "default", "nginx-deployment")
+        .await
+        .unwrap();
+    assert_eq!(
+        d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "1"
+    );
     let conditions = d["status"]["conditions"].as_array().unwrap();
     let reason = |t: &str| {
         conditions
@@ -212,12 +225,26 @@ async fn the_seed_deployment_runs_two_pods() {
             .find(|c| c["type"] == t)
             .map(|c| c["reason"].as_str().unwrap().to_string())
     };
-    assert_eq!(reason("Available").as_deref(), Some("MinimumReplicasAvailable"));
-    assert_eq!(reason("Progressing").as_deref(), Some("NewReplicaSetAvailable"));
-    for p in c.list(&pods(), "default", &ListParams::default()).await.unwrap().items {
+    assert_eq!(
+        reason("Available").as_deref(),
+        Some("MinimumReplicasAvailable")
+    );
+    assert_eq!(
+        reason("Progressing").as_deref(),
+        Some("NewReplicaSetAvailable")
+    );
+    for p in c
+        .list(&pods(), "default", &ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
         assert_eq!(p["status"]["phase"], "Running");
         assert_eq!(p["metadata"]["labels"]["pod-template-hash"], hash);
-        assert_eq!(p["metadata"]["ownerReferences"][0]["name"], rs["metadata"]["name"]);
+        assert_eq!(
+            p["metadata"]["ownerReferences"][0]["name"],
+            rs["metadata"]["name"]
+        );
     }
 }
 
@@ -225,9 +252,13 @@ async fn the_seed_deployment_runs_two_pods() {
 async fn a_rolling_update_keeps_max_surge_and_max_unavailable_at_every_pod_event() {
     let (_etcd, _api, _cm, c) = stack().await;
     // 4 replicas, surge 1, unavailable 1: at most 5 Pods, at least 3 ready, at every moment.
-    c.create(&deployments(), "default", &nginx(4, "nginx:1.7.9", rolling(json!(1), json!(1))))
-        .await
-        .unwrap();
+    c.create(
+        &deployments(),
+        "default",
+        &nginx(4, "nginx:1.7.9", rolling(json!(1), json!(1))),
+    )
+    .await
+    .unwrap();
     rolled_out(&c, 4, "nginx:1.7.9").await;
     let (seen, watcher) = watch_bounds(&c, 5, 3, false);
     set_image(&c, "nginx:1.8").await;
@@ -237,18 +268,37 @@ async fn a_rolling_update_keeps_max_surge_and_max_unavailable_at_every_pod_event
     rolled_out(&c, 4, "nginx:1.7.9").await;
     watcher.abort();
     let seen = seen.lock().unwrap();
-    assert!(seen.violations.is_empty(), "bounds broken: {:?}", seen.violations);
-    assert!(seen.both_images_at_once, "a rolling update overlaps old and new");
-    assert!(seen.max_total == 5, "surge was used: max {} pods", seen.max_total);
-    assert!(seen.events > 16, "the watcher saw the rollouts ({} events)", seen.events);
+    assert!(
+        seen.violations.is_empty(),
+        "bounds broken: {:?}",
+        seen.violations
+    );
+    assert!(
+        seen.both_images_at_once,
+        "a rolling update overlaps old and new"
+    );
+    assert!(
+        seen.max_total == 5,
+        "surge was used: max {} pods",
+        seen.max_total
+    );
+    assert!(
+        seen.events > 16,
+        "the watcher saw the rollouts ({} events)",
+        seen.events
+    );
 
     let rs = replica_sets(&c).await;
     assert_eq!(rs.len(), 2, "one ReplicaSet per template");
     for r in &rs {
-        let image = r["spec"]["template"]["spec"]["containers"][0]["image"].as_str().unwrap();
+        let image = r["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap();
         let (replicas, revision) = (
             r["spec"]["replicas"].as_i64().unwrap(),
-            r["metadata"]["annotations"]["deployment.kubernetes.io/revision"].as_str().unwrap(),
+            r["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+                .as_str()
+                .unwrap(),
         );
         match image {
             "nginx:1.7.9" => assert_eq!((replicas, revision), (4, "3")),
@@ -260,16 +310,24 @@ async fn a_rolling_update_keeps_max_surge_and_max_unavailable_at_every_pod_event
 #[tokio::test]
 async fn recreate_never_overlaps_old_and_new_pods() {
     let (_etcd, _api, _cm, c) = stack().await;
-    c.create(&deployments(), "default", &nginx(3, "nginx:1.7.9", json!({"type": "Recreate"})))
-        .await
-        .unwrap();
+    c.create(
+        &deployments(),
+        "default",
+        &nginx(3, "nginx:1.7.9", json!({"type": "Recreate"})),
+    )
+    .await
+    .unwrap();
     rolled_out(&c, 3, "nginx:1.7.9").await;
     let (seen, watcher) = watch_bounds(&c, 3, 0, true);
     set_image(&c, "nginx:1.8").await;
     rolled_out(&c, 3, "nginx:1.8").await;
     watcher.abort();
     let seen = seen.lock().unwrap();
-    assert!(seen.violations.is_empty(), "old and new overlapped: {:?}", seen.violations);
+    assert!(
+        seen.violations.is_empty(),
+        "old and new overlapped: {:?}",
+        seen.violations
+    );
     assert_eq!(seen.min_ready, 0, "recreate takes every old Pod down first");
 }
 
@@ -292,7 +350,11 @@ async fn scaling_up_and_down_follows_replicas() {
         .unwrap();
         rolled_out(&c, n as usize, "nginx").await;
     }
-    assert_eq!(replica_sets(&c).await.len(), 1, "scaling makes no new ReplicaSet");
+    assert_eq!(
+        replica_sets(&c).await.len(),
+        1,
+        "scaling makes no new ReplicaSet"
+    );
 }
 
 #[tokio::test]
@@ -305,30 +367,51 @@ async fn a_stuck_rollout_reports_progress_deadline_exceeded() {
     let mut d = nginx(1, "nginx", json!(null));
     d["spec"]["progressDeadlineSeconds"] = json!(2);
     c.create(&deployments(), "default", &d).await.unwrap();
-    eventually(Duration::from_secs(30), "ProgressDeadlineExceeded", || async {
-        let d = c.get(&deployments(), "default", "nginx-deployment").await.ok()?;
-        d["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Progressing" && c["status"] == "False" && c["reason"] == "ProgressDeadlineExceeded")
-            .then_some(())
-    })
+    eventually(
+        Duration::from_secs(30),
+        "ProgressDeadlineExceeded",
+        || async {
+            let d = c
+                .get(&deployments(), "default", "nginx-deployment")
+                .await
+                .ok()?;
+            d["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| {
+                    c["type"] == "Progressing"
+                        && c["status"] == "False"
+                        && c["reason"] == "ProgressDeadlineExceeded"
+                })
+                .then_some(())
+        },
+    )
     .await;
 }
 
 #[tokio::test]
 async fn a_killed_controller_manager_resumes_the_rollout_within_the_bounds() {
     let (_etcd, api, mut cm, c) = stack().await;
-    c.create(&deployments(), "default", &nginx(6, "nginx:1.7.9", rolling(json!(2), json!(1))))
-        .await
-        .unwrap();
+    c.create(
+        &deployments(),
+        "default",
+        &nginx(6, "nginx:1.7.9", rolling(json!(2), json!(1))),
+    )
+    .await
+    .unwrap();
     rolled_out(&c, 6, "nginx:1.7.9").await;
     let (seen, watcher) = watch_bounds(&c, 8, 5, false);
     set_image(&c, "nginx:1.8").await;
     // Mid-rollout: some new Pods exist, not all.
     eventually(Duration::from_secs(30), "the rollout to start", || async {
-        let pods = c.list(&pods(), "default", &ListParams::default()).await.ok()?;
-        pods.items.iter().any(|p| image_of(p) == "nginx:1.8").then_some(())
+        let pods = c
+            .list(&pods(), "default", &ListParams::default())
+            .await
+            .ok()?;
+        pods.items
+            .iter()
+            .any(|p| image_of(p) == "nginx:1.8")
+            .then_some(())
     })
     .await;
     cm.kill9();
@@ -337,7 +420,11 @@ async fn a_killed_controller_manager_resumes_the_rollout_within_the_bounds() {
     rolled_out(&c, 6, "nginx:1.8").await;
     watcher.abort();
     let seen = seen.lock().unwrap();
-    assert!(seen.violations.is_empty(), "bounds broken: {:?}", seen.violations);
+    assert!(
+        seen.violations.is_empty(),
+        "bounds broken: {:?}",
+        seen.violations
+    );
 }
 
 #[tokio::test]
@@ -352,11 +439,22 @@ async fn only_the_leader_acts_and_the_standby_takes_over() {
         .unwrap();
     rolled_out(&c, 2, "nginx").await;
     let lease = c
-        .get(&gvr("coordination.k8s.io", "v1", "leases"), "keel-system", "keel-controller-manager")
+        .get(
+            &gvr("coordination.k8s.io", "v1", "leases"),
+            "keel-system",
+            "keel-controller-manager",
+        )
         .await
         .unwrap();
-    let holder = lease["spec"]["holderIdentity"].as_str().unwrap().to_string();
-    let (leader, standby) = if holder == first.id { (&first, &second) } else { (&second, &first) };
+    let holder = lease["spec"]["holderIdentity"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (leader, standby) = if holder == first.id {
+        (&first, &second)
+    } else {
+        (&second, &first)
+    };
     assert_eq!(holder, leader.id);
     let reconciles = |cm: &ControllerManager| -> f64 {
         cm.metrics()
@@ -375,12 +473,22 @@ async fn only_the_leader_acts_and_the_standby_takes_over() {
     } else {
         drop(second);
     }
-    c.patch(&deployments(), "default", "nginx-deployment", PatchType::Merge, &json!({"spec": {"replicas": 3}}))
-        .await
-        .unwrap();
+    c.patch(
+        &deployments(),
+        "default",
+        "nginx-deployment",
+        PatchType::Merge,
+        &json!({"spec": {"replicas": 3}}),
+    )
+    .await
+    .unwrap();
     rolled_out(&c, 3, "nginx").await;
     let lease = c
-        .get(&gvr("coordination.k8s.io", "v1", "leases"), "keel-system", "keel-controller-manager")
+        .get(
+            &gvr("coordination.k8s.io", "v1", "leases"),
+            "keel-system",
+            "keel-controller-manager",
+        )
         .await
         .unwrap();
     assert_eq!(lease["spec"]["holderIdentity"], standby_id.as_str());
@@ -393,13 +501,28 @@ async fn deleting_a_deployment_deletes_its_replica_sets_and_pods() {
         .await
         .unwrap();
     rolled_out(&c, 2, "nginx").await;
-    c.delete(&deployments(), "default", "nginx-deployment", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually(Duration::from_secs(30), "ReplicaSets and Pods to go", || async {
-        let rs = c.list(&replicasets(), "default", &ListParams::default()).await.ok()?;
-        let p = c.list(&pods(), "default", &ListParams::default()).await.ok()?;
-        (rs.items.is_empty() && p.items.is_empty()).then_some(())
-    })
+    c.delete(
+        &deployments(),
+        "default",
+        "nginx-deployment",
+        &DeleteParams::default(),
+    )
+    .await
+    .unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "ReplicaSets and Pods to go",
+        || async {
+            let rs = c
+                .list(&replicasets(), "default", &ListParams::default())
+                .await
+                .ok()?;
+            let p = c
+                .list(&pods(), "default", &ListParams::default())
+                .await
+                .ok()?;
+            (rs.items.is_empty() && p.items.is_empty()).then_some(())
+        },
+    )
     .await;
 }

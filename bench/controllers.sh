@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# How fast one keel-controller-manager converges N Deployments x R replicas: its own etcd,
+# keel-apiserver and keel-controller-manager (release builds, the default 1 s pod start delay),
+# then `keelctl apply` of N Deployments in one file, timed from the apply until every Deployment
+# reports R available replicas. Prints the time and the controller-manager's CPU time and peak
+# RSS, as a Markdown row for BENCHMARKS.md.
+#
+#   bench/controllers.sh            # 100 Deployments x 3 replicas
+#   N=20 R=5 bench/controllers.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+N=${N:-100}
+R=${R:-3}
+cargo build --release --locked --bins >/dev/null
+
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+etcd --name bench --data-dir "$work/etcd" \
+  --listen-client-urls http://127.0.0.1:32379 --advertise-client-urls http://127.0.0.1:32379 \
+  --listen-peer-urls http://127.0.0.1:32380 --initial-advertise-peer-urls http://127.0.0.1:32380 \
+  --initial-cluster bench=http://127.0.0.1:32380 --max-request-bytes 2097152 --log-level error \
+  >"$work/etcd.log" 2>&1 &
+./target/release/keel-apiserver --listen 127.0.0.1:36443 --http-listen 127.0.0.1:36080 \
+  --etcd-servers http://127.0.0.1:32379 >/dev/null 2>"$work/apiserver.log" &
+for _ in $(seq 1 100); do curl -fsS http://127.0.0.1:36080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
+./target/release/keel-controller-manager --server http://127.0.0.1:36443 \
+  --http-listen 127.0.0.1:36090 >/dev/null 2>"$work/cm.log" &
+cm=$!
+for _ in $(seq 1 100); do curl -fsS http://127.0.0.1:36090/readyz >/dev/null 2>&1 && break; sleep 0.1; done
+
+for i in $(seq 1 "$N"); do
+  cat <<YAML
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web-$i
+spec:
+  replicas: $R
+  selector:
+    matchLabels: {app: web-$i}
+  template:
+    metadata:
+      labels: {app: web-$i}
+    spec:
+      containers:
+        - name: nginx
+          image: nginx:1.7.9
+YAML
+done >"$work/deployments.yaml"
+
+ticks=$(getconf CLK_TCK)
+cpu() { awk -v t="$ticks" '{printf "%.2f", ($14 + $15) / t}' "/proc/$cm/stat"; }
+cpu_before=$(cpu)
+kc() { ./target/release/keelctl --server http://127.0.0.1:36443 "$@"; }
+start=$(date +%s.%N)
+kc apply -f "$work/deployments.yaml" >/dev/null
+echo "==> applied $N Deployments x $R replicas; waiting until all are available" >&2
+while :; do
+  done_count=$(kc get deployments -o json | grep -o '"availableReplicas": *[0-9]*' |
+    grep -c ": *$R\$" || true)
+  printf '\r    %d/%d available' "$done_count" "$N" >&2
+  [ "$done_count" = "$N" ] && break
+  sleep 0.2
+done
+end=$(date +%s.%N)
+echo >&2
+seconds=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')
+cpu_used=$(awk -v a="$cpu_before" -v b="$(cpu)" 'BEGIN {printf "%.2f", b - a}')
+rss_mb=$(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$cm/status")
+pods=$(kc get pods -o json | grep -c '"phase": *"Running"' || true)
+echo "| $N Deployments x $R replicas | $seconds s | $cpu_used s | $rss_mb MB | $pods Pods Running |"
