@@ -11,27 +11,41 @@ use crate::resources::{Resource, Resources};
 /// The namespace of namespaced objects when neither `-n` nor the file names one.
 pub const DEFAULT_NAMESPACE: &str = "default";
 
+/// The deadline of each request when `--timeout` is not given, or is 0.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The connection and the global flags.
 pub struct Ctx {
     pub client: Client,
     /// `-n`, when given.
     pub namespace: Option<String>,
-    /// `--timeout`: the deadline of each request, and of `delete`'s wait.
+    /// The deadline of each request, and of `delete`'s wait: `--timeout`, else 30s.
     pub timeout: Duration,
+    /// `--timeout` as given. `rollout status` and `scale` wait only when it is given and not
+    /// 0, as kubectl's own `--timeout` of theirs, whose default is 0 (forever, not at all).
+    pub wait_timeout: Option<Duration>,
 }
 
 impl Ctx {
     pub async fn connect(
         servers: &[String],
         namespace: Option<String>,
-        timeout: Duration,
+        timeout: Option<Duration>,
     ) -> Result<Ctx, Error> {
+        let wait_timeout = timeout.filter(|t| !t.is_zero());
+        let timeout = wait_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT);
         let client = Client::connect(&ClientConfig::new(servers).timeout(timeout)).await?;
         Ok(Ctx {
             client,
             namespace,
             timeout,
+            wait_timeout,
         })
+    }
+
+    /// The namespace commands act in when no file names one: `-n`, else `default`.
+    pub fn default_namespace(&self) -> &str {
+        self.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE)
     }
 
     /// The served resources (keel-client fails over to the next endpoint when one is down).

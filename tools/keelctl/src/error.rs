@@ -111,6 +111,19 @@ pub enum Error {
     #[error("error: timed out waiting for the deletion of {0}")]
     WaitTimeout(String),
 
+    /// A rollout command refused or failed, in kubectl's words.
+    #[error("error: {0}")]
+    Rollout(#[from] crate::rollout::RolloutError),
+
+    /// `rollout undo`: the server refused the patch (a conflict: the Deployment changed since
+    /// it was read; run the command again).
+    #[error("error: failed restoring revision {revision}: {message}")]
+    RollbackFailed { revision: i64, message: String },
+
+    /// `rollout pause`, `resume` or `restart`: the server refused the patch.
+    #[error("error: failed to patch: {0}")]
+    PatchFailed(String),
+
     #[error("error: {0}")]
     Io(#[from] std::io::Error),
 
@@ -161,6 +174,15 @@ impl From<ApiError> for Error {
         }
         Error::Api(e)
     }
+}
+
+/// A server error inside kubectl's wording for a step that failed (`failed to patch: ...`);
+/// a transport failure stays one.
+pub fn api_within(e: ApiError, wrap: impl FnOnce(String) -> Error) -> Error {
+    if is_unreachable(&e) {
+        return Error::Unreachable(e.message);
+    }
+    wrap(e.message)
 }
 
 /// Tags a server error with the file the object came from.

@@ -2,8 +2,9 @@
 //!
 //! `main` parses the flags and dispatches; each subcommand lives in `cmd/`. Around them:
 //! `manifest` reads `-f` files, `resources` resolves names through the server's Discovery,
-//! `last_applied` and `patches` compute what `apply` sends, `printer` and `table` print, and
-//! `error` says what went wrong, as kubectl would.
+//! `last_applied` and `patches` compute what `apply` sends, `rollout` what the `rollout`
+//! commands read from and write to Deployments, `printer` and `table` print, and `error`
+//! says what went wrong, as kubectl would.
 
 #![forbid(unsafe_code)]
 
@@ -17,6 +18,7 @@ mod manifest;
 mod patches;
 mod printer;
 mod resources;
+mod rollout;
 mod table;
 
 use std::io::Write;
@@ -55,15 +57,15 @@ struct Cli {
     #[arg(short = 'n', long, global = true, help_heading = "Global options")]
     namespace: Option<String>,
 
-    /// Deadline of each request (e.g. 10s, 1m), and of delete's wait.
+    /// Deadline of each request (e.g. 10s, 1m; default 30s), and of delete's wait. As in
+    /// kubectl, how long `rollout status` waits (default: until done).
     #[arg(
         long,
         global = true,
         help_heading = "Global options",
-        default_value = "30s",
         value_parser = parse_duration
     )]
-    timeout: Duration,
+    timeout: Option<Duration>,
 
     #[command(subcommand)]
     command: Command,
@@ -82,6 +84,12 @@ enum Command {
     Set(Set),
     Edit(cmd::edit::Args),
     Delete(cmd::delete::Args),
+    /// Manage the rollout of a resource: status, history, undo, restart, pause, resume.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  # Rollback to the previous deployment\n  keelctl rollout undo deployment/abc\n\n  # Check the rollout status of a deployment\n  keelctl rollout status deployment/abc\n\n  # Restart a deployment\n  keelctl rollout restart deployment/abc"
+    )]
+    Rollout(cmd::rollout::Command),
     ApiResources(cmd::api_resources::Args),
 }
 
@@ -155,6 +163,7 @@ async fn run(cli: Cli) -> Result<u8, Error> {
         Command::Set(Set::Image(a)) => cmd::set_image::run(&ctx, a, &mut out).await?,
         Command::Edit(a) => cmd::edit::run(&ctx, a, &mut out).await?,
         Command::Delete(a) => cmd::delete::run(&ctx, a, &mut out).await?,
+        Command::Rollout(c) => cmd::rollout::run(&ctx, c, &mut out).await?,
         Command::ApiResources(a) => cmd::api_resources::run(&ctx, a, &mut out).await?,
     }
     Ok(0)

@@ -168,6 +168,72 @@ pub fn name_of(o: &Value) -> &str {
     o["metadata"]["name"].as_str().unwrap_or("")
 }
 
+/// `-o` of the commands that act on objects (`rollout`, `scale`): the object instead of
+/// kubectl's sentence about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ResultFormat {
+    /// The object as JSON.
+    Json,
+    /// The object as YAML (several separated by `---`).
+    Yaml,
+    /// `kind.group/name`, nothing else.
+    Name,
+}
+
+/// Prints what a command did to each object: `deployment.apps/nginx scaled`, or with `-o`
+/// the object (as the server answered) or its name, as kubectl's print flags do.
+pub struct ResultPrinter {
+    format: Option<ResultFormat>,
+    documents: Printer,
+}
+
+impl ResultPrinter {
+    pub fn new(format: Option<ResultFormat>) -> ResultPrinter {
+        let documents = match format {
+            Some(ResultFormat::Yaml) => Format::Yaml,
+            _ => Format::Json,
+        };
+        ResultPrinter {
+            format,
+            documents: Printer::new(documents, false, false),
+        }
+    }
+
+    /// `kind.group/name operation`, or the object in the `-o` format.
+    pub fn print(
+        &mut self,
+        out: &mut dyn Write,
+        object: &Value,
+        operation: &str,
+    ) -> Result<(), Error> {
+        match self.format {
+            None if operation.is_empty() => writeln!(out, "{}", object_ref_of(object))?,
+            None => writeln!(out, "{} {operation}", object_ref_of(object))?,
+            Some(ResultFormat::Name) => writeln!(out, "{}", object_ref_of(object))?,
+            Some(ResultFormat::Json | ResultFormat::Yaml) => {
+                return self.documents.document(out, object);
+            }
+        }
+        out.flush()?;
+        Ok(())
+    }
+}
+
+/// `deployment.apps/nginx`, `pod/web-1`: an object named by its own `kind` and `apiVersion`.
+pub fn object_ref_of(o: &Value) -> String {
+    let kind = o["kind"].as_str().unwrap_or("").to_ascii_lowercase();
+    let group = o["apiVersion"]
+        .as_str()
+        .and_then(|v| v.split_once('/'))
+        .map(|(group, _)| group)
+        .unwrap_or("");
+    if group.is_empty() {
+        format!("{kind}/{}", name_of(o))
+    } else {
+        format!("{kind}.{group}/{}", name_of(o))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +244,36 @@ mod tests {
             to_json(&json!({"a": [1]})),
             "{\n    \"a\": [\n        1\n    ]\n}"
         );
+    }
+
+    #[test]
+    fn results_print_as_kubectl_prints_them() {
+        let d =
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "nginx"}});
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
+        let print = |format, objects: &[&Value], operation| {
+            let mut p = ResultPrinter::new(format);
+            let mut out = Vec::new();
+            for o in objects {
+                p.print(&mut out, o, operation).unwrap();
+            }
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(
+            print(None, &[&d], "scaled"),
+            "deployment.apps/nginx scaled\n"
+        );
+        assert_eq!(print(None, &[&cm], ""), "configmap/x\n");
+        assert_eq!(
+            print(Some(ResultFormat::Name), &[&d, &cm], "scaled"),
+            "deployment.apps/nginx\nconfigmap/x\n"
+        );
+        assert_eq!(
+            print(Some(ResultFormat::Yaml), &[&cm, &cm], "scaled"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"
+        );
+        let json = print(Some(ResultFormat::Json), &[&cm], "scaled");
+        assert_eq!(serde_json::from_str::<Value>(&json).unwrap(), cm);
     }
 
     #[test]

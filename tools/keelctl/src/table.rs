@@ -235,6 +235,14 @@ fn readiness_gates(pod: &Value) -> String {
 
 /// A label selector as kubectl prints it: `app=nginx,tier in (a,b)`.
 fn selector(sel: &Value) -> String {
+    match label_selector(sel) {
+        s if s.is_empty() => "<none>".into(),
+        s => s,
+    }
+}
+
+/// A `LabelSelector` object in the syntax of `-l` and of List requests ("": everything).
+pub fn label_selector(sel: &Value) -> String {
     let mut reqs: Vec<(String, String)> = Vec::new();
     if let Some(labels) = sel["matchLabels"].as_object() {
         for (k, v) in labels {
@@ -257,9 +265,6 @@ fn selector(sel: &Value) -> String {
             op => format!("{key} {op} ({})", values.join(",")),
         };
         reqs.push((key, req));
-    }
-    if reqs.is_empty() {
-        return "<none>".into();
     }
     reqs.sort();
     reqs.into_iter()

@@ -8,8 +8,10 @@ pub mod delete;
 pub mod diff;
 pub mod edit;
 pub mod get;
+pub mod objects;
 pub mod patch;
 pub mod replace;
+pub mod rollout;
 pub mod set_image;
 pub mod watch;
 

@@ -19,8 +19,8 @@ use crate::resources::Resource;
 
 /// First wait before listing again after a failure, doubled each time up to
 /// [`MAX_BACKOFF`]: quick after a blip, gentle on a server that is down.
-const MIN_BACKOFF: Duration = Duration::from_millis(200);
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
+pub const MIN_BACKOFF: Duration = Duration::from_millis(200);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// What to watch.
 pub struct Watch<'r> {
@@ -129,7 +129,7 @@ impl Watch<'_> {
 }
 
 /// Errors that a later attempt may not meet: the server or the network, not the request.
-fn transient(e: &ApiError) -> bool {
+pub fn transient(e: &ApiError) -> bool {
     matches!(
         e.reason,
         Reason::ServiceUnavailable
