@@ -124,6 +124,18 @@ pub enum Error {
     #[error("error: failed to patch: {0}")]
     PatchFailed(String),
 
+    /// `scale --current-replicas` or `--resource-version` did not hold; nothing was changed.
+    #[error("error: Expected {what} to be {expected}, was {actual}")]
+    ScalePrecondition {
+        what: &'static str,
+        expected: String,
+        actual: String,
+    },
+
+    /// `scale --timeout`: the object did not reach the new size in time (it was scaled).
+    #[error("error: timed out waiting for {0:?} to be synced")]
+    ScaleTimeout(String),
+
     #[error("error: {0}")]
     Io(#[from] std::io::Error),
 

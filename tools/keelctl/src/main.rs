@@ -58,7 +58,8 @@ struct Cli {
     namespace: Option<String>,
 
     /// Deadline of each request (e.g. 10s, 1m; default 30s), and of delete's wait. As in
-    /// kubectl, how long `rollout status` waits (default: until done).
+    /// kubectl, how long `rollout status` waits (default: until done) and `scale` waits for
+    /// the new size (default: not at all).
     #[arg(
         long,
         global = true,
@@ -90,6 +91,7 @@ enum Command {
         after_help = "Examples:\n  # Rollback to the previous deployment\n  keelctl rollout undo deployment/abc\n\n  # Check the rollout status of a deployment\n  keelctl rollout status deployment/abc\n\n  # Restart a deployment\n  keelctl rollout restart deployment/abc"
     )]
     Rollout(cmd::rollout::Command),
+    Scale(cmd::scale::Args),
     ApiResources(cmd::api_resources::Args),
 }
 
@@ -164,6 +166,7 @@ async fn run(cli: Cli) -> Result<u8, Error> {
         Command::Edit(a) => cmd::edit::run(&ctx, a, &mut out).await?,
         Command::Delete(a) => cmd::delete::run(&ctx, a, &mut out).await?,
         Command::Rollout(c) => cmd::rollout::run(&ctx, c, &mut out).await?,
+        Command::Scale(a) => cmd::scale::run(&ctx, a, &mut out).await?,
         Command::ApiResources(a) => cmd::api_resources::run(&ctx, a, &mut out).await?,
     }
     Ok(0)

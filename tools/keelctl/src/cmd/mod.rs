@@ -12,6 +12,7 @@ pub mod objects;
 pub mod patch;
 pub mod replace;
 pub mod rollout;
+pub mod scale;
 pub mod set_image;
 pub mod watch;
 
