@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use keel_client::{Client, DeleteParams, EventType, ListParams, PatchType, WatchParams, gvr};
+use keel_client::{
+    Client, DeleteParams, EventType, ListParams, PatchType, PropagationPolicy, WatchParams, gvr,
+};
 use keel_tests::{ApiServer, ControllerManager, Etcd, eventually};
 use serde_json::{Value, json};
 
@@ -267,26 +269,28 @@ async fn a_rolling_update_keeps_max_surge_and_max_unavailable_at_every_pod_event
     set_image(&c, "nginx:1.7.9").await;
     rolled_out(&c, 4, "nginx:1.7.9").await;
     watcher.abort();
-    let seen = seen.lock().unwrap();
-    assert!(
-        seen.violations.is_empty(),
-        "bounds broken: {:?}",
-        seen.violations
-    );
-    assert!(
-        seen.both_images_at_once,
-        "a rolling update overlaps old and new"
-    );
-    assert!(
-        seen.max_total == 5,
-        "surge was used: max {} pods",
-        seen.max_total
-    );
-    assert!(
-        seen.events > 16,
-        "the watcher saw the rollouts ({} events)",
-        seen.events
-    );
+    {
+        let seen = seen.lock().unwrap();
+        assert!(
+            seen.violations.is_empty(),
+            "bounds broken: {:?}",
+            seen.violations
+        );
+        assert!(
+            seen.both_images_at_once,
+            "a rolling update overlaps old and new"
+        );
+        assert!(
+            seen.max_total == 5,
+            "surge was used: max {} pods",
+            seen.max_total
+        );
+        assert!(
+            seen.events > 16,
+            "the watcher saw the rollouts ({} events)",
+            seen.events
+        );
+    }
 
     let rs = replica_sets(&c).await;
     assert_eq!(rs.len(), 2, "one ReplicaSet per template");
@@ -494,34 +498,149 @@ async fn only_the_leader_acts_and_the_standby_takes_over() {
     assert_eq!(lease["spec"]["holderIdentity"], standby_id.as_str());
 }
 
+async fn count(c: &Client, g: &keel_client::GroupVersionResource, ns: &str) -> Option<usize> {
+    Some(
+        c.list(g, ns, &ListParams::default())
+            .await
+            .ok()?
+            .items
+            .len(),
+    )
+}
+
 #[tokio::test]
-async fn deleting_a_deployment_deletes_its_replica_sets_and_pods() {
+async fn deleting_a_deployment_with_each_propagation_policy() {
     let (_etcd, _api, _cm, c) = stack().await;
+    let delete = |policy: PropagationPolicy| {
+        let c = c.clone();
+        async move {
+            let p = DeleteParams {
+                propagation: policy,
+                ..Default::default()
+            };
+            c.delete(&deployments(), "default", "nginx-deployment", &p)
+                .await
+                .unwrap();
+        }
+    };
+    // Background: the Deployment goes at once, then its ReplicaSet and Pods.
     c.create(&deployments(), "default", &nginx(2, "nginx", json!(null)))
         .await
         .unwrap();
     rolled_out(&c, 2, "nginx").await;
-    c.delete(
-        &deployments(),
-        "default",
-        "nginx-deployment",
-        &DeleteParams::default(),
+    delete(PropagationPolicy::Background).await;
+    assert!(
+        c.get(&deployments(), "default", "nginx-deployment")
+            .await
+            .is_err()
+    );
+    eventually(
+        Duration::from_secs(30),
+        "background: ReplicaSet and Pods gone",
+        || async {
+            (count(&c, &replicasets(), "default").await? == 0
+                && count(&c, &pods(), "default").await? == 0)
+                .then_some(())
+        },
+    )
+    .await;
+
+    // Foreground: the Deployment stays (marked) until its ReplicaSet and Pods are gone.
+    c.create(&deployments(), "default", &nginx(2, "nginx", json!(null)))
+        .await
+        .unwrap();
+    rolled_out(&c, 2, "nginx").await;
+    delete(PropagationPolicy::Foreground).await;
+    let marked = c.get(&deployments(), "default", "nginx-deployment").await;
+    if let Ok(d) = &marked {
+        assert!(d["metadata"]["deletionTimestamp"].is_string(), "{d}");
+    }
+    eventually(
+        Duration::from_secs(30),
+        "foreground: everything gone",
+        || async {
+            let gone = c
+                .get(&deployments(), "default", "nginx-deployment")
+                .await
+                .is_err();
+            (gone
+                && count(&c, &replicasets(), "default").await? == 0
+                && count(&c, &pods(), "default").await? == 0)
+                .then_some(())
+        },
+    )
+    .await;
+
+    // Orphan: the Deployment goes, its ReplicaSet and Pods stay, no longer owned.
+    c.create(&deployments(), "default", &nginx(2, "nginx", json!(null)))
+        .await
+        .unwrap();
+    rolled_out(&c, 2, "nginx").await;
+    delete(PropagationPolicy::Orphan).await;
+    eventually(
+        Duration::from_secs(30),
+        "orphan: the Deployment gone",
+        || async {
+            c.get(&deployments(), "default", "nginx-deployment")
+                .await
+                .is_err()
+                .then_some(())
+        },
+    )
+    .await;
+    let rs = replica_sets(&c).await;
+    assert_eq!(rs.len(), 1);
+    assert!(
+        rs[0]["metadata"]["ownerReferences"]
+            .as_array()
+            .is_none_or(|a| a.is_empty())
+    );
+    assert_eq!(
+        count(&c, &pods(), "default").await,
+        Some(2),
+        "the Pods stay"
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_deletes_the_deployment_in_it_and_everything_else() {
+    let (_etcd, _api, _cm, c) = stack().await;
+    let namespaces = gvr("", "v1", "namespaces");
+    c.create(&namespaces, "", &json!({"metadata": {"name": "shop"}}))
+        .await
+        .unwrap();
+    c.create(&deployments(), "shop", &nginx(3, "nginx", json!(null)))
+        .await
+        .unwrap();
+    c.create(
+        &gvr("", "v1", "configmaps"),
+        "shop",
+        &json!({"metadata": {"name": "settings"}}),
     )
     .await
     .unwrap();
     eventually(
         Duration::from_secs(30),
-        "ReplicaSets and Pods to go",
+        "3 Pods running in shop",
         || async {
-            let rs = c
-                .list(&replicasets(), "default", &ListParams::default())
-                .await
-                .ok()?;
-            let p = c
-                .list(&pods(), "default", &ListParams::default())
-                .await
-                .ok()?;
-            (rs.items.is_empty() && p.items.is_empty()).then_some(())
+            let pods = c.list(&pods(), "shop", &ListParams::default()).await.ok()?;
+            (pods.items.len() == 3 && pods.items.iter().all(ready)).then_some(())
+        },
+    )
+    .await;
+    c.delete(&namespaces, "", "shop", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(60),
+        "the namespace and all in it gone",
+        || async {
+            let ns_gone = c.get(&namespaces, "", "shop").await.is_err();
+            let left = count(&c, &deployments(), "shop").await?
+                + count(&c, &replicasets(), "shop").await?
+                + count(&c, &pods(), "shop").await?
+                + count(&c, &gvr("", "v1", "configmaps"), "shop").await?;
+            (ns_gone && left == 0).then_some(())
         },
     )
     .await;

@@ -145,13 +145,14 @@ impl ReplicaSetController {
                             .await?;
                     }
                 }
-                None if matches && !objects::is_deleting(&rs) && !objects::is_deleting(&pod) => {
-                    if self
+                None if matches
+                    && !objects::is_deleting(&rs)
+                    && !objects::is_deleting(&pod)
+                    && self
                         .patch_pod(&pod, objects::adopt_patch(&rs, &pod))
-                        .await?
-                    {
-                        owned.push(pod);
-                    }
+                        .await? =>
+                {
+                    owned.push(pod);
                 }
                 _ => {}
             }
@@ -196,7 +197,11 @@ impl ReplicaSetController {
                     if let Err(e) = r {
                         failed += 1;
                         self.expectations.creation_observed(key);
-                        first_error.get_or_insert(e);
+                        // As Kubernetes: a namespace being deleted refuses new Pods, and the
+                        // ReplicaSet goes with it; that is no error to retry.
+                        if !namespace_terminating(&e) {
+                            first_error.get_or_insert(e);
+                        }
                     }
                 }
                 if failed > 0 {
@@ -364,6 +369,10 @@ impl ReplicaSetController {
             Err(e) => Err(e),
         }
     }
+}
+
+fn namespace_terminating(e: &ApiError) -> bool {
+    e.reason == Reason::Forbidden && e.causes.iter().any(|c| c.reason == "NamespaceTerminating")
 }
 
 /// `<base>-<5 random chars>`, the base cut so the name stays within 63 characters.
