@@ -28,7 +28,6 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
-use futures::FutureExt;
 use keel_client::{
     ApiError, Client, DeleteParams, GroupVersionResource, PatchType, PropagationPolicy, Reason,
 };
@@ -319,19 +318,8 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
     let controller = Controller::new("garbagecollector", queue)
         .workers(ctx.config.workers)
         .metrics(registry);
-    Ok(Box::new(move |shutdown| {
-        async move {
-            controller
-                .run(
-                    move |item| {
-                        let this = this.clone();
-                        async move { this.reconcile(item).await }
-                    },
-                    shutdown.wait(),
-                )
-                .await
-        }
-        .boxed()
+    Ok(super::start(controller, this, |this, item| async move {
+        this.reconcile(item).await
     }))
 }
 

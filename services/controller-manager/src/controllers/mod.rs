@@ -7,12 +7,16 @@ pub mod namespace;
 pub mod podlifecycle;
 pub mod replicaset;
 
+use std::fmt::Display;
+use std::hash::Hash;
 use std::sync::Arc;
 
+use futures::FutureExt;
 use futures::future::BoxFuture;
-use keel_client::Client;
-use keel_runtime::InformerFactory;
+use keel_client::{ApiError, Client, GroupVersionResource, PatchType, Reason};
+use keel_runtime::{Action, Controller, InformerFactory};
 use prometheus_client::registry::Registry;
+use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::shutdown::Shutdown;
@@ -36,6 +40,57 @@ pub struct Context {
 
 /// A controller whose informers and handlers are registered: running it is the last step.
 pub type Start = Box<dyn FnOnce(Shutdown) -> BoxFuture<'static, ()> + Send>;
+
+/// The [`Start`] of a controller whose reconcile is `reconcile(this, key)`: it runs on the
+/// controller's workers until the shutdown signal, then drains.
+pub fn start<K, T, F, Fut, E>(controller: Controller<K>, this: Arc<T>, reconcile: F) -> Start
+where
+    K: Clone + Eq + Hash + Display + Send + Sync + 'static,
+    T: Send + Sync + 'static,
+    F: Fn(Arc<T>, K) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    E: Display + Send + 'static,
+{
+    Box::new(move |shutdown| {
+        async move {
+            controller
+                .run(move |key| reconcile(this.clone(), key), shutdown.wait())
+                .await
+        }
+        .boxed()
+    })
+}
+
+/// Writes `status` of `obj` as a merge patch of the status subresource, unless it is unchanged.
+/// The `resourceVersion` it was computed from is a precondition: a status from a stale cache is
+/// refused, and the newer object's event brings the key back, so NotFound and Conflict are not
+/// errors here.
+pub async fn write_status(
+    client: &Client,
+    gvr: &GroupVersionResource,
+    obj: &Value,
+    status: Value,
+) -> Result<(), ApiError> {
+    if status == obj["status"] {
+        return Ok(());
+    }
+    let body = json!({"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": status});
+    match client
+        .patch_subresource(
+            gvr,
+            crate::objects::namespace(obj),
+            crate::objects::name(obj),
+            "status",
+            PatchType::Merge,
+            serde_json::to_vec(&body).unwrap_or_default(),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(e.reason, Reason::NotFound | Reason::Conflict) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {

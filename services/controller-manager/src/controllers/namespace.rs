@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use keel_client::{
     ApiError, Client, DeleteParams, GroupVersionResource, ListParams, PatchType, Reason,
 };
@@ -220,19 +219,8 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
     let controller = Controller::new("namespace", queue)
         .workers(ctx.config.workers)
         .metrics(registry);
-    Ok(Box::new(move |shutdown| {
-        async move {
-            controller
-                .run(
-                    move |key| {
-                        let this = this.clone();
-                        async move { this.reconcile(key).await }
-                    },
-                    shutdown.wait(),
-                )
-                .await
-        }
-        .boxed()
+    Ok(super::start(controller, this, |this, key| async move {
+        this.reconcile(key).await
     }))
 }
 

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use futures::FutureExt;
 use keel_client::{ApiError, Client, PatchType, Reason};
 use keel_runtime::{Action, Controller, ObjectKey, Store, WorkQueue, enqueue_handler};
 use prometheus_client::registry::Registry;
@@ -42,19 +41,8 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
     let controller = Controller::new("podlifecycle", queue)
         .workers(ctx.config.workers)
         .metrics(registry);
-    Ok(Box::new(move |shutdown| {
-        async move {
-            controller
-                .run(
-                    move |key| {
-                        let this = this.clone();
-                        async move { this.reconcile(key).await }
-                    },
-                    shutdown.wait(),
-                )
-                .await
-        }
-        .boxed()
+    Ok(super::start(controller, this, |this, key| async move {
+        this.reconcile(key).await
     }))
 }
 

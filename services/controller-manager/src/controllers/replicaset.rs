@@ -12,7 +12,6 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use futures::FutureExt;
 use keel_client::{ApiError, Client, DeleteParams, PatchType, Reason};
 use keel_runtime::{
     Action, BY_NAMESPACE, Controller, HandlerFns, ObjectKey, Store, WorkQueue, enqueue_handler,
@@ -57,19 +56,8 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
     let controller = Controller::new("replicaset", queue)
         .workers(ctx.config.workers)
         .metrics(registry);
-    Ok(Box::new(move |shutdown| {
-        async move {
-            controller
-                .run(
-                    move |key| {
-                        let this = this.clone();
-                        async move { this.reconcile(key).await }
-                    },
-                    shutdown.wait(),
-                )
-                .await
-        }
-        .boxed()
+    Ok(super::start(controller, this, |this, key| async move {
+        this.reconcile(key).await
     }))
 }
 
@@ -346,28 +334,13 @@ impl ReplicaSetController {
         if observed {
             status.insert("observedGeneration".into(), json!(objects::generation(rs)));
         }
-        let status = Value::Object(status);
-        if status == rs["status"] {
-            return Ok(());
-        }
-        let body = json!({"metadata": {"resourceVersion": rs["metadata"]["resourceVersion"]}, "status": status});
-        match self
-            .client
-            .patch_subresource(
-                &objects::replicasets(),
-                namespace(rs),
-                name(rs),
-                "status",
-                PatchType::Merge,
-                serde_json::to_vec(&body).unwrap_or_default(),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            // A newer ReplicaSet is on its way to the cache; its event syncs again.
-            Err(e) if matches!(e.reason, Reason::Conflict | Reason::NotFound) => Ok(()),
-            Err(e) => Err(e),
-        }
+        super::write_status(
+            &self.client,
+            &objects::replicasets(),
+            rs,
+            Value::Object(status),
+        )
+        .await
     }
 }
 

@@ -21,7 +21,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use futures::FutureExt;
 use keel_client::{ApiError, Client, DeleteParams, PatchType, Reason};
 use keel_runtime::{
     Action, BY_CONTROLLER_UID, BY_NAMESPACE, Controller, HandlerFns, ObjectKey, Store, WorkQueue,
@@ -79,19 +78,8 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
     let controller = Controller::new("deployment", queue)
         .workers(ctx.config.workers)
         .metrics(registry);
-    Ok(Box::new(move |shutdown| {
-        async move {
-            controller
-                .run(
-                    move |key| {
-                        let this = this.clone();
-                        async move { this.reconcile(key).await }
-                    },
-                    shutdown.wait(),
-                )
-                .await
-        }
-        .boxed()
+    Ok(super::start(controller, this, |this, key| async move {
+        this.reconcile(key).await
     }))
 }
 
@@ -277,7 +265,7 @@ impl DeploymentController {
             event,
             now: SystemTime::now(),
         });
-        self.write_status(&d, status).await?;
+        super::write_status(&self.client, &objects::deployments(), &d, status).await?;
         Ok(match recheck {
             Some(after) => Action::requeue(after),
             None => Action::await_change(),
@@ -634,29 +622,6 @@ impl DeploymentController {
             }
         }
         Ok(())
-    }
-
-    async fn write_status(&self, d: &Value, status: Value) -> Result<(), ApiError> {
-        if status == d["status"] {
-            return Ok(());
-        }
-        let body = json!({"metadata": {"resourceVersion": d["metadata"]["resourceVersion"]}, "status": status});
-        match self
-            .client
-            .patch_subresource(
-                &objects::deployments(),
-                namespace(d),
-                name(d),
-                "status",
-                PatchType::Merge,
-                serde_json::to_vec(&body).unwrap_or_default(),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if matches!(e.reason, Reason::NotFound | Reason::Conflict) => Ok(()),
-            Err(e) => Err(e),
-        }
     }
 }
 
