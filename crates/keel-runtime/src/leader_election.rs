@@ -418,6 +418,8 @@ impl<L: LeaseApi> Elector<L> {
     }
 
     /// Clears `holderIdentity` if the lease is still ours, so a successor takes over at once.
+    /// A renewal cut short by the shutdown may have landed unseen, so a stale copy is refused
+    /// with Conflict: then the lease is read again and, if still ours, released from that.
     async fn release(&mut self) {
         let Some(observed) = &self.observed else {
             return;
@@ -425,26 +427,49 @@ impl<L: LeaseApi> Elector<L> {
         if observed.record.holder != self.lock.identity {
             return;
         }
-        let wall = micro_time(SystemTime::now());
-        let record = LeaseRecord {
-            holder: String::new(),
-            lease_duration_seconds: 1,
-            acquire_time: wall.clone(),
-            renew_time: wall,
-            transitions: observed.record.transitions,
-        };
         let mut lease = observed.lease.clone();
-        record.write_to(&mut lease);
-        match tokio::time::timeout(self.config.renew_deadline, self.api.update(&lease)).await {
-            Ok(Ok(released)) => {
-                self.observe(released, Instant::now());
-                tracing::info!(lease = %self.lock.name, identity = %self.lock.identity, "released the lease");
+        let transitions = observed.record.transitions;
+        let deadline = Instant::now() + self.config.renew_deadline;
+        for _attempt in 0..3 {
+            let wall = micro_time(SystemTime::now());
+            let record = LeaseRecord {
+                holder: String::new(),
+                lease_duration_seconds: 1,
+                acquire_time: wall.clone(),
+                renew_time: wall,
+                transitions,
+            };
+            record.write_to(&mut lease);
+            match tokio::time::timeout_at(deadline, self.api.update(&lease)).await {
+                Ok(Ok(released)) => {
+                    self.observe(released, Instant::now());
+                    tracing::info!(lease = %self.lock.name, identity = %self.lock.identity, "released the lease");
+                    return;
+                }
+                Ok(Err(e)) if e.reason == Reason::Conflict => {
+                    match tokio::time::timeout_at(deadline, self.api.get()).await {
+                        Ok(Ok(fresh))
+                            if LeaseRecord::from_lease(&fresh).holder == self.lock.identity =>
+                        {
+                            lease = fresh;
+                        }
+                        // Someone else holds it now, or it is gone: nothing of ours to release.
+                        Ok(Ok(_)) => return,
+                        Ok(Err(e)) => {
+                            tracing::warn!(lease = %self.lock.name, error = %e, "cannot release the lease");
+                            return;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(lease = %self.lock.name, error = %e, "cannot release the lease");
+                    return;
+                }
+                Err(_) => break,
             }
-            Ok(Err(e)) => {
-                tracing::warn!(lease = %self.lock.name, error = %e, "cannot release the lease")
-            }
-            Err(_) => tracing::warn!(lease = %self.lock.name, "releasing the lease timed out"),
         }
+        tracing::warn!(lease = %self.lock.name, "releasing the lease did not finish in time");
     }
 }
 
@@ -611,6 +636,28 @@ mod tests {
             Elector::new(MemLease::default(), lock, config()),
             Err(LeaderElectionError::IncompleteLock)
         ));
+    }
+
+    /// A renewal cut short by the shutdown can land without the elector seeing it: its copy of
+    /// the lease is then stale, and the release must still happen (else a successor waits out
+    /// the whole lease).
+    #[tokio::test(start_paused = true)]
+    async fn a_release_from_a_stale_copy_reads_the_lease_again() {
+        let api = MemLease::new();
+        let (handle, stop, task) = spawn(candidate(&api, "a"));
+        assert!(handle.wait_for_leadership().await);
+        {
+            let mut m = api.inner.lock().unwrap();
+            let unseen = m.lease.clone().unwrap();
+            m.write(unseen);
+        }
+        stop.send(()).unwrap();
+        task.await.unwrap();
+        assert_eq!(
+            api.spec()["holderIdentity"],
+            "",
+            "released despite the stale copy"
+        );
     }
 
     #[tokio::test(start_paused = true)]
