@@ -4,8 +4,9 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use tokio::time::Instant;
 use tonic::transport::Channel;
 
 /// How long an endpoint that refused a connection is skipped.
@@ -79,4 +80,55 @@ pub(crate) fn never_sent(s: &tonic::Status) -> bool {
         source = e.source();
     }
     s.message().contains("connect error")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn endpoints(n: usize) -> Endpoints {
+        let channels = (0..n)
+            .map(|i| {
+                let url = format!("http://127.0.0.1:{}", 1 + i);
+                let ch = tonic::transport::Endpoint::from_shared(url.clone())
+                    .unwrap()
+                    .connect_lazy();
+                (url, ch)
+            })
+            .collect();
+        Endpoints::new(channels)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_go_round_robin_and_skip_a_refusing_endpoint_for_a_while() {
+        let e = endpoints(3);
+        let picks: Vec<usize> = (0..6).map(|_| e.pick()).collect();
+        assert_eq!(picks, [0, 1, 2, 0, 1, 2]);
+
+        e.mark_down(1);
+        let picks: Vec<usize> = (0..4).map(|_| e.pick()).collect();
+        assert!(!picks.contains(&1), "skipped while down: {picks:?}");
+
+        tokio::time::advance(DOWN_FOR - Duration::from_millis(1)).await;
+        assert!(
+            !(0..3).map(|_| e.pick()).any(|i| i == 1),
+            "still within the window"
+        );
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(
+            (0..3).map(|_| e.pick()).any(|i| i == 1),
+            "back after the window"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn when_every_endpoint_is_down_one_is_still_tried() {
+        let e = endpoints(2);
+        e.mark_down(0);
+        e.mark_down(1);
+        let picks: Vec<usize> = (0..4).map(|_| e.pick()).collect();
+        assert!(picks.contains(&0) && picks.contains(&1), "{picks:?}");
+    }
 }
