@@ -57,6 +57,8 @@ pub struct ListParams {
     pub limit: i64,
     pub continue_token: String,
     pub resource_version: String,
+    /// Also objects whose initializers are still pending.
+    pub include_uninitialized: bool,
 }
 
 /// A page of objects.
@@ -221,11 +223,33 @@ impl Client {
         name: &str,
         rv: &str,
     ) -> Result<Value, ApiError> {
+        self.get_with(g, namespace, name, rv, false).await
+    }
+
+    /// A Get that also finds an object whose initializers are still pending.
+    pub async fn get_uninitialized(
+        &self,
+        g: &GroupVersionResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        self.get_with(g, namespace, name, "", true).await
+    }
+
+    async fn get_with(
+        &self,
+        g: &GroupVersionResource,
+        namespace: &str,
+        name: &str,
+        rv: &str,
+        include_uninitialized: bool,
+    ) -> Result<Value, ApiError> {
         let req = GetRequest {
             resource: resource_ref(g),
             namespace: namespace.into(),
             name: name.into(),
             resource_version: rv.into(),
+            include_uninitialized,
         };
         let resp = self
             .call(|mut c| {
@@ -251,6 +275,7 @@ impl Client {
             limit: p.limit,
             continue_token: p.continue_token.clone(),
             resource_version: p.resource_version.clone(),
+            include_uninitialized: p.include_uninitialized,
         };
         let resp = self
             .call(|mut c| {

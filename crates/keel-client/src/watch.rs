@@ -50,6 +50,8 @@ pub struct WatchParams {
     /// Events after this revision; "" or "0": the current state as `ADDED` events first.
     pub resource_version: String,
     pub allow_bookmarks: bool,
+    /// Also objects whose initializers are still pending.
+    pub include_uninitialized: bool,
 }
 
 /// A watch event whose object is left as the server's JSON bytes: for callers that only need
@@ -123,6 +125,7 @@ impl Client {
             field_selector: p.field_selector.clone(),
             resource_version: p.resource_version.clone(),
             allow_bookmarks: p.allow_bookmarks,
+            include_uninitialized: p.include_uninitialized,
         };
         let stream = self
             .call(|mut c| {

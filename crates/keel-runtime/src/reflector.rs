@@ -29,9 +29,17 @@ pub struct WatchOptions {
     pub namespace: String,
     pub label_selector: String,
     pub field_selector: String,
+    /// Also objects whose initializers are still pending: what every controller that creates
+    /// or counts objects must see, or it over-creates.
+    pub include_uninitialized: bool,
 }
 
 impl WatchOptions {
+    pub fn include_uninitialized(mut self) -> Self {
+        self.include_uninitialized = true;
+        self
+    }
+
     pub fn namespace(mut self, ns: impl Into<String>) -> Self {
         self.namespace = ns.into();
         self
@@ -98,6 +106,7 @@ impl ListerWatcher for ApiListerWatcher {
             continue_token: continue_token.to_string(),
             // "": a consistent read from etcd, so a relist is never older than the watch it replaces.
             resource_version: String::new(),
+            include_uninitialized: self.options.include_uninitialized,
         };
         async move {
             self.client
@@ -117,6 +126,7 @@ impl ListerWatcher for ApiListerWatcher {
             field_selector: self.options.field_selector.clone(),
             resource_version: resource_version.to_string(),
             allow_bookmarks: true,
+            include_uninitialized: self.options.include_uninitialized,
         };
         async move { Ok(self.client.watch(&self.gvr, &p).await?.boxed()) }
     }

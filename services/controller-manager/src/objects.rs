@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use keel_api::selector::LabelSelector;
-use keel_runtime::{GroupVersionResource, ObjectKey};
+use keel_runtime::{GroupVersionResource, ObjectKey, WatchOptions};
 use serde_json::{Map, Value, json};
 
 pub fn pods() -> GroupVersionResource {
@@ -18,6 +18,11 @@ pub fn deployments() -> GroupVersionResource {
 }
 pub fn namespaces() -> GroupVersionResource {
     GroupVersionResource::new("", "v1", "namespaces")
+}
+
+/// Watch options that also show objects whose initializers are still pending.
+pub fn including_uninitialized() -> WatchOptions {
+    WatchOptions::default().include_uninitialized()
 }
 
 pub fn name(obj: &Value) -> &str {

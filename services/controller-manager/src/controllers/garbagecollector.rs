@@ -295,7 +295,10 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
     let mut informers = Vec::new();
     let mut stores = HashMap::new();
     for r in keel_api::builtin_resources() {
-        let informer = ctx.factory.informer(&r.gvr);
+        // Uninitialized objects have owners too.
+        let informer = ctx
+            .factory
+            .informer_with(&r.gvr, crate::objects::including_uninitialized());
         match informer.add_index(BY_OWNER_UID, owner_uids) {
             // Another controller sharing the informer added it: this module is the only
             // definition of the index, so it is the same function.

@@ -38,7 +38,10 @@ struct ReplicaSetController {
 
 pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError> {
     let rs_informer = ctx.factory.informer(&objects::replicasets());
-    let pod_informer = ctx.factory.informer(&objects::pods());
+    // Uninitialized Pods count too, or a slow initializer would make this over-create.
+    let pod_informer = ctx
+        .factory
+        .informer_with(&objects::pods(), objects::including_uninitialized());
     let queue = WorkQueue::default_controller_queue();
     let expectations = Expectations::default();
     rs_informer.add_handler(enqueue_handler(queue.clone()));

@@ -111,6 +111,7 @@ impl Watch<'_> {
             // Bookmarks advance the resume point on quiet streams, so a resume rarely finds
             // its revision expired.
             allow_bookmarks: true,
+            include_uninitialized: false,
         };
         let mut stream = ctx.client.watch_resumable(&self.resource.gvr, &params);
         while let Some(item) = stream.next().await {

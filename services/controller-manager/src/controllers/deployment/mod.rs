@@ -63,7 +63,10 @@ struct DeploymentController {
 pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError> {
     let d_informer = ctx.factory.informer(&objects::deployments());
     let rs_informer = ctx.factory.informer(&objects::replicasets());
-    let pod_informer = ctx.factory.informer(&objects::pods());
+    // Uninitialized Pods count too, or a slow initializer would make this over-create.
+    let pod_informer = ctx
+        .factory
+        .informer_with(&objects::pods(), objects::including_uninitialized());
     let queue = WorkQueue::default_controller_queue();
     d_informer.add_handler(enqueue_handler(queue.clone()));
     rs_informer.add_handler(replicaset_handler(queue.clone(), d_informer.store()));
