@@ -1,188 +1,30 @@
 //! keel-apiserver: a gRPC API over Kubernetes-shaped JSON objects stored in etcd.
 //!
-//! - [`service`]: the gRPC services (`Objects`, `Discovery`), decoding and checking requests;
-//! - [`registry`]: the served resources and each kind's rules (strategy), PATCH mutations;
-//! - [`storage`]: the etcd store (compare-and-swap writes, paged lists), watch caches and
-//!   watchers, hot-object PATCH coalescing, history compaction;
-//! - [`http`]: health, readiness and metrics; [`metrics`]: what is measured.
+//! Layers, each calling only the one below it (DESIGN.md, "How a request flows"; checked by the
+//! `layers` test):
+//!
+//! - [`transport`]: gRPC today (REST later), and the HTTP side port for health and metrics;
+//! - [`request`]: the one path every verb takes: deadline, resource lookup, metrics;
+//! - [`registry`]: the served resources and each kind's rules (strategy, validation,
+//!   admission, deletion and finalizers), PATCH as a mutation, the registry store;
+//! - [`storage`]: objects on etcd: codec and keys, reads and paged lists, the guaranteed-update
+//!   write loop, PATCH coalescing, watch caches and watchers, history compaction;
+//! - [`etcd`]: key-value calls, compare-and-swap transactions and watches on etcd.
+//!
+//! [`server`] wires them together; [`metrics`] is what every layer records into.
 
 #![forbid(unsafe_code)]
 
 pub mod config;
-pub mod http;
+pub mod etcd;
+#[cfg(test)]
+mod layers;
 pub mod metrics;
 pub mod registry;
-pub mod service;
+pub mod request;
+pub mod server;
 pub mod storage;
-
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
-
-use keel_api::proto::discovery_server::DiscoveryServer;
-use keel_api::proto::objects_server::ObjectsServer;
-use keel_api::{Object, Reason};
-use tokio::time::Instant;
+pub mod transport;
 
 pub use config::Config;
-use metrics::Metrics;
-use registry::Resources;
-use storage::{Etcd, Store, StoreConfig};
-
-/// Largest gRPC message decoded. Well above the object limit so that oversized objects get
-/// keel's typed `RequestEntityTooLarge` naming the object; still a bound on memory per request.
-const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
-
-/// Creates the namespaces that always exist; idempotent, so replicas starting together agree.
-async fn bootstrap_namespaces(store: &Store, resources: &Resources) {
-    let Ok(info) = resources.lookup(Some(&keel_api::proto::ResourceRef {
-        group: String::new(),
-        version: "v1".into(),
-        resource: "namespaces".into(),
-    })) else {
-        return;
-    };
-    for name in registry::strategy::PROTECTED_NAMESPACES {
-        let mut backoff = Duration::from_millis(100);
-        loop {
-            let obj = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-            let Ok(obj) = Object::from_value(obj) else {
-                return;
-            };
-            match store
-                .create(&info, obj, Instant::now() + Duration::from_secs(10))
-                .await
-            {
-                Ok(_) => break,
-                Err(e) if e.reason == Reason::AlreadyExists => break,
-                Err(e) => {
-                    tracing::warn!(namespace = name, error = %e, "cannot create a built-in namespace yet");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
-                }
-            }
-        }
-    }
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-/// Runs the API server until SIGTERM or Ctrl-C.
-pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let metrics = Metrics::new();
-    let etcd = Etcd::connect(&config.etcd_servers, metrics.clone()).await?;
-    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let resources = Arc::new(Resources::builtin());
-    let store = Store::new(
-        etcd.clone(),
-        StoreConfig {
-            prefix: config.etcd_prefix.trim_end_matches('/').to_string(),
-            watch_cache_size: config.watch_cache_size,
-            bookmark_interval: config.watch_bookmark_interval,
-            max_queued_patches: config.max_queued_patches,
-        },
-        metrics.clone(),
-        shutdown_rx,
-    );
-    for info in resources.all() {
-        store.cache(&info);
-    }
-    let bootstrapped = Arc::new(AtomicBool::new(false));
-    {
-        let (store, resources, done) = (store.clone(), resources.clone(), bootstrapped.clone());
-        tokio::spawn(async move {
-            bootstrap_namespaces(&store, &resources).await;
-            done.store(true, Ordering::Release);
-        });
-    }
-    if !config.compaction_interval.is_zero() {
-        tokio::spawn(storage::compactor::run(
-            etcd.clone(),
-            config.compaction_interval,
-        ));
-    }
-
-    let grpc_listener = tokio::net::TcpListener::bind(config.listen).await?;
-    let http_listener = tokio::net::TcpListener::bind(config.http_listen).await?;
-    let grpc_addr = grpc_listener.local_addr()?;
-    let http_addr = http_listener.local_addr()?;
-    // A line for scripts and tests that start us on port 0.
-    println!("keel-apiserver listening grpc={grpc_addr} http={http_addr}");
-    tracing::info!(%grpc_addr, %http_addr, etcd = ?config.etcd_servers, "keel-apiserver serving");
-
-    let http_state = http::HttpState {
-        store: store.clone(),
-        metrics: metrics.clone(),
-        bootstrapped,
-    };
-    let mut http_shutdown = shutdown_tx.subscribe();
-    let http_server = tokio::spawn(async move {
-        axum::serve(http_listener, http::router(http_state))
-            .with_graceful_shutdown(async move {
-                let _ = http_shutdown.wait_for(|d| *d).await;
-            })
-            .await
-    });
-
-    let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    health_reporter
-        .set_serving::<ObjectsServer<service::ObjectsService>>()
-        .await;
-    let objects = ObjectsServer::new(service::ObjectsService {
-        resources: resources.clone(),
-        store: store.clone(),
-        metrics: metrics.clone(),
-    })
-    .max_decoding_message_size(MAX_MESSAGE_BYTES)
-    .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let discovery = DiscoveryServer::new(service::DiscoveryService { resources });
-
-    let mut grpc_shutdown = shutdown_tx.subscribe();
-    let grpc_server = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .add_service(health_service)
-        .add_service(objects)
-        .add_service(discovery)
-        .serve_with_incoming_shutdown(
-            // Without TCP_NODELAY, responses larger than a segment wait ~40 ms for delayed ACKs.
-            tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
-            async move {
-                let _ = grpc_shutdown.wait_for(|d| *d).await;
-            },
-        );
-    let mut grpc_server = std::pin::pin!(grpc_server);
-    tokio::select! {
-        res = &mut grpc_server => res?,
-        _ = shutdown_signal() => {
-            tracing::info!("shutting down: closing watches and draining requests");
-            health_reporter.set_not_serving::<ObjectsServer<service::ObjectsService>>().await;
-            let _ = shutdown_tx.send(true);
-            if tokio::time::timeout(config.shutdown_grace, &mut grpc_server).await.is_err() {
-                tracing::warn!("requests still running after the grace period; exiting");
-            }
-        }
-    }
-    let _ = shutdown_tx.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(2), http_server).await;
-    Ok(())
-}
+pub use server::run;

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use keel_api::Reason;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -130,8 +131,16 @@ impl Metrics {
         }))
     }
 
-    pub fn request(&self, verb: &'static str, resource: &str, code: tonic::Code, took: Duration) {
-        let code = code_name(code);
+    /// One request served: its verb, resource, outcome (`None`: success; else the reason, as
+    /// its gRPC code) and latency.
+    pub fn request(
+        &self,
+        verb: &'static str,
+        resource: &str,
+        error: Option<Reason>,
+        took: Duration,
+    ) {
+        let code = code_name(error.map_or(tonic::Code::Ok, Reason::code));
         self.0
             .requests
             .get_or_create(&RequestLabels {

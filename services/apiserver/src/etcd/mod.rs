@@ -1,5 +1,10 @@
-//! The etcd store: keys hold object JSON (without `resourceVersion`), the key's `mod_revision`
-//! is the object's `resourceVersion`, and every write is a transaction that compares a revision.
+//! etcd, the layer below storage: key-value reads, compare-and-swap transactions, watches and
+//! compaction, each under a deadline and counted in the metrics. It knows keys and bytes, not
+//! objects; etcd's own errors become `ApiError`s here.
+
+mod watch;
+
+pub use watch::{Event, EventKind, Watch, WatchEnd, WatchResponse};
 
 use std::time::Duration;
 
@@ -97,10 +102,6 @@ impl Etcd {
             .await
             .map_err(map_err)?;
         Ok(Etcd { client, metrics })
-    }
-
-    pub fn client(&self) -> Client {
-        self.client.clone()
     }
 
     fn kv(&self) -> KvClient {

@@ -3,13 +3,26 @@
 
 use std::sync::Arc;
 
-use keel_api::proto::PatchType;
 use keel_api::{ApiError, Object, ObjectError, ResourceInfo, Target};
 use keel_patch::PatchError;
 use serde_json::Value;
 
-use super::strategy::{self, Subresource, target};
-use crate::storage::Mutation;
+use super::strategy::{self, Subresource};
+use super::validation::validate;
+use crate::storage::{Change, Mutation, target};
+
+/// The kinds of patch a client may send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    /// RFC 6902 JSON Patch.
+    Json,
+    /// RFC 7386 JSON Merge Patch.
+    Merge,
+    /// Kubernetes' strategic merge patch.
+    Strategic,
+    /// The client did not say: refused once the rest of the request has been checked.
+    Unspecified,
+}
 
 /// Applies one patch document to an object's JSON.
 type Applier = Box<dyn Fn(&Value) -> Result<Value, PatchError> + Send + Sync>;
@@ -133,8 +146,8 @@ pub fn mutation(
             ));
         }
         let new = strategy::prepare_for_update(&info, patched, current, sub)?;
-        strategy::validate(&info, &new)?;
-        Ok(new)
+        validate(&info, &new)?;
+        Ok(Change::Put(new))
     }))
 }
 

@@ -1,12 +1,8 @@
-//! The resources this server serves, and what each one's objects must look like.
-
-pub mod patch;
-pub mod strategy;
+//! The resources this server serves, by group, version and resource.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use keel_api::proto::ResourceRef;
 use keel_api::{ApiError, GroupVersionResource, ResourceInfo, Target, builtin_resources};
 
 /// The served resources by group, version and resource. Read on every request, written only
@@ -27,20 +23,22 @@ impl Resources {
     }
 
     /// The resource a request names, or `NotFound` naming it.
-    pub fn lookup(&self, r: Option<&ResourceRef>) -> Result<Arc<ResourceInfo>, ApiError> {
-        let Some(r) = r else {
+    pub fn lookup(
+        &self,
+        gvr: Option<&GroupVersionResource>,
+    ) -> Result<Arc<ResourceInfo>, ApiError> {
+        let Some(gvr) = gvr else {
             return Err(ApiError::bad_request(
                 Target::default(),
                 "the request names no resource",
             ));
         };
-        let gvr = GroupVersionResource::new(&r.group, &r.version, &r.resource);
         let found = match self.by_gvr.read() {
-            Ok(m) => m.get(&gvr).cloned(),
-            Err(poisoned) => poisoned.into_inner().get(&gvr).cloned(),
+            Ok(m) => m.get(gvr).cloned(),
+            Err(poisoned) => poisoned.into_inner().get(gvr).cloned(),
         };
         found.ok_or_else(|| {
-            let mut e = ApiError::not_found(Target::new(&r.group, &r.resource, ""));
+            let mut e = ApiError::not_found(Target::new(&gvr.group, &gvr.resource, ""));
             e.message = format!(
                 "the server could not find the requested resource {} in {}",
                 gvr,

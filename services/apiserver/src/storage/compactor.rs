@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::Etcd;
+use crate::etcd::Etcd;
 
 /// Compacts until the process ends. Several replicas may each compact: compacting a revision
 /// that is already compacted is refused by etcd and ignored here.

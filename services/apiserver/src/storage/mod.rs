@@ -1,12 +1,33 @@
-//! Storage on etcd: the store of every verb, the watch caches, the watchers, PATCH coalescing
-//! and history compaction.
+//! Storage: objects on etcd. The codec and key layout, the store (read, list, create, the
+//! guaranteed-update write loop every change goes through, watch), the coalescer (a layer over
+//! the store that batches concurrent PATCHes of one object), the watch caches and watchers, and
+//! history compaction.
+//!
+//! Storage knows nothing above it: the registry's rules reach it as mutations and as a
+//! [`RemovalPolicy`], and its errors and watch events are keel's own types, not the wire's.
 
 pub mod coalescer;
+mod codec;
 pub mod compactor;
-pub mod etcd;
-pub mod store;
+mod create;
+mod filter;
+mod keys;
+mod list;
+mod read;
+mod recent;
+pub mod resource_version;
+mod store;
+mod update;
+mod watch;
 pub mod watch_cache;
 pub mod watcher;
 
-pub use etcd::Etcd;
-pub use store::{ListQuery, Mutation, Propagation, Store, StoreConfig};
+pub use coalescer::Coalescer;
+pub use codec::{from_storage, target, to_storage};
+pub use filter::Filter;
+pub use keys::ObjectKey;
+pub use list::{ListQuery, ListResult};
+pub use read::ReadFrom;
+pub use store::{Store, StoreConfig};
+pub use update::{Change, Committed, Mutation, RemovalPolicy, UpdateOptions};
+pub use watcher::{WatchEvent, WatchEventKind, WatchStream};

@@ -14,13 +14,12 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use etcd_client::{EventType as EtcdEventType, WatchOptions};
 use keel_api::{ApiError, Object, ResourceInfo};
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
-use super::etcd::{Etcd, prefix_end};
-use crate::registry::strategy::from_storage;
+use super::codec::from_storage;
+use crate::etcd::{self, Etcd, EventKind, WatchEnd, prefix_end};
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,10 +106,11 @@ pub struct WatchCache {
     ready: watch::Sender<bool>,
 }
 
-/// Why a cache watch ended.
-enum WatchEnd {
-    /// etcd compacted past our revision: relist.
+/// Why the cache's etcd watch ended.
+enum Interrupted {
+    /// etcd compacted past the cache's revision: relist.
     Compacted,
+    /// The watch broke: resume from the cache's revision.
     Failed(String),
 }
 
@@ -218,12 +218,12 @@ impl WatchCache {
                 }
             }
             let from = self.revision() + 1;
-            match self.watch(&etcd, from).await {
-                WatchEnd::Compacted => {
+            match self.follow(&etcd, from).await {
+                Interrupted::Compacted => {
                     tracing::warn!(resource = %self.info.gvr, "watch cache fell behind a compaction; relisting");
                     need_list = true;
                 }
-                WatchEnd::Failed(e) => {
+                Interrupted::Failed(e) => {
                     tracing::warn!(resource = %self.info.gvr, error = %e, "watch cache lost its etcd watch; resuming");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -263,9 +263,16 @@ impl WatchCache {
                 _ => break,
             }
         }
+        self.load(store, revision);
+        Ok(())
+    }
+
+    /// Swaps in a whole new copy of the objects, complete at `revision` (a relist): the window
+    /// restarts there, and watchers of the previous copy end.
+    pub fn load(&self, objects: BTreeMap<String, Arc<Object>>, revision: i64) {
         let mut st = self.lock();
         let first = !self.is_ready();
-        st.store = store;
+        st.store = objects;
         st.window.clear();
         st.oldest = revision;
         st.rv = revision;
@@ -276,58 +283,42 @@ impl WatchCache {
         drop(st);
         self.ready.send_replace(true);
         tracing::info!(resource = %self.info.gvr, revision, "watch cache loaded");
-        Ok(())
     }
 
-    async fn watch(&self, etcd: &Etcd, from: i64) -> WatchEnd {
-        let opts = WatchOptions::new()
-            .with_prefix()
-            .with_start_revision(from)
-            .with_progress_notify();
-        let mut client = etcd.client();
-        let mut stream = match client.watch(self.prefix.clone(), Some(opts)).await {
-            Ok(s) => s,
-            Err(e) => return WatchEnd::Failed(e.to_string()),
+    /// Follows etcd from revision `from` until the watch ends.
+    async fn follow(&self, etcd: &Etcd, from: i64) -> Interrupted {
+        let mut watch = match etcd.watch(&self.prefix, from, false).await {
+            Ok(w) => w,
+            Err(e) => return Interrupted::Failed(e),
         };
         // Quiet resources still advance: ask etcd where the stream stands every second.
         let mut progress = tokio::time::interval(Duration::from_secs(1));
         loop {
             tokio::select! {
-                msg = stream.message() => {
-                    let resp = match msg {
-                        Ok(Some(r)) => r,
-                        Ok(None) => return WatchEnd::Failed("etcd closed the watch".into()),
-                        Err(e) => return WatchEnd::Failed(e.to_string()),
-                    };
-                    if resp.canceled() {
-                        if resp.compact_revision() > 0 {
-                            return WatchEnd::Compacted;
-                        }
-                        return WatchEnd::Failed(format!("watch canceled: {}", resp.cancel_reason()));
+                msg = watch.next() => match msg {
+                    Ok(resp) => match resp.progress() {
+                        Some(rv) => self.progress(rv),
+                        None => self.apply(resp.events()),
+                    },
+                    Err(WatchEnd::Canceled { compact_revision, .. }) if compact_revision > 0 => {
+                        return Interrupted::Compacted;
                     }
-                    if resp.events().is_empty() {
-                        if !resp.created()
-                            && let Some(h) = resp.header()
-                        {
-                            self.progress(h.revision());
-                        }
-                        continue;
+                    Err(WatchEnd::Canceled { reason, .. }) => {
+                        return Interrupted::Failed(format!("watch canceled: {reason}"));
                     }
-                    let mut st = self.lock();
-                    for ev in resp.events() {
-                        self.apply(&mut st, ev);
-                    }
-                }
+                    Err(WatchEnd::Failed(e)) => return Interrupted::Failed(e),
+                },
                 _ = progress.tick() => {
-                    if let Err(e) = stream.request_progress().await {
-                        return WatchEnd::Failed(e.to_string());
+                    if let Err(e) = watch.request_progress().await {
+                        return Interrupted::Failed(e);
                     }
                 }
             }
         }
     }
 
-    fn progress(&self, rv: i64) {
+    /// Every event up to `rv` has been applied (an etcd progress notification).
+    pub fn progress(&self, rv: i64) {
         let mut st = self.lock();
         if rv > st.rv {
             st.rv = rv;
@@ -335,16 +326,24 @@ impl WatchCache {
         }
     }
 
-    fn apply(&self, st: &mut State, ev: &etcd_client::Event) {
-        let Some(kv) = ev.kv() else { return };
-        let rv = kv.mod_revision();
+    /// Applies etcd's events, in revision order, under one lock: the objects, the window and
+    /// the broadcast move together.
+    pub fn apply<'a>(&self, events: impl IntoIterator<Item = etcd::Event<'a>>) {
+        let mut st = self.lock();
+        for ev in events {
+            self.apply_one(&mut st, &ev);
+        }
+    }
+
+    fn apply_one(&self, st: &mut State, ev: &etcd::Event<'_>) {
+        let rv = ev.mod_revision;
         if rv <= st.rv {
             return; // already seen (a resumed watch may repeat the boundary)
         }
-        let key = String::from_utf8_lossy(kv.key()).into_owned();
-        let (kind, obj, prev) = match ev.event_type() {
-            EtcdEventType::Put => {
-                let obj = match from_storage(&self.info, kv.value(), rv) {
+        let key = String::from_utf8_lossy(ev.key).into_owned();
+        let (kind, obj, prev) = match ev.kind {
+            EventKind::Put => {
+                let obj = match from_storage(&self.info, ev.value, rv) {
                     Ok(o) => Arc::new(o),
                     Err(e) => {
                         tracing::error!(key = %key, error = %e, "skipping unreadable object");
@@ -359,7 +358,7 @@ impl WatchCache {
                 };
                 (kind, obj, prev)
             }
-            EtcdEventType::Delete => {
+            EventKind::Delete => {
                 let Some(prev) = st.store.remove(&key) else {
                     st.rv = rv;
                     return;
@@ -378,5 +377,163 @@ impl WatchCache {
         }
         st.rv = rv;
         let _ = st.tx.send(Broadcast::Event(event));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const PREFIX: &str = "/registry/core/configmaps/";
+
+    fn cache(capacity: usize) -> Arc<WatchCache> {
+        let info = keel_api::builtin_resources()
+            .into_iter()
+            .find(|r| r.kind == "ConfigMap")
+            .unwrap();
+        let cache = WatchCache::new(Arc::new(info), PREFIX.into(), capacity);
+        cache.load(BTreeMap::new(), 100);
+        cache
+    }
+
+    fn key(name: &str) -> String {
+        format!("{PREFIX}default/{name}")
+    }
+
+    fn value(name: &str, data: &str) -> Vec<u8> {
+        serde_json::to_vec(&json!({"metadata": {"name": name, "namespace": "default"},
+            "data": {"v": data}}))
+        .unwrap()
+    }
+
+    fn put<'a>(key: &'a str, value: &'a [u8], rv: i64) -> etcd::Event<'a> {
+        etcd::Event {
+            kind: EventKind::Put,
+            key: key.as_bytes(),
+            value,
+            mod_revision: rv,
+            create_revision: rv,
+            prev: None,
+        }
+    }
+
+    fn delete(key: &str, rv: i64) -> etcd::Event<'_> {
+        etcd::Event {
+            kind: EventKind::Delete,
+            key: key.as_bytes(),
+            value: b"",
+            mod_revision: rv,
+            create_revision: 0,
+            prev: None,
+        }
+    }
+
+    fn kinds(events: &[Arc<CacheEvent>]) -> Vec<(EventType, i64)> {
+        events.iter().map(|e| (e.kind, e.rv)).collect()
+    }
+
+    #[test]
+    fn events_apply_once_in_revision_order() {
+        let c = cache(16);
+        let (k, v1, v2) = (key("a"), value("a", "1"), value("a", "2"));
+        c.apply([put(&k, &v1, 101), put(&k, &v2, 102)]);
+        // A resumed etcd watch may repeat the boundary: seen revisions are ignored.
+        c.apply([put(&k, &v1, 101)]);
+        assert_eq!(c.revision(), 102);
+        let a = c.get(&k).unwrap();
+        assert_eq!(a.resource_version(), "102");
+        assert_eq!(a.as_map()["data"]["v"], "2");
+        let reg = c.register(Some(100)).unwrap();
+        assert_eq!(
+            kinds(&reg.backlog),
+            [(EventType::Added, 101), (EventType::Modified, 102)]
+        );
+    }
+
+    #[test]
+    fn a_delete_carries_the_last_state_at_the_delete_revision() {
+        let c = cache(16);
+        let (k, v) = (key("a"), value("a", "1"));
+        c.apply([put(&k, &v, 101), delete(&k, 102)]);
+        assert!(c.get(&k).is_none());
+        let reg = c.register(Some(101)).unwrap();
+        let deleted = &reg.backlog[0];
+        assert_eq!(deleted.kind, EventType::Deleted);
+        assert_eq!(deleted.obj.resource_version(), "102");
+        assert_eq!(deleted.obj.as_map()["data"]["v"], "1");
+        // A delete of a key the cache never held only advances the revision.
+        let other = key("never");
+        c.apply([delete(&other, 103)]);
+        assert_eq!(c.revision(), 103);
+        assert_eq!(c.register(Some(102)).unwrap().backlog.len(), 0);
+    }
+
+    #[test]
+    fn the_window_keeps_the_newest_events_and_refuses_older_resumes() {
+        let c = cache(16);
+        let (k, v) = (key("a"), value("a", "1"));
+        c.apply((101..=120).map(|rv| put(&k, &v, rv)));
+        // 20 events through a window of 16: 101..=104 fell out, so it is complete after 104.
+        assert_eq!(c.register(Some(103)).err(), Some(104));
+        let reg = c.register(Some(104)).unwrap();
+        assert_eq!(reg.backlog.len(), 16);
+        assert_eq!(reg.backlog[0].rv, 105);
+        assert_eq!(reg.after, 104);
+        // From the current state: the objects, then events after the cache's revision.
+        let now = c.register(None).unwrap();
+        assert_eq!(now.initial.len(), 1);
+        assert_eq!(now.after, 120);
+    }
+
+    #[test]
+    fn progress_advances_a_quiet_cache_and_tells_watchers() {
+        let c = cache(16);
+        let mut reg = c.register(Some(100)).unwrap();
+        c.progress(150);
+        c.progress(140); // older news
+        assert_eq!(c.revision(), 150);
+        assert!(matches!(reg.rx.try_recv(), Ok(Broadcast::Progress(150))));
+        assert!(reg.rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_relist_ends_the_watchers_of_the_previous_copy() {
+        let c = cache(16);
+        let mut reg = c.register(None).unwrap();
+        let (k, v) = (key("a"), value("a", "1"));
+        let obj = Arc::new(from_storage(&c.info, &v, 300).unwrap());
+        c.load(BTreeMap::from([(k.clone(), obj)]), 300);
+        assert!(matches!(
+            reg.rx.try_recv(),
+            Err(broadcast::error::TryRecvError::Closed)
+        ));
+        assert_eq!(c.get(&k).unwrap().resource_version(), "300");
+        assert_eq!(c.register(Some(299)).err(), Some(300));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn readers_wait_for_the_first_list_until_their_deadline() {
+        let info = keel_api::builtin_resources()
+            .into_iter()
+            .find(|r| r.kind == "ConfigMap")
+            .unwrap();
+        let c = WatchCache::new(Arc::new(info), PREFIX.into(), 16);
+        let start = Instant::now();
+        let e = c
+            .wait_ready(start + Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        assert_eq!(e.reason, keel_api::Reason::ServiceUnavailable);
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        let waiter = {
+            let c = c.clone();
+            tokio::spawn(async move { c.wait_ready(Instant::now() + Duration::from_secs(5)).await })
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        c.load(BTreeMap::new(), 7);
+        waiter.await.unwrap().unwrap();
+        assert!(c.is_ready());
     }
 }

@@ -1,10 +1,11 @@
 //! One client's watch: replays what it asked for, then follows the live feed, filtering by
 //! namespace and selectors and turning selector transitions into `ADDED`/`DELETED`.
 //!
-//! A watch served from the cache is a stream that tonic polls directly: no task and no channel
-//! per watcher, so a delivery costs one broadcast receive. tonic polls only while the client's
-//! HTTP/2 window has room, so a client that stops reading falls behind the cache's bounded
-//! broadcast and is closed with `Expired` instead of buffering without bound.
+//! A watch served from the cache is a stream the transport polls directly: no task and no
+//! channel per watcher, so a delivery costs one broadcast receive. The transport polls only
+//! while the client can take more (HTTP/2 flow control), so a client that stops reading falls
+//! behind the cache's bounded broadcast and is closed with `Expired` instead of buffering
+//! without bound.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -12,41 +13,49 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use etcd_client::{EventType as EtcdEventType, WatchOptions};
 use futures::Stream;
-use keel_api::proto::WatchEvent;
-use keel_api::selector::{FieldSelector, LabelSelector};
-use keel_api::{ApiError, Object, ResourceInfo};
+use keel_api::{ApiError, ResourceInfo};
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Interval;
 
-use super::etcd::Etcd;
+use super::codec::from_storage;
+use super::filter::Filter;
 use super::watch_cache::{Broadcast, CacheEvent, EventType, Registration};
+use crate::etcd::{self, Etcd, EventKind, WatchEnd};
 use crate::metrics::Metrics;
-use crate::registry::strategy::from_storage;
 
-/// A watch as the gRPC service returns it.
-pub type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchEvent, tonic::Status>> + Send>>;
-
-/// Which objects a watcher wants.
-#[derive(Debug, Clone, Default)]
-pub struct Filter {
-    /// Key prefix: the resource's, or one namespace's within it.
-    pub key_prefix: String,
-    pub namespace: Option<String>,
-    pub labels: LabelSelector,
-    pub fields: FieldSelector,
+/// What a watcher is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchEventKind {
+    Added,
+    Modified,
+    Deleted,
+    /// No object: every event up to the bookmark's `resourceVersion` has been sent.
+    Bookmark,
 }
 
-impl Filter {
-    pub fn matches(&self, obj: &Object) -> bool {
-        self.namespace
-            .as_ref()
-            .is_none_or(|ns| obj.namespace() == ns)
-            && self.labels.matches_object(obj)
-            && self.fields.matches_object(obj)
+impl WatchEventKind {
+    /// The name Kubernetes gives it (`ADDED`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WatchEventKind::Added => "ADDED",
+            WatchEventKind::Modified => "MODIFIED",
+            WatchEventKind::Deleted => "DELETED",
+            WatchEventKind::Bookmark => "BOOKMARK",
+        }
     }
 }
+
+/// One event for one watcher: the object's JSON is a shared buffer (every watcher of a cache
+/// event sends the same bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchEvent {
+    pub kind: WatchEventKind,
+    pub object: Bytes,
+}
+
+/// A watch: events in revision order; an error ends it.
+pub type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchEvent, ApiError>> + Send>>;
 
 /// The buffer of a watch served straight from etcd (between its task and the client).
 const ETCD_WATCH_BUFFER: usize = 128;
@@ -55,16 +64,15 @@ const ETCD_WATCH_BUFFER: usize = 128;
 pub struct WatchParams {
     pub info: Arc<ResourceInfo>,
     pub filter: Filter,
+    /// How often to send a bookmark (`None`: the client did not ask for them).
     pub bookmarks: Option<Duration>,
     pub metrics: Metrics,
+    /// Set when the server shuts down: every watch ends, and clients resume elsewhere.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
-fn event(kind: &str, object: Bytes) -> WatchEvent {
-    WatchEvent {
-        r#type: kind.into(),
-        object,
-    }
+fn event(kind: WatchEventKind, object: Bytes) -> WatchEvent {
+    WatchEvent { kind, object }
 }
 
 /// The client event for a cache event under this filter, if any.
@@ -72,15 +80,15 @@ fn to_client(ev: &CacheEvent, f: &Filter) -> Option<WatchEvent> {
     let now = ev.kind != EventType::Deleted && f.matches(&ev.obj);
     let before = ev.prev.as_ref().is_some_and(|p| f.matches(p));
     match (ev.kind, now, before) {
-        (EventType::Deleted, _, true) => Some(event("DELETED", ev.bytes())),
+        (EventType::Deleted, _, true) => Some(event(WatchEventKind::Deleted, ev.bytes())),
         (EventType::Deleted, _, false) => None,
-        (_, true, true) => Some(event("MODIFIED", ev.bytes())),
-        (_, true, false) => Some(event("ADDED", ev.bytes())),
+        (_, true, true) => Some(event(WatchEventKind::Modified, ev.bytes())),
+        (_, true, false) => Some(event(WatchEventKind::Added, ev.bytes())),
         (_, false, true) => {
             // Stopped matching: the previous state, at this event's revision.
             let mut last = ev.prev.as_deref().cloned()?;
             last.set_resource_version(&ev.rv.to_string());
-            Some(event("DELETED", Bytes::from(last.to_vec())))
+            Some(event(WatchEventKind::Deleted, Bytes::from(last.to_vec())))
         }
         (_, false, false) => None,
     }
@@ -93,7 +101,7 @@ fn bookmark(info: &ResourceInfo, rv: i64) -> WatchEvent {
         "metadata": {"resourceVersion": rv.to_string()},
     });
     event(
-        "BOOKMARK",
+        WatchEventKind::Bookmark,
         Bytes::from(serde_json::to_vec(&obj).unwrap_or_default()),
     )
 }
@@ -152,7 +160,7 @@ struct CacheWatch {
 }
 
 impl CacheWatch {
-    async fn next(&mut self) -> Option<Result<WatchEvent, tonic::Status>> {
+    async fn next(&mut self) -> Option<Result<WatchEvent, ApiError>> {
         if self.done {
             return None;
         }
@@ -172,12 +180,11 @@ impl CacheWatch {
                         self.done = true;
                         return Some(Err(ApiError::expired(format!(
                             "the watcher fell {n} events behind and was closed; resume from the last resourceVersion or relist"
-                        ))
-                        .into()));
+                        ))));
                     }
                     Err(broadcast::error::RecvError::Closed) => {
                         self.done = true;
-                        return Some(Err(ApiError::expired("the watch cache was reloaded; relist and watch again").into()));
+                        return Some(Err(ApiError::expired("the watch cache was reloaded; relist and watch again")));
                     }
                 },
                 _ = tick(&mut self.bookmarks) => {
@@ -187,7 +194,7 @@ impl CacheWatch {
                 }
                 _ = shutting_down(&mut self.shutdown) => {
                     self.done = true;
-                    return Some(Err(ApiError::unavailable("the API server is shutting down; watch again").into()));
+                    return Some(Err(ApiError::unavailable("the API server is shutting down; watch again")));
                 }
             }
         }
@@ -211,7 +218,7 @@ pub fn serve_from_cache(reg: Registration, params: WatchParams) -> WatchStream {
     let mut pending = VecDeque::new();
     for obj in &reg.initial {
         if params.filter.matches(obj) {
-            pending.push_back(event("ADDED", Bytes::from(obj.to_vec())));
+            pending.push_back(event(WatchEventKind::Added, Bytes::from(obj.to_vec())));
         }
     }
     for ev in &reg.backlog {
@@ -241,29 +248,21 @@ pub fn serve_from_cache(reg: Registration, params: WatchParams) -> WatchStream {
 
 /// Serves a watcher whose revision is older than the cache holds straight from etcd, which
 /// keeps history until compaction (then: `Expired`). Rare (a client resuming after this
-/// replica restarted), so a task and a channel are fine here.
-pub fn serve_from_etcd(etcd: Etcd, from: i64, params: WatchParams) -> WatchStream {
-    let (out, rx) = mpsc::channel::<Result<WatchEvent, tonic::Status>>(ETCD_WATCH_BUFFER);
+/// replica restarted), so a task and a channel are fine here. `prefix` is the watched keys'.
+pub fn serve_from_etcd(etcd: Etcd, prefix: String, from: i64, params: WatchParams) -> WatchStream {
+    let (out, rx) = mpsc::channel::<Result<WatchEvent, ApiError>>(ETCD_WATCH_BUFFER);
     tokio::spawn(async move {
-        let fail = |e: ApiError| Err::<WatchEvent, tonic::Status>(e.into());
         let mut shutdown = params.shutdown.clone();
-        let prefix = params.filter.key_prefix.clone();
         let info = params.info.clone();
         let mut progress = Progress {
             seen: from,
             bookmarked: from,
         };
-        let opts = WatchOptions::new()
-            .with_prefix()
-            .with_start_revision(from + 1)
-            .with_prev_key()
-            .with_progress_notify();
-        let mut client = etcd.client();
-        let mut stream = match client.watch(prefix, Some(opts)).await {
-            Ok(st) => st,
+        let mut watch = match etcd.watch(&prefix, from + 1, true).await {
+            Ok(w) => w,
             Err(e) => {
                 let _ = out
-                    .send(fail(ApiError::unavailable(format!("etcd watch: {e}"))))
+                    .send(Err(ApiError::unavailable(format!("etcd watch: {e}"))))
                     .await;
                 return;
             }
@@ -272,30 +271,27 @@ pub fn serve_from_etcd(etcd: Etcd, from: i64, params: WatchParams) -> WatchStrea
         every.tick().await;
         loop {
             tokio::select! {
-                msg = stream.message() => {
+                msg = watch.next() => {
                     let resp = match msg {
-                        Ok(Some(r)) => r,
-                        Ok(None) | Err(_) => {
-                            let _ = out.send(fail(ApiError::unavailable("the etcd watch ended; watch again from the last resourceVersion"))).await;
+                        Ok(r) => r,
+                        Err(WatchEnd::Canceled { compact_revision, .. }) => {
+                            let e = ApiError::expired(format!(
+                                "too old resource version: {from} (etcd compacted to {compact_revision})"
+                            ));
+                            let _ = out.send(Err(e)).await;
+                            return;
+                        }
+                        Err(WatchEnd::Failed(_)) => {
+                            let _ = out.send(Err(ApiError::unavailable("the etcd watch ended; watch again from the last resourceVersion"))).await;
                             return;
                         }
                     };
-                    if resp.canceled() {
-                        let e = ApiError::expired(format!(
-                            "too old resource version: {from} (etcd compacted to {})",
-                            resp.compact_revision()
-                        ));
-                        let _ = out.send(fail(e)).await;
-                        return;
-                    }
-                    if resp.events().is_empty() && !resp.created() {
-                        if let Some(h) = resp.header() {
-                            progress.seen = progress.seen.max(h.revision());
-                        }
+                    if let Some(rv) = resp.progress() {
+                        progress.seen = progress.seen.max(rv);
                         continue;
                     }
                     for ev in resp.events() {
-                        let Some(ce) = convert(&info, ev) else { continue };
+                        let Some(ce) = convert(&info, &ev) else { continue };
                         if let Some(e) = progress.consider(&ce, &params.filter) {
                             if out.send(Ok(e)).await.is_err() {
                                 return;
@@ -305,7 +301,7 @@ pub fn serve_from_etcd(etcd: Etcd, from: i64, params: WatchParams) -> WatchStrea
                     }
                 }
                 _ = every.tick() => {
-                    let _ = stream.request_progress().await;
+                    let _ = watch.request_progress().await;
                     if params.bookmarks.is_some()
                         && let Some(b) = progress.bookmark(&info)
                         && out.send(Ok(b)).await.is_err()
@@ -315,7 +311,7 @@ pub fn serve_from_etcd(etcd: Etcd, from: i64, params: WatchParams) -> WatchStrea
                 }
                 _ = out.closed() => return,
                 _ = shutting_down(&mut shutdown) => {
-                    let _ = out.send(fail(ApiError::unavailable("the API server is shutting down; watch again"))).await;
+                    let _ = out.send(Err(ApiError::unavailable("the API server is shutting down; watch again"))).await;
                     return;
                 }
             }
@@ -325,24 +321,23 @@ pub fn serve_from_etcd(etcd: Etcd, from: i64, params: WatchParams) -> WatchStrea
 }
 
 /// An etcd event (with its previous value) as a cache event.
-fn convert(info: &ResourceInfo, ev: &etcd_client::Event) -> Option<CacheEvent> {
-    let kv = ev.kv()?;
-    let rv = kv.mod_revision();
+fn convert(info: &ResourceInfo, ev: &etcd::Event<'_>) -> Option<CacheEvent> {
+    let rv = ev.mod_revision;
     let prev = ev
-        .prev_kv()
-        .and_then(|p| from_storage(info, p.value(), p.mod_revision()).ok())
+        .prev
+        .and_then(|(value, revision)| from_storage(info, value, revision).ok())
         .map(Arc::new);
-    match ev.event_type() {
-        EtcdEventType::Put => {
-            let obj = from_storage(info, kv.value(), rv).ok()?;
-            let kind = if kv.create_revision() == rv {
+    match ev.kind {
+        EventKind::Put => {
+            let obj = from_storage(info, ev.value, rv).ok()?;
+            let kind = if ev.create_revision == rv {
                 EventType::Added
             } else {
                 EventType::Modified
             };
             Some(CacheEvent::new(kind, rv, Arc::new(obj), prev))
         }
-        EtcdEventType::Delete => {
+        EventKind::Delete => {
             let mut last = prev.as_deref()?.clone();
             last.set_resource_version(&rv.to_string());
             Some(CacheEvent::new(
@@ -352,5 +347,228 @@ fn convert(info: &ResourceInfo, ev: &etcd_client::Event) -> Option<CacheEvent> {
                 prev,
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use futures::StreamExt;
+    use keel_api::selector::LabelSelector;
+    use keel_api::{Object, Reason};
+    use serde_json::{Value, json};
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::storage::watch_cache::WatchCache;
+
+    const PREFIX: &str = "/registry/core/configmaps/";
+
+    struct Setup {
+        cache: Arc<WatchCache>,
+        shutdown: tokio::sync::watch::Sender<bool>,
+    }
+
+    /// A loaded cache of ConfigMaps at revision 100 holding `objects`.
+    fn setup(capacity: usize, objects: &[(&str, &str)]) -> Setup {
+        let info = Arc::new(
+            keel_api::builtin_resources()
+                .into_iter()
+                .find(|r| r.kind == "ConfigMap")
+                .unwrap(),
+        );
+        let cache = WatchCache::new(info.clone(), PREFIX.into(), capacity);
+        let store: BTreeMap<String, Arc<Object>> = objects
+            .iter()
+            .map(|(name, app)| {
+                let obj = from_storage(&info, &value(name, app), 100).unwrap();
+                (key(name), Arc::new(obj))
+            })
+            .collect();
+        cache.load(store, 100);
+        Setup {
+            cache,
+            shutdown: tokio::sync::watch::channel(false).0,
+        }
+    }
+
+    impl Setup {
+        fn watch(
+            &self,
+            from: Option<i64>,
+            filter: Filter,
+            bookmarks: Option<Duration>,
+        ) -> WatchStream {
+            let params = WatchParams {
+                info: self.cache.info.clone(),
+                filter,
+                bookmarks,
+                metrics: Metrics::new(),
+                shutdown: self.shutdown.subscribe(),
+            };
+            serve_from_cache(self.cache.register(from).unwrap(), params)
+        }
+
+        fn put(&self, name: &str, app: &str, rv: i64) {
+            let (k, v) = (key(name), value(name, app));
+            self.cache.apply([etcd::Event {
+                kind: EventKind::Put,
+                key: k.as_bytes(),
+                value: &v,
+                mod_revision: rv,
+                create_revision: rv,
+                prev: None,
+            }]);
+        }
+
+        fn delete(&self, name: &str, rv: i64) {
+            let k = key(name);
+            self.cache.apply([etcd::Event {
+                kind: EventKind::Delete,
+                key: k.as_bytes(),
+                value: b"",
+                mod_revision: rv,
+                create_revision: 0,
+                prev: None,
+            }]);
+        }
+    }
+
+    fn key(name: &str) -> String {
+        format!("{PREFIX}default/{name}")
+    }
+
+    fn value(name: &str, app: &str) -> Vec<u8> {
+        serde_json::to_vec(&json!({"metadata": {"name": name, "namespace": "default",
+            "labels": {"app": app}}}))
+        .unwrap()
+    }
+
+    fn app(app: &str) -> Filter {
+        Filter {
+            labels: LabelSelector::parse(&format!("app={app}")).unwrap(),
+            ..Filter::default()
+        }
+    }
+
+    /// The next event as (type, name, resourceVersion).
+    async fn next(w: &mut WatchStream) -> (WatchEventKind, String, String) {
+        let ev = w.next().await.expect("the watch ended").expect("an event");
+        let obj: Value = serde_json::from_slice(&ev.object).unwrap();
+        let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let rv = obj["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        (ev.kind, name, rv)
+    }
+
+    fn ev(kind: WatchEventKind, name: &str, rv: i64) -> (WatchEventKind, String, String) {
+        (kind, name.to_string(), rv.to_string())
+    }
+
+    use WatchEventKind::{Added, Bookmark, Deleted, Modified};
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_without_version_starts_with_the_current_objects() {
+        let s = setup(16, &[("a", "web"), ("b", "web")]);
+        let mut w = s.watch(None, Filter::default(), None);
+        assert_eq!(next(&mut w).await, ev(Added, "a", 100));
+        assert_eq!(next(&mut w).await, ev(Added, "b", 100));
+        s.put("c", "web", 101);
+        s.put("a", "web", 102);
+        assert_eq!(next(&mut w).await, ev(Added, "c", 101));
+        assert_eq!(next(&mut w).await, ev(Modified, "a", 102));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn selector_transitions_become_added_and_deleted() {
+        let s = setup(16, &[]);
+        let mut w = s.watch(Some(100), app("web"), None);
+        s.put("a", "web", 101);
+        s.put("other", "db", 102);
+        s.put("a", "db", 103);
+        s.put("a", "web", 104);
+        s.delete("a", 105);
+        assert_eq!(next(&mut w).await, ev(Added, "a", 101));
+        // Stopped matching: the previous state, at the revision it stopped.
+        assert_eq!(next(&mut w).await, ev(Deleted, "a", 103));
+        assert_eq!(next(&mut w).await, ev(Added, "a", 104));
+        assert_eq!(next(&mut w).await, ev(Deleted, "a", 105));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_resumed_watch_replays_the_window_after_its_version() {
+        let s = setup(16, &[]);
+        s.put("a", "web", 101);
+        s.put("b", "web", 102);
+        let mut w = s.watch(Some(101), Filter::default(), None);
+        s.put("c", "web", 103);
+        assert_eq!(next(&mut w).await, ev(Added, "b", 102));
+        assert_eq!(next(&mut w).await, ev(Added, "c", 103));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watcher_a_window_behind_is_closed_with_expired() {
+        let s = setup(16, &[]);
+        let mut w = s.watch(Some(100), Filter::default(), None);
+        // The client reads nothing while 40 events go by a broadcast 16 deep.
+        for rv in 101..=140 {
+            s.put("a", "web", rv);
+        }
+        let e = w.next().await.unwrap().unwrap_err();
+        assert_eq!(e.reason, Reason::Expired);
+        assert!(e.message.starts_with("the watcher fell"), "{}", e.message);
+        assert!(w.next().await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bookmarks_come_each_interval_when_the_stream_has_advanced() {
+        let s = setup(16, &[]);
+        let start = Instant::now();
+        let every = Duration::from_secs(10);
+        let mut w = s.watch(Some(100), Filter::default(), Some(every));
+        // etcd says the resource is complete up to 105, with nothing to send.
+        s.cache.progress(105);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(9), w.next())
+                .await
+                .is_err()
+        );
+        assert_eq!(next(&mut w).await, ev(Bookmark, "", 105));
+        assert_eq!(start.elapsed(), every);
+        // Nothing new: no bookmark at the next tick.
+        assert!(
+            tokio::time::timeout(Duration::from_secs(15), w.next())
+                .await
+                .is_err()
+        );
+        s.put("a", "web", 106);
+        assert_eq!(next(&mut w).await, ev(Added, "a", 106));
+        assert_eq!(next(&mut w).await, ev(Bookmark, "", 106));
+        assert_eq!(start.elapsed(), 3 * every);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_bookmarks_unless_asked() {
+        let s = setup(16, &[]);
+        let mut w = s.watch(Some(100), Filter::default(), None);
+        s.cache.progress(105);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(600), w.next())
+                .await
+                .is_err()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn watches_end_when_the_server_shuts_down() {
+        let s = setup(16, &[]);
+        let mut w = s.watch(Some(100), Filter::default(), None);
+        s.shutdown.send_replace(true);
+        let e = w.next().await.unwrap().unwrap_err();
+        assert_eq!(e.reason, Reason::ServiceUnavailable);
+        assert!(w.next().await.is_none());
     }
 }

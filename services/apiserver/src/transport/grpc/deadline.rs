@@ -1,13 +1,6 @@
-//! A request's deadline, from its `grpc-timeout` header.
+//! A request's timeout, from its `grpc-timeout` header.
 
 use std::time::Duration;
-
-use tokio::time::Instant;
-
-/// Used when the client sets no deadline: long enough for a contended PATCH to land.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-/// No request holds server resources longer than this, whatever it asks for.
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Parses gRPC's timeout format: up to 8 digits and a unit (`H`, `M`, `S`, `m`, `u`, `n`).
 fn parse_grpc_timeout(v: &str) -> Option<Duration> {
@@ -27,16 +20,13 @@ fn parse_grpc_timeout(v: &str) -> Option<Duration> {
     })
 }
 
-/// When the request must be answered by.
-pub fn of<T>(req: &tonic::Request<T>) -> Instant {
-    let timeout = req
-        .metadata()
+/// How long the client gives the request (`None`: it set no valid deadline; the request layer
+/// applies its default and its maximum).
+pub fn timeout<T>(req: &tonic::Request<T>) -> Option<Duration> {
+    req.metadata()
         .get("grpc-timeout")
         .and_then(|v| v.to_str().ok())
         .and_then(parse_grpc_timeout)
-        .unwrap_or(DEFAULT_TIMEOUT)
-        .min(MAX_TIMEOUT);
-    Instant::now() + timeout
 }
 
 #[cfg(test)]

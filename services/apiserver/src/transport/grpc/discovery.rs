@@ -1,4 +1,4 @@
-//! `Discovery`: the served resources, as `kubectl api-resources` shows them.
+//! `Discovery` over gRPC: the served resources, as `kubectl api-resources` shows them.
 
 use std::sync::Arc;
 
@@ -6,10 +6,10 @@ use keel_api::proto::discovery_server::Discovery;
 use keel_api::proto::{ApiResource, DiscoveryRequest, DiscoveryResponse};
 use tonic::{Request, Response, Status};
 
-use crate::registry::Resources;
+use crate::request::{Handler, Subresource};
 
 pub struct DiscoveryService {
-    pub resources: Arc<Resources>,
+    pub handler: Arc<Handler>,
 }
 
 const VERBS: [&str; 7] = [
@@ -23,8 +23,8 @@ impl Discovery for DiscoveryService {
         _: Request<DiscoveryRequest>,
     ) -> Result<Response<DiscoveryResponse>, Status> {
         let resources = self
-            .resources
-            .all()
+            .handler
+            .resources()
             .iter()
             .map(|r| ApiResource {
                 group: r.gvr.group.clone(),
@@ -35,16 +35,10 @@ impl Discovery for DiscoveryService {
                 short_names: r.short_names.clone(),
                 namespaced: r.namespaced,
                 verbs: VERBS.iter().map(|v| v.to_string()).collect(),
-                subresources: {
-                    let mut subs = Vec::new();
-                    if r.status_subresource {
-                        subs.push("status".to_string());
-                    }
-                    if r.kind == "Namespace" {
-                        subs.push("finalize".to_string());
-                    }
-                    subs
-                },
+                subresources: Subresource::served(r)
+                    .into_iter()
+                    .map(String::from)
+                    .collect(),
             })
             .collect();
         Ok(Response::new(DiscoveryResponse { resources }))

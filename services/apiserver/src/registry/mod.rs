@@ -1,0 +1,24 @@
+//! The registry: the served resources and, per kind, the rules objects follow on their way
+//! into storage (Kubernetes' `registry`): create and update rules with defaults (`strategy`),
+//! validation, admission, deletion and finalizers, PATCH as a mutation, and the registry store
+//! that applies them around storage's verbs.
+//!
+//! It knows storage below it and nothing of the transport above: patch types, delete options
+//! and errors are its own or keel's types.
+
+mod admission;
+mod bootstrap;
+pub mod deletion;
+pub mod patch;
+mod resources;
+mod store;
+pub mod strategy;
+pub mod validation;
+
+pub use deletion::{DeleteOptions, FinalizerRules, Propagation};
+pub use patch::PatchType;
+pub use resources::Resources;
+pub use store::Registry;
+pub use strategy::Subresource;
+// What the registry's verbs take and return, from storage below it.
+pub use crate::storage::{Filter, ListResult, WatchEvent, WatchEventKind, WatchStream, target};

@@ -1,0 +1,249 @@
+//! The registry store: every verb of every resource, with the resource's rules (strategy,
+//! validation, admission, deletion) on top of storage, as Kubernetes'
+//! `registry/generic/registry.Store`. What the client sent arrives parsed by the request layer,
+//! except `resourceVersion`s, which are parsed here with storage's parser.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use keel_api::{ApiError, GroupVersionResource, Object, ResourceInfo};
+use tokio::time::Instant;
+
+use super::admission;
+use super::deletion::{self, DeleteOptions};
+use super::patch::{self, PatchType};
+use super::resources::Resources;
+use super::strategy::{self, Subresource, kind_target};
+use super::validation::validate;
+use crate::metrics::Metrics;
+use crate::storage::resource_version;
+use crate::storage::{
+    Change, Coalescer, Filter, ListQuery, ListResult, Mutation, ReadFrom, Store, UpdateOptions,
+    WatchStream, target,
+};
+
+/// How long readiness waits for etcd to answer.
+const READINESS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The registry: the served resources and their verbs.
+pub struct Registry {
+    resources: Arc<Resources>,
+    store: Arc<Store>,
+    /// PATCHes without a precondition go through it: one compare-and-swap per batch.
+    coalescer: Arc<Coalescer>,
+    /// Set once the built-in namespaces exist (a condition of readiness).
+    bootstrapped: AtomicBool,
+}
+
+impl Registry {
+    pub fn new(
+        resources: Arc<Resources>,
+        store: Arc<Store>,
+        max_queued_patches: usize,
+        metrics: Metrics,
+    ) -> Arc<Registry> {
+        Arc::new(Registry {
+            coalescer: Coalescer::new(store.clone(), max_queued_patches, metrics),
+            resources,
+            store,
+            bootstrapped: AtomicBool::new(false),
+        })
+    }
+
+    /// The resource a request names, or `NotFound` naming it.
+    pub fn lookup(
+        &self,
+        gvr: Option<&GroupVersionResource>,
+    ) -> Result<Arc<ResourceInfo>, ApiError> {
+        self.resources.lookup(gvr)
+    }
+
+    /// Every served resource, sorted by group and name.
+    pub fn resources(&self) -> Vec<Arc<ResourceInfo>> {
+        self.resources.all()
+    }
+
+    /// Whether this replica can serve: storage is ready and the built-in namespaces exist;
+    /// else why not.
+    pub async fn readiness(&self) -> Result<(), String> {
+        self.store
+            .readiness(Instant::now() + READINESS_TIMEOUT)
+            .await?;
+        if !self.bootstrapped.load(Ordering::Acquire) {
+            return Err("creating the built-in namespaces".into());
+        }
+        Ok(())
+    }
+
+    pub(super) fn set_bootstrapped(&self) {
+        self.bootstrapped.store(true, Ordering::Release);
+    }
+
+    /// Creates an object: the kind's create rules and validation, then namespace admission.
+    pub async fn create(
+        &self,
+        info: &Arc<ResourceInfo>,
+        mut obj: Object,
+        deadline: Instant,
+    ) -> Result<Object, ApiError> {
+        strategy::prepare_for_create(info, &mut obj);
+        validate(info, &obj)?;
+        let t = target(info, obj.name());
+        if info.namespaced {
+            let namespaces = self.namespaces()?;
+            admission::require_namespace(&self.store, &namespaces, &t, obj.namespace(), deadline)
+                .await?;
+        }
+        let key = self.store.key(info, obj.namespace(), obj.name());
+        self.store.create(&key, obj, deadline).await
+    }
+
+    /// Reads an object: from etcd, or from the watch cache for `resourceVersion: "0"`. Any other
+    /// version is accepted as "not older than" and read from etcd.
+    pub async fn get(
+        &self,
+        info: &Arc<ResourceInfo>,
+        namespace: &str,
+        name: &str,
+        resource_version: &str,
+        deadline: Instant,
+    ) -> Result<Object, ApiError> {
+        let t = target(info, name);
+        let from = match resource_version::parse(resource_version) {
+            Ok(Some(0)) => ReadFrom::Cache,
+            Ok(_) => ReadFrom::Etcd,
+            Err(e) => return Err(e.bad_request(&t)),
+        };
+        let key = self.store.key(info, namespace, name);
+        self.store.get(&key, from, deadline).await
+    }
+
+    /// Lists objects (`resource_version` as the client sent it; `"0"` may be served from the
+    /// cache).
+    pub async fn list(
+        &self,
+        info: &Arc<ResourceInfo>,
+        filter: Filter,
+        limit: i64,
+        continue_token: String,
+        resource_version: &str,
+        deadline: Instant,
+    ) -> Result<ListResult, ApiError> {
+        let q = ListQuery {
+            filter,
+            limit,
+            continue_token,
+            resource_version: resource_version::parse(resource_version)
+                .map_err(|e| e.bad_request(&target(info, "")))?,
+        };
+        self.store.list(info, &q, deadline).await
+    }
+
+    /// Replaces an object (or its `status`, or a Namespace's `finalize`) with `obj`, whose
+    /// namespace is resolved. A non-empty `metadata.resourceVersion` is a precondition.
+    pub async fn update(
+        &self,
+        info: &Arc<ResourceInfo>,
+        obj: Object,
+        sub: Subresource,
+        deadline: Instant,
+    ) -> Result<Object, ApiError> {
+        let key = self.store.key(info, obj.namespace(), obj.name());
+        let expected_revision = resource_version::parse(obj.resource_version())
+            .map_err(|e| e.invalid_field(kind_target(info, obj.name())))?;
+        let mutation = update_mutation(info, obj, sub);
+        let opts = UpdateOptions {
+            expected_revision,
+            ..UpdateOptions::default()
+        };
+        let committed = self.store.update(&key, opts, mutation, deadline).await?;
+        Ok(committed.object)
+    }
+
+    /// Patches an object. A patch that pins `metadata.resourceVersion` is a precondition (one
+    /// compare-and-swap, `Conflict` when stale); any other joins the object's coalescing queue.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn patch(
+        &self,
+        info: &Arc<ResourceInfo>,
+        namespace: &str,
+        name: &str,
+        sub: Subresource,
+        kind: PatchType,
+        body: &[u8],
+        deadline: Instant,
+    ) -> Result<Object, ApiError> {
+        let t = target(info, name);
+        let body = patch::parse(&t, body)?;
+        let expected_revision = match patch::precondition(kind, &body) {
+            None => None,
+            Some(rv) => resource_version::parse(&rv)
+                .map_err(|e| e.invalid_field(kind_target(info, name)))?,
+        };
+        let mutation = patch::mutation(info, kind, sub, body).map_err(|e| e.with_target(&t))?;
+        let key = self.store.key(info, namespace, name);
+        match expected_revision {
+            Some(_) => {
+                let opts = UpdateOptions {
+                    expected_revision,
+                    ..UpdateOptions::default()
+                };
+                let committed = self.store.update(&key, opts, mutation, deadline).await?;
+                Ok(committed.object)
+            }
+            None => self.coalescer.mutate(key, mutation, deadline).await,
+        }
+    }
+
+    /// Deletes an object (see [`deletion::deletion`]); returns it as it was last (marked, or
+    /// at the revision of its removal) and whether it is gone.
+    pub async fn delete(
+        &self,
+        info: &Arc<ResourceInfo>,
+        namespace: &str,
+        name: &str,
+        opts: DeleteOptions,
+        deadline: Instant,
+    ) -> Result<(Object, bool), ApiError> {
+        let expected_revision = resource_version::parse(&opts.resource_version)
+            .map_err(|e| e.bad_request(&target(info, name)))?;
+        let key = self.store.key(info, namespace, name);
+        let mutation = deletion::deletion(info, opts, expected_revision);
+        let update = UpdateOptions {
+            read_etcd: true,
+            ..UpdateOptions::default()
+        };
+        let committed = self.store.update(&key, update, mutation, deadline).await?;
+        Ok((committed.object, committed.removed))
+    }
+
+    /// Watches objects after `resource_version` (empty or `"0"`: the current objects first).
+    pub async fn watch(
+        &self,
+        info: &Arc<ResourceInfo>,
+        filter: Filter,
+        resource_version: &str,
+        allow_bookmarks: bool,
+    ) -> Result<WatchStream, ApiError> {
+        let from = resource_version::parse(resource_version)
+            .map_err(|e| e.bad_request(&target(info, "")))?
+            .filter(|rv| *rv > 0);
+        self.store.watch(info, filter, from, allow_bookmarks).await
+    }
+
+    fn namespaces(&self) -> Result<Arc<ResourceInfo>, ApiError> {
+        self.resources
+            .lookup(Some(&GroupVersionResource::new("", "v1", "namespaces")))
+    }
+}
+
+/// The mutation of an Update: the client's object, made a valid successor of the current one.
+fn update_mutation(info: &Arc<ResourceInfo>, obj: Object, sub: Subresource) -> Mutation {
+    let info = info.clone();
+    Box::new(move |current: &Object| {
+        let new = strategy::prepare_for_update(&info, obj.clone(), current, sub)?;
+        validate(&info, &new)?;
+        Ok(Change::Put(new))
+    })
+}

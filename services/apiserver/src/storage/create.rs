@@ -1,0 +1,34 @@
+//! Create: a transaction that puts the object only if its key has never been written.
+
+use keel_api::{ApiError, Object};
+use tokio::time::Instant;
+
+use super::Store;
+use super::codec;
+use super::keys::ObjectKey;
+use crate::etcd::Cas;
+
+impl Store {
+    /// Stores a new object; `AlreadyExists` when the key holds one. Returns it at its revision.
+    pub async fn create(
+        &self,
+        key: &ObjectKey,
+        mut obj: Object,
+        deadline: Instant,
+    ) -> Result<Object, ApiError> {
+        let t = key.target();
+        let bytes = codec::encode(&t, &obj)?;
+        match self
+            .etcd
+            .create(&key.key, bytes, deadline)
+            .await
+            .map_err(|e| e.with_target(&t))?
+        {
+            Cas::Done(rev) => {
+                obj.set_resource_version(&rev.to_string());
+                Ok(obj)
+            }
+            Cas::Stale(_) => Err(ApiError::already_exists(t)),
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! Which objects a List or a Watch wants: a namespace and label and field selectors.
+
+use keel_api::Object;
+use keel_api::selector::{FieldSelector, LabelSelector};
+
+/// The objects a List or Watch selects.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Only objects of this namespace (`None`: every namespace, or a cluster-scoped resource).
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+}
+
+impl Filter {
+    pub fn matches(&self, obj: &Object) -> bool {
+        self.namespace
+            .as_ref()
+            .is_none_or(|ns| obj.namespace() == ns)
+            && self.labels.matches_object(obj)
+            && self.fields.matches_object(obj)
+    }
+
+    /// Whether every object matches but for the namespace (`remainingItemCount` is only known
+    /// then).
+    pub fn selects_all(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
+    }
+}

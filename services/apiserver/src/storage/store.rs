@@ -1,0 +1,112 @@
+//! The store: storage's handle on etcd for every resource, with the key layout, the watch
+//! caches and this replica's recent writes. Its verbs live beside it, one concept per file
+//! (`read`, `list`, `create`, `update`, `watch`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use keel_api::{GroupVersionResource, ResourceInfo};
+use tokio::time::Instant;
+
+use super::keys::{Keys, ObjectKey};
+use super::recent::{RECENT_WRITES, RecentWrites};
+use super::update::RemovalPolicy;
+use super::watch_cache::WatchCache;
+use crate::etcd::Etcd;
+use crate::metrics::Metrics;
+
+/// Tunables of the store.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Key prefix in etcd, e.g. `/registry`.
+    pub prefix: String,
+    /// Events each watch cache keeps for resuming watchers.
+    pub watch_cache_size: usize,
+    /// How often watchers that asked for bookmarks get one.
+    pub bookmark_interval: Duration,
+}
+
+pub struct Store {
+    pub(super) etcd: Etcd,
+    pub(super) keys: Keys,
+    pub(super) config: StoreConfig,
+    pub(super) metrics: Metrics,
+    /// One cache per resource, started on first use; read on every request, written once per
+    /// resource, hence a `RwLock`.
+    caches: RwLock<HashMap<GroupVersionResource, Arc<WatchCache>>>,
+    /// Lets a write that follows this replica's own write skip a stale cache read.
+    pub(super) recent: RecentWrites,
+    /// When a write removes the object instead (the registry's finalizer rules).
+    pub(super) removal: Arc<dyn RemovalPolicy>,
+    /// Set when the server shuts down: open watches end.
+    pub(super) shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Store {
+    pub fn new(
+        etcd: Etcd,
+        config: StoreConfig,
+        removal: Arc<dyn RemovalPolicy>,
+        metrics: Metrics,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> Arc<Store> {
+        Arc::new(Store {
+            etcd,
+            keys: Keys::new(&config.prefix),
+            config,
+            metrics,
+            caches: RwLock::new(HashMap::new()),
+            recent: RecentWrites::new(RECENT_WRITES),
+            removal,
+            shutdown,
+        })
+    }
+
+    /// Where an object of `info` named `namespace`/`name` lives.
+    pub fn key(&self, info: &Arc<ResourceInfo>, namespace: &str, name: &str) -> ObjectKey {
+        self.keys.object(info, namespace, name)
+    }
+
+    /// The resource's watch cache, started on first use.
+    pub fn cache(&self, info: &Arc<ResourceInfo>) -> Arc<WatchCache> {
+        if let Some(c) = self
+            .caches
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&info.gvr)
+        {
+            return c.clone();
+        }
+        let mut caches = self.caches.write().unwrap_or_else(|e| e.into_inner());
+        caches
+            .entry(info.gvr.clone())
+            .or_insert_with(|| {
+                let cache = WatchCache::new(
+                    info.clone(),
+                    self.keys.resource_prefix(info),
+                    self.config.watch_cache_size,
+                );
+                tokio::spawn(cache.clone().run(self.etcd.clone()));
+                cache
+            })
+            .clone()
+    }
+
+    /// Whether storage can serve: etcd answers and every started cache has loaded; else why not.
+    pub async fn readiness(&self, deadline: Instant) -> Result<(), String> {
+        if let Err(e) = self.etcd.current_revision(deadline).await {
+            return Err(format!("etcd: {}", e.message));
+        }
+        let loaded = self
+            .caches
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .all(|c| c.is_ready());
+        if !loaded {
+            return Err("watch caches are loading".into());
+        }
+        Ok(())
+    }
+}
