@@ -361,3 +361,31 @@ async fn bad_patches_are_refused_and_leave_the_object_alone() {
     );
     still_serving(&c).await;
 }
+
+/// A Create may not choose the revision its object is stored at: refused with Kubernetes'
+/// message (Kubernetes' storage answers it as a 500 of reason Unknown; keel as a BadRequest),
+/// and nothing is stored. `"0"` means no version, as in Kubernetes.
+#[tokio::test]
+async fn a_create_that_sets_a_resource_version_is_refused() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let cms = gvr("", "v1", "configmaps");
+
+    let mut o = cm("pinned");
+    o["metadata"]["resourceVersion"] = json!("12");
+    let e = c.create(&cms, "default", &o).await.unwrap_err();
+    assert_eq!(e.reason, Reason::BadRequest);
+    assert_eq!(
+        e.message,
+        "resourceVersion should not be set on objects to be created"
+    );
+    assert_eq!(e.target.name, "pinned");
+    let e = c.get(&cms, "default", "pinned").await.unwrap_err();
+    assert_eq!(e.reason, Reason::NotFound);
+
+    o["metadata"]["resourceVersion"] = json!("0");
+    let created = c.create(&cms, "default", &o).await.unwrap();
+    assert_ne!(created["metadata"]["resourceVersion"], "0");
+    still_serving(&c).await;
+}

@@ -80,13 +80,16 @@ impl Registry {
         self.bootstrapped.store(true, Ordering::Release);
     }
 
-    /// Creates an object: the kind's create rules and validation, then namespace admission.
+    /// Creates an object: the kind's create rules and validation, namespace admission, and,
+    /// last as in Kubernetes (where storage checks it), no `resourceVersion` chosen by the
+    /// client.
     pub async fn create(
         &self,
         info: &Arc<ResourceInfo>,
         mut obj: Object,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
+        let requested_rv = obj.resource_version().to_string();
         strategy::prepare_for_create(info, &mut obj);
         validate(info, &obj)?;
         let t = target(info, obj.name());
@@ -95,6 +98,7 @@ impl Registry {
             admission::require_namespace(&self.store, &namespaces, &t, obj.namespace(), deadline)
                 .await?;
         }
+        strategy::check_create_resource_version(&t, &requested_rv)?;
         let key = self.store.key(info, obj.namespace(), obj.name());
         self.store.create(&key, obj, deadline).await
     }

@@ -9,7 +9,7 @@ use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
 use serde_json::{Map, Value, json};
 
 use super::deletion::NAMESPACE_FINALIZER;
-use crate::storage::target;
+use crate::storage::{resource_version, target};
 
 /// Which part of an object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,6 +177,22 @@ pub fn prepare_for_create(info: &ResourceInfo, obj: &mut Object) {
         }
     }
     apply_defaults(info, obj);
+}
+
+/// Kubernetes' refusal of a Create whose object names a revision (its storage's
+/// `ErrResourceVersionSetOnCreate`).
+pub const RESOURCE_VERSION_ON_CREATE: &str =
+    "resourceVersion should not be set on objects to be created";
+
+/// Whether a Create may go on with the `metadata.resourceVersion` its client sent (`rv`, read
+/// before [`prepare_for_create`] clears it): empty or `"0"` may; a revision may not, since a
+/// client cannot choose where its object is stored. As Kubernetes, a value that is not a
+/// revision at all is ignored (and cleared).
+pub fn check_create_resource_version(t: &Target, rv: &str) -> Result<(), ApiError> {
+    match resource_version::parse(rv) {
+        Ok(Some(n)) if n != 0 => Err(ApiError::bad_request(t.clone(), RESOURCE_VERSION_ON_CREATE)),
+        _ => Ok(()),
+    }
 }
 
 /// `spec`, created empty when absent (or replaced when not an object).
@@ -426,6 +442,21 @@ mod tests {
         assert_eq!(o.generation(), 1);
         assert_eq!(o.resource_version(), "");
         assert_eq!(o.as_map()["status"], json!({"phase": "Pending"}));
+    }
+
+    #[test]
+    fn a_create_may_not_choose_its_resource_version() {
+        let t = Target::new("", "configmaps", "a");
+        for ok in ["", "0", "not-a-revision"] {
+            check_create_resource_version(&t, ok).unwrap();
+        }
+        let e = check_create_resource_version(&t, "42").unwrap_err();
+        assert_eq!(e.reason, Reason::BadRequest);
+        assert_eq!(
+            e.message,
+            "resourceVersion should not be set on objects to be created"
+        );
+        assert_eq!(e.target, t);
     }
 
     #[test]
