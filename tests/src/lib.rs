@@ -330,89 +330,117 @@ pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> 
     Ok((code, body))
 }
 
-/// A `keel-controller-manager` process.
-pub struct ControllerManager {
+/// A keel controller binary (`keel-controller-manager`, `keel-initializer`) as a process: it
+/// serves `/readyz` on `--http-listen` once its caches are synced.
+pub struct KeelService {
     pub http: SocketAddr,
     pub id: String,
-    servers: String,
-    extra: Vec<String>,
+    binary: &'static str,
+    args: Vec<String>,
     proc: Option<Proc>,
     log_dir: tempfile::TempDir,
 }
 
-impl ControllerManager {
-    /// Starts one against these API servers with a unique `--id`, a fast pod start (100 ms) and
-    /// short leader-election timings (lease 4 s, renew deadline 3 s, retry 500 ms); `extra` flags
-    /// come last and win. Returns once `/readyz` answers 200 (caches synced).
-    pub async fn start(servers: &[&ApiServer], extra: &[&str]) -> ControllerManager {
+/// The controller-manager is the most used service.
+pub type ControllerManager = KeelService;
+
+fn endpoints(servers: &[&ApiServer]) -> String {
+    servers
+        .iter()
+        .map(|s| s.endpoint())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+impl KeelService {
+    /// `keel-controller-manager` against these API servers with a unique `--id`, a fast pod
+    /// start (100 ms) and short leader-election timings (lease 4 s, renew deadline 3 s, retry
+    /// 500 ms); `extra` flags come last and win. Returns once `/readyz` answers 200.
+    pub async fn start(servers: &[&ApiServer], extra: &[&str]) -> KeelService {
         static N: AtomicU16 = AtomicU16::new(0);
         let id = format!(
             "cm-{}-{}",
             std::process::id(),
             N.fetch_add(1, Ordering::SeqCst)
         );
-        let servers = servers
-            .iter()
-            .map(|s| s.endpoint())
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut cm = ControllerManager {
+        let mut args: Vec<String> = [
+            "--server",
+            &endpoints(servers),
+            "--id",
+            &id,
+            "--pod-start-delay",
+            "100ms",
+            "--leader-elect-lease-duration",
+            "4s",
+            "--leader-elect-renew-deadline",
+            "3s",
+            "--leader-elect-retry-period",
+            "500ms",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Self::spawn_new("keel-controller-manager", id, args).await
+    }
+
+    /// `keel-initializer` against these API servers; `extra` flags come last.
+    pub async fn initializer(servers: &[&ApiServer], extra: &[&str]) -> KeelService {
+        let mut args = vec!["--server".to_string(), endpoints(servers)];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Self::spawn_new("keel-initializer", String::new(), args).await
+    }
+
+    async fn spawn_new(binary: &'static str, id: String, args: Vec<String>) -> KeelService {
+        let mut s = KeelService {
             http: "127.0.0.1:0".parse().expect("addr"),
             id,
-            servers,
-            extra: extra.iter().map(|s| s.to_string()).collect(),
+            binary,
+            args,
             proc: None,
             log_dir: tempfile::tempdir().expect("tempdir"),
         };
-        cm.spawn().await;
-        cm
+        s.spawn().await;
+        s
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.log_dir.path().join(format!("{}.log", self.binary))
     }
 
     async fn spawn(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.log_dir.path().join("controller-manager.log"))
+            .open(self.log_path())
             .expect("log");
         let http = if self.http.port() == 0 {
             format!("127.0.0.1:{}", free_port())
         } else {
             self.http.to_string()
         };
-        let child = Command::new(bin("keel-controller-manager"))
-            .args([
-                "--server",
-                &self.servers,
-                "--id",
-                &self.id,
-                "--http-listen",
-                &http,
-            ])
-            .args(["--pod-start-delay", "100ms"])
-            .args(["--leader-elect-lease-duration", "4s"])
-            .args(["--leader-elect-renew-deadline", "3s"])
-            .args(["--leader-elect-retry-period", "500ms"])
-            .args(&self.extra)
+        let child = Command::new(bin(self.binary))
+            .args(&self.args)
+            .args(["--http-listen", &http])
             .env("RUST_LOG", "info,keel_runtime=warn")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("start keel-controller-manager");
+            .unwrap_or_else(|e| panic!("start {}: {e}", self.binary));
         self.http = http.parse().expect("addr");
         self.proc = Some(Proc(child));
-        let addr = self.http;
-        let log = self.log_dir.path().join("controller-manager.log");
+        let (addr, log, binary) = (self.http, self.log_path(), self.binary);
         eventually(
             Duration::from_secs(30),
-            "keel-controller-manager /readyz",
+            &format!("{binary} /readyz"),
             || {
                 let log = log.clone();
                 async move {
                     let ok = http_get(addr, "/readyz").map(|(code, _)| code).ok() == Some(200);
                     if !ok && let Ok(text) = std::fs::read_to_string(&log) {
                         assert!(
-                            !text.contains("keel-controller-manager: "),
-                            "keel-controller-manager exited: {text}"
+                            !text.contains(&format!("{binary}: ")),
+                            "{binary} exited: {text}"
                         );
                     }
                     ok.then_some(())
@@ -436,7 +464,7 @@ impl ControllerManager {
         status
     }
 
-    /// Starts it again with the same identity and ports.
+    /// Starts it again with the same flags and ports.
     pub async fn restart(&mut self) {
         self.proc.take();
         self.spawn().await;
@@ -449,7 +477,6 @@ impl ControllerManager {
     }
 
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.log_dir.path().join("controller-manager.log"))
-            .unwrap_or_default()
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 }

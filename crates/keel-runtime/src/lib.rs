@@ -18,6 +18,7 @@
 //! - [`workqueue`] and [`rate_limiter`]: client-go's rate-limited queue.
 //! - [`controller`]: workers running `reconcile(key)`, with metrics and a span per reconcile.
 //! - [`leader_election`]: one leader among replicas, on a `Lease`.
+//! - [`health`]: the HTTP side port of a controller binary (`/healthz`, `/readyz`, `/metrics`).
 //!
 //! ```no_run
 //! # async fn demo(client: keel_runtime::Client) {
@@ -55,6 +56,7 @@ pub mod controller;
 pub mod delta_fifo;
 pub mod factory;
 pub mod handler;
+pub mod health;
 pub mod informer;
 mod key;
 pub mod leader_election;
@@ -72,6 +74,7 @@ pub use handler::{
     EnqueueHandler, EnqueueOwnerHandler, EventHandler, HandlerFns, enqueue_handler,
     enqueue_owner_handler,
 };
+pub use health::termination;
 pub use informer::Informer;
 pub use keel_client::{Client, GroupVersionResource};
 pub use key::{KeyError, ObjectKey};

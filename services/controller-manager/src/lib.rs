@@ -15,7 +15,6 @@
 
 pub mod config;
 pub mod controllers;
-pub mod http;
 pub mod objects;
 pub mod shutdown;
 
@@ -24,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use keel_client::{Client, ClientConfig};
 use keel_runtime::{InformerFactory, LeaderElection, LeaderElectionConfig, LeaseLock};
 use prometheus_client::registry::Registry;
-use tracing::{info, warn};
+use tracing::info;
 
 pub use config::Config;
 
@@ -52,23 +51,17 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         starts.push(controllers::setup(name, &ctx, &mut registry)?);
     }
 
-    let listener = tokio::net::TcpListener::bind(config.http_listen).await?;
-    let http_addr = listener.local_addr()?;
-    let state = http::HttpState {
+    let state = keel_runtime::health::HttpState {
         factory: factory.clone(),
         registry: Arc::new(Mutex::new(registry)),
     };
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, http::router(state)).await {
-            warn!("http server: {e}");
-        }
-    });
+    let http_addr = keel_runtime::health::serve(config.http_listen, state).await?;
     // The first line on stdout names the bound address (tests and scripts read it).
     println!("keel-controller-manager http={http_addr} id={identity}");
     info!(controllers = ?names, %identity, "starting informers");
     factory.start();
 
-    let mut term = std::pin::pin!(shutdown::signal());
+    let mut term = std::pin::pin!(keel_runtime::termination());
     let (stop_election, election_stopped) = shutdown::channel();
     let mut election = None;
     let leader = if config.leader_elect {

@@ -1,4 +1,5 @@
-//! One signal that tells every controller to stop: SIGTERM, or this replica losing leadership.
+//! One signal that tells every controller to stop: SIGTERM (keel_runtime::termination), or this
+//! replica losing leadership.
 
 use tokio::sync::watch;
 
@@ -28,28 +29,5 @@ impl Shutdown {
 
     pub fn is_triggered(&self) -> bool {
         *self.0.borrow()
-    }
-}
-
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -1,15 +1,31 @@
-//! The HTTP side port: `/healthz` (the process serves), `/readyz` (every informer's cache is
-//! synced, on the active replica and on standbys alike), `/metrics` (Prometheus text).
+//! The HTTP side port of a controller binary: `/healthz` (the process serves), `/readyz` (every
+//! informer's cache is synced), `/metrics` (Prometheus text of the registry).
 
 use std::sync::{Arc, Mutex};
 
+use crate::InformerFactory;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use keel_runtime::InformerFactory;
 use prometheus_client::registry::Registry;
+
+/// Binds `addr` and serves the side port in a task; returns the bound address (port 0 picks
+/// one).
+pub async fn serve(
+    addr: std::net::SocketAddr,
+    state: HttpState,
+) -> std::io::Result<std::net::SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router(state)).await {
+            tracing::warn!("http side port: {e}");
+        }
+    });
+    Ok(bound)
+}
 
 #[derive(Clone)]
 pub struct HttpState {
@@ -59,4 +75,27 @@ async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
         )],
         out,
     )
+}
+
+/// Resolves on SIGTERM or Ctrl-C: when a controller binary should drain and stop.
+pub async fn termination() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
