@@ -33,13 +33,13 @@ check() {
 }
 
 # Waits (up to $2 seconds) until every container of the project (3 etcd members, 2 API servers,
-# 2 controller-managers) is running and healthy.
+# 2 controller-managers, 1 initializer) is running and healthy.
 wait_healthy() {
   local what=$1 deadline=$((SECONDS + $2))
   while [ $SECONDS -lt $deadline ]; do
     local states
     states=$(docker ps -a --filter "label=com.docker.compose.project=$project" --format '{{.Names}} {{.Status}}')
-    if [ "$(echo "$states" | grep -c '(healthy)')" = 7 ]; then echo "ok: $what"; passed=$((passed + 1)); return 0; fi
+    if [ "$(echo "$states" | grep -c '(healthy)')" = 8 ]; then echo "ok: $what"; passed=$((passed + 1)); return 0; fi
     sleep 0.5
   done
   echo "FAIL: $what"; docker ps -a --filter "label=com.docker.compose.project=$project"; failed=$((failed + 1)); return 1
@@ -60,7 +60,7 @@ writes_seen() {
 dc down -v --remove-orphans >/dev/null 2>&1 || true
 echo "==> docker compose up"
 dc up -d
-wait_healthy "the stack is up: 3 etcd members, 2 API servers, 2 controller-managers, all healthy" 120
+wait_healthy "the stack is up: 3 etcd members, 2 API servers, 2 controller-managers, the initializer, all healthy" 120
 
 lt=./target/release/keel-loadtest
 echo "==> writing and watching through both API servers for 40s"
