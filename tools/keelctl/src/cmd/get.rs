@@ -14,10 +14,11 @@ use crate::resources::Resource;
 ///
 /// RESOURCE is a plural, singular, kind or short name (po, cm, deploy, rs, ns), optionally
 /// with its group (deployments.apps); several may be joined by commas. Namespaced resources
-/// are read in --namespace (default: default), or in every namespace with -A.
+/// are read in --namespace (default: default), or in every namespace with -A. Objects whose
+/// initializers are not done are shown only with --include-uninitialized.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  keelctl get deploy\n  keelctl get pods -A -o wide\n  keelctl get deployment nginx -o yaml\n  keelctl get cm,deploy -l app=nginx\n  keelctl get pods -w"
+    after_help = "Examples:\n  keelctl get deploy\n  keelctl get pods -A -o wide\n  keelctl get deployment nginx -o yaml\n  keelctl get cm,deploy -l app=nginx\n  keelctl get pods -w\n  keelctl get pods --include-uninitialized"
 )]
 pub struct Args {
     /// RESOURCE[,RESOURCE...] [NAME...], or RESOURCE/NAME...
@@ -41,6 +42,19 @@ pub struct Args {
     /// Like --watch, without printing the objects first.
     #[arg(long)]
     pub watch_only: bool,
+    /// Also objects whose initializers (metadata.initializers.pending) are not done yet,
+    /// which the server otherwise hides; with -w, their changes too. Objects with empty
+    /// metadata.initializers are regarded as initialized.
+    #[arg(
+        long,
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_name = "BOOL"
+    )]
+    pub include_uninitialized: bool,
 }
 
 pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Error> {
@@ -80,6 +94,7 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
             label_selector: args.selector.clone().unwrap_or_default(),
             field_selector: args.field_selector.clone().unwrap_or_default(),
             print_current: !args.watch_only,
+            include_uninitialized: args.include_uninitialized,
         };
         return watch.run(ctx, &mut printer, out).await;
     }
@@ -97,13 +112,19 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
                 // Pages keep each response small; every page is read at the first one's
                 // revision, so the list is one consistent snapshot.
                 limit: 500,
+                include_uninitialized: args.include_uninitialized,
                 ..Default::default()
             };
             let list = ctx.client.list_all(&resource.gvr, &ns, &params).await?;
             objects = list.items;
         } else {
             for name in names.iter() {
-                match ctx.client.get(&resource.gvr, &ns, name).await {
+                let got = if args.include_uninitialized {
+                    ctx.client.get_uninitialized(&resource.gvr, &ns, name).await
+                } else {
+                    ctx.client.get(&resource.gvr, &ns, name).await
+                };
+                match got {
                     Ok(o) => objects.push(o),
                     Err(e) => errors.push(e.into()),
                 }

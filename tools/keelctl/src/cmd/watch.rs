@@ -32,6 +32,8 @@ pub struct Watch<'r> {
     pub field_selector: String,
     /// Print the objects as they are before the first change (`-w`; not `--watch-only`).
     pub print_current: bool,
+    /// Also objects whose initializers are not done (`--include-uninitialized`).
+    pub include_uninitialized: bool,
 }
 
 impl Watch<'_> {
@@ -88,6 +90,7 @@ impl Watch<'_> {
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector(),
             limit: 500,
+            include_uninitialized: self.include_uninitialized,
             ..Default::default()
         };
         ctx.client
@@ -111,7 +114,7 @@ impl Watch<'_> {
             // Bookmarks advance the resume point on quiet streams, so a resume rarely finds
             // its revision expired.
             allow_bookmarks: true,
-            include_uninitialized: false,
+            include_uninitialized: self.include_uninitialized,
         };
         let mut stream = ctx.client.watch_resumable(&self.resource.gvr, &params);
         while let Some(item) = stream.next().await {
@@ -163,6 +166,7 @@ mod tests {
             label_selector: String::new(),
             field_selector: "metadata.namespace=default".into(),
             print_current: true,
+            include_uninitialized: false,
         };
         assert_eq!(
             w.field_selector(),
