@@ -111,6 +111,18 @@ pub enum Error {
     #[error("error: timed out waiting for the deletion of {0}")]
     WaitTimeout(String),
 
+    /// `create` or `apply` waited for an object's initializers and `--timeout` passed first.
+    /// The object exists, uninitialized: is its initializer running? (`keelctl get
+    /// --include-uninitialized -o yaml` shows `metadata.initializers.pending`.)
+    #[error("error: timed out waiting for the condition")]
+    InitializationTimeout,
+
+    /// `create` or `apply` waited for an object's initializers and it was deleted first: an
+    /// initializer with `failurePolicy: Fail` did not finish in its timeout (the API server
+    /// records an Event), or someone deleted it. `0` is `pod "myapp-pod"`.
+    #[error("error: {0} was deleted before it was initialized")]
+    DeletedBeforeInitialized(String),
+
     /// A rollout command refused or failed, in kubectl's words.
     #[error("error: {0}")]
     Rollout(#[from] crate::rollout::RolloutError),

@@ -59,7 +59,8 @@ struct Cli {
 
     /// Deadline of each request (e.g. 10s, 1m; default 30s), and of delete's wait. As in
     /// kubectl, how long `rollout status` waits (default: until done) and `scale` waits for
-    /// the new size (default: not at all).
+    /// the new size (default: not at all); how long `create` and `apply` wait for each
+    /// object's initializers (default: until done).
     #[arg(
         long,
         global = true,
@@ -170,4 +171,49 @@ async fn run(cli: Cli) -> Result<u8, Error> {
         Command::ApiResources(a) => cmd::api_resources::run(&ctx, a, &mut out).await?,
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Command {
+        let cli = Cli::try_parse_from(std::iter::once("keelctl").chain(args.iter().copied()));
+        cli.unwrap().command
+    }
+
+    #[test]
+    fn create_and_apply_wait_for_initializers_unless_told_not_to() {
+        let create_waits = |args: &[&str]| match parse(args) {
+            Command::Create(a) => a.wait,
+            other => panic!("{other:?}"),
+        };
+        assert!(create_waits(&["create", "-f", "x.yaml"]));
+        assert!(create_waits(&["create", "-f", "x.yaml", "--wait"]));
+        assert!(!create_waits(&["create", "-f", "x.yaml", "--wait=false"]));
+        let apply_waits = |args: &[&str]| match parse(args) {
+            Command::Apply(a) => a.wait,
+            other => panic!("{other:?}"),
+        };
+        assert!(apply_waits(&["apply", "-f", "x.yaml"]));
+        assert!(!apply_waits(&["apply", "-f", "x.yaml", "--wait=false"]));
+        assert!(Cli::try_parse_from(["keelctl", "create", "-f", "x", "--wait=maybe"]).is_err());
+    }
+
+    #[test]
+    fn get_includes_uninitialized_objects_only_when_asked() {
+        let includes = |args: &[&str]| match parse(args) {
+            Command::Get(a) => a.include_uninitialized,
+            other => panic!("{other:?}"),
+        };
+        assert!(!includes(&["get", "pods"]));
+        assert!(includes(&["get", "pods", "--include-uninitialized"]));
+        assert!(includes(&[
+            "get",
+            "pods",
+            "-w",
+            "--include-uninitialized=true"
+        ]));
+        assert!(!includes(&["get", "pods", "--include-uninitialized=false"]));
+    }
 }

@@ -1,7 +1,9 @@
-//! `keelctl create -f`: imperative creation from files; an object that exists is an error.
+//! `keelctl create -f`: imperative creation from files; an object that exists is an error. An
+//! object created uninitialized is waited for (`cmd/initialization.rs`).
 
 use std::io::Write;
 
+use super::initialization;
 use crate::context::Ctx;
 use crate::error::{Error, api_for};
 use crate::last_applied;
@@ -11,10 +13,12 @@ use crate::printer::name_of;
 /// Create objects from files or stdin.
 ///
 /// An object that already exists is an error (AlreadyExists). Use `apply` to create or
-/// update declaratively.
+/// update declaratively. An object created with initializers pending
+/// (metadata.initializers.pending) is waited for until they are done, unless --wait=false,
+/// for at most --timeout when given.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  keelctl create -f nginx.yaml\n  keelctl create -f nginx.yaml --save-config   # later `apply`s patch it"
+    after_help = "Examples:\n  keelctl create -f nginx.yaml\n  keelctl create -f nginx.yaml --save-config   # later `apply`s patch it\n  keelctl create -f myapp-pod.yaml --wait=false   # do not wait for its initializers"
 )]
 pub struct Args {
     #[command(flatten)]
@@ -23,6 +27,18 @@ pub struct Args {
     /// patch the object.
     #[arg(long)]
     pub save_config: bool,
+    /// Wait until the objects are initialized: their initializers
+    /// (metadata.initializers.pending) are done.
+    #[arg(
+        long,
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_name = "BOOL"
+    )]
+    pub wait: bool,
 }
 
 pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Error> {
@@ -46,8 +62,16 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
             m.object.clone()
         };
         match ctx.client.create(&resource.gvr, &namespace, &object).await {
-            // The server's name, which differs from the file's with `generateName`.
-            Ok(created) => writeln!(out, "{} created", resource.object_ref(name_of(&created)))?,
+            Ok(created) => {
+                // The server's name, which differs from the file's with `generateName`.
+                writeln!(out, "{} created", resource.object_ref(name_of(&created)))?;
+                out.flush()?;
+                if args.wait
+                    && let Err(e) = initialization::wait(ctx, resource, &namespace, &created).await
+                {
+                    errors.push(e);
+                }
+            }
             Err(e) => errors.push(api_for("creating", &m.source, e)),
         }
     }

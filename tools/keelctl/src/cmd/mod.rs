@@ -8,6 +8,7 @@ pub mod delete;
 pub mod diff;
 pub mod edit;
 pub mod get;
+pub mod initialization;
 pub mod objects;
 pub mod patch;
 pub mod replace;

@@ -1,0 +1,395 @@
+//! `create` and `apply` wait for the initializers of what they wrote (`--wait`, the default).
+//!
+//! The API server answers a Create at once, with the object as stored: while
+//! `metadata.initializers.pending` is non-empty the object is uninitialized, and each
+//! initializer, in turn from the head of the list, PATCHes it and removes its own name. keelctl
+//! then watches the object (uninitialized objects included) from the revision the server
+//! returned, printing each initializer it waits on, until `pending` is empty. A dropped stream
+//! or a restarted server is resumed from the last revision seen (keel-client's resumable
+//! watch); a revision the server no longer has (`Expired`) makes it read the object again. An
+//! object deleted meanwhile (an initializer with `failurePolicy: Fail` timed out) is an error.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use keel_client::{ApiError, Event, EventType, ListParams, Reason, WatchParams};
+use serde_json::Value;
+
+use crate::cmd::watch::{MAX_BACKOFF, MIN_BACKOFF, transient};
+use crate::context::Ctx;
+use crate::error::Error;
+use crate::printer::name_of;
+use crate::resources::Resource;
+
+/// The names in an object's `metadata.initializers.pending`, head first; an entry without a
+/// name counts as ""—it still leaves the object uninitialized.
+pub fn pending(object: &Value) -> Vec<&str> {
+    object["metadata"]["initializers"]["pending"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| i["name"].as_str().unwrap_or(""))
+        .collect()
+}
+
+/// Waits until `object`, just returned by the server, is initialized: at once when it has
+/// no pending initializers. Prints on stderr each initializer waited on. Bounded by
+/// `--timeout` when given.
+pub async fn wait(
+    ctx: &Ctx,
+    resource: &Resource,
+    namespace: &str,
+    object: &Value,
+) -> Result<(), Error> {
+    if pending(object).is_empty() {
+        return Ok(());
+    }
+    let watch = ObjectWatch::new(ctx, resource, namespace, object);
+    let later = futures::stream::unfold(watch, |mut w| async move {
+        let next = w.next().await;
+        Some((next, w))
+    });
+    let observed = std::pin::pin!(
+        futures::stream::once(std::future::ready(Ok(Observed::Seen(object.clone())))).chain(later)
+    );
+    let what = format!("{} {:?}", resource.kind_name(), name_of(object));
+    let uid = object["metadata"]["uid"].as_str().unwrap_or("");
+    let mut stderr = std::io::stderr();
+    within(ctx.wait_timeout, follow(observed, &what, uid, &mut stderr)).await
+}
+
+/// What the watch saw of the object.
+#[derive(Debug)]
+enum Observed {
+    /// Its current state (returned, read, added or modified).
+    Seen(Value),
+    /// It was deleted.
+    Gone,
+}
+
+/// Prints `waiting for initializer "NAME"` each time the head of `pending` changes, until
+/// `pending` is empty. `what` names the object in errors (`pod "myapp-pod"`). The object
+/// deleted, or replaced by another of the same name (another `uid`), is an error: it was
+/// never initialized.
+async fn follow(
+    mut observed: impl Stream<Item = Result<Observed, Error>> + Unpin,
+    what: &str,
+    uid: &str,
+    err: &mut dyn Write,
+) -> Result<(), Error> {
+    let mut waiting_on: Option<String> = None;
+    while let Some(item) = observed.next().await {
+        let object = match item? {
+            Observed::Seen(o) => o,
+            Observed::Gone => return Err(Error::DeletedBeforeInitialized(what.to_string())),
+        };
+        let other = object["metadata"]["uid"].as_str().unwrap_or("");
+        if !uid.is_empty() && other != uid {
+            return Err(Error::DeletedBeforeInitialized(what.to_string()));
+        }
+        let Some(head) = pending(&object).first().map(|h| h.to_string()) else {
+            return Ok(());
+        };
+        if waiting_on.as_ref() != Some(&head) {
+            writeln!(err, "waiting for initializer {head:?}")?;
+            err.flush()?;
+            waiting_on = Some(head);
+        }
+    }
+    // The watch below never ends; a stream that does leaves nothing more to wait for.
+    Ok(())
+}
+
+/// Runs `wait`, for at most `timeout` (none: as long as it takes).
+async fn within(
+    timeout: Option<Duration>,
+    wait: impl Future<Output = Result<(), Error>>,
+) -> Result<(), Error> {
+    match timeout {
+        Some(t) => tokio::time::timeout(t, wait)
+            .await
+            .map_err(|_| Error::InitializationTimeout)?,
+        None => wait.await,
+    }
+}
+
+/// One object, watched from the revision the server returned, for as long as it is read.
+struct ObjectWatch<'a> {
+    ctx: &'a Ctx,
+    resource: &'a Resource,
+    namespace: &'a str,
+    name: String,
+    /// Where the next watch starts; "" after the revision expired: read the object again.
+    resource_version: String,
+    /// The open watch.
+    stream: Option<BoxStream<'static, Result<Event, ApiError>>>,
+    /// What the last read found, handed out before the watch is read.
+    read: VecDeque<Observed>,
+    backoff: Duration,
+}
+
+impl<'a> ObjectWatch<'a> {
+    fn new(
+        ctx: &'a Ctx,
+        resource: &'a Resource,
+        namespace: &'a str,
+        object: &Value,
+    ) -> ObjectWatch<'a> {
+        ObjectWatch {
+            ctx,
+            resource,
+            namespace,
+            name: name_of(object).to_string(),
+            resource_version: object["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+            stream: None,
+            read: VecDeque::new(),
+            backoff: MIN_BACKOFF,
+        }
+    }
+
+    fn field_selector(&self) -> String {
+        format!("metadata.name={}", self.name)
+    }
+
+    async fn next(&mut self) -> Result<Observed, Error> {
+        loop {
+            if let Some(o) = self.read.pop_front() {
+                return Ok(o);
+            }
+            let Some(stream) = &mut self.stream else {
+                if self.resource_version.is_empty() {
+                    self.read_again().await?;
+                }
+                self.open();
+                continue;
+            };
+            match stream.next().await {
+                Some(Ok(event)) => match event.kind {
+                    EventType::Bookmark => {}
+                    EventType::Deleted => return Ok(Observed::Gone),
+                    EventType::Added | EventType::Modified => {
+                        return Ok(Observed::Seen(event.object));
+                    }
+                },
+                Some(Err(e)) if e.reason == Reason::Expired => self.expired(),
+                Some(Err(e)) => return Err(e.into()),
+                // The resumable stream ends only after an error; read again to be safe.
+                None => self.expired(),
+            }
+        }
+    }
+
+    fn expired(&mut self) {
+        self.stream = None;
+        self.resource_version.clear();
+    }
+
+    /// Opens the watch from `resource_version`, uninitialized objects included (the server
+    /// hides them from other watches).
+    fn open(&mut self) {
+        let params = WatchParams {
+            namespace: self.namespace.to_string(),
+            field_selector: self.field_selector(),
+            resource_version: self.resource_version.clone(),
+            // Bookmarks advance the resume point of a quiet stream, so that a resume rarely
+            // finds its revision expired.
+            allow_bookmarks: true,
+            include_uninitialized: true,
+            ..Default::default()
+        };
+        self.stream = Some(
+            self.ctx
+                .client
+                .watch_resumable(&self.resource.gvr, &params)
+                .boxed(),
+        );
+    }
+
+    /// Reads the object again (retrying while the server is unreachable) and the revision to
+    /// watch from. A List by name rather than a Get: the object's own resourceVersion may be
+    /// older than the server keeps, the List's is current.
+    async fn read_again(&mut self) -> Result<(), Error> {
+        let params = ListParams {
+            field_selector: self.field_selector(),
+            include_uninitialized: true,
+            ..Default::default()
+        };
+        let list = loop {
+            match self
+                .ctx
+                .client
+                .list(&self.resource.gvr, self.namespace, &params)
+                .await
+            {
+                Ok(list) => break list,
+                Err(e) if transient(&e) => {
+                    tokio::time::sleep(self.backoff).await;
+                    self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        self.backoff = MIN_BACKOFF;
+        self.read.push_back(match list.items.into_iter().next() {
+            Some(object) => Observed::Seen(object),
+            None => Observed::Gone,
+        });
+        self.resource_version = list.resource_version;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const ENVOY: &str = "envoy.initializer.kubernetes.io";
+    const ISTIO: &str = "istio.initializer.example.com";
+
+    fn pod(pending: &[&str]) -> Value {
+        let mut p = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "myapp-pod", "uid": "u1", "resourceVersion": "7"},
+            "spec": {"containers": [{"name": "myapp-container", "image": "busybox"}]}
+        });
+        if !pending.is_empty() {
+            p["metadata"]["initializers"] = json!({
+                "pending": pending.iter().map(|n| json!({"name": n})).collect::<Vec<_>>()
+            });
+        }
+        p
+    }
+
+    fn seen(pending: &[&str]) -> Result<Observed, Error> {
+        Ok(Observed::Seen(pod(pending)))
+    }
+
+    async fn run_follow(events: Vec<Result<Observed, Error>>) -> (Result<(), Error>, String) {
+        let mut err = Vec::new();
+        let result = follow(
+            futures::stream::iter(events),
+            "pod \"myapp-pod\"",
+            "u1",
+            &mut err,
+        )
+        .await;
+        (result, String::from_utf8(err).unwrap())
+    }
+
+    #[test]
+    fn pending_names_are_read_head_first() {
+        assert!(pending(&pod(&[])).is_empty());
+        assert_eq!(pending(&pod(&[ENVOY, ISTIO])), [ENVOY, ISTIO]);
+        let mut p = pod(&[]);
+        p["metadata"]["initializers"] = json!({"pending": []});
+        assert!(pending(&p).is_empty(), "an empty list is initialized");
+        p["metadata"]["initializers"] = json!({"pending": [{}]});
+        assert_eq!(pending(&p), [""], "an entry without a name still pends");
+        p["metadata"]["initializers"] = json!({"result": {"status": "Failure"}});
+        assert!(pending(&p).is_empty());
+        assert!(pending(&json!("not an object")).is_empty());
+    }
+
+    #[tokio::test]
+    async fn each_initializer_waited_on_is_printed_once_until_pending_is_empty() {
+        let (result, err) = run_follow(vec![
+            seen(&[ENVOY, ISTIO]),
+            seen(&[ENVOY, ISTIO]),
+            seen(&[ISTIO]),
+            seen(&[ISTIO]),
+            seen(&[]),
+            seen(&[ENVOY]),
+        ])
+        .await;
+        result.unwrap();
+        assert_eq!(
+            err,
+            "waiting for initializer \"envoy.initializer.kubernetes.io\"\n\
+             waiting for initializer \"istio.initializer.example.com\"\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_initialized_object_is_not_waited_for() {
+        let (result, err) = run_follow(vec![seen(&[])]).await;
+        result.unwrap();
+        assert_eq!(err, "");
+    }
+
+    #[tokio::test]
+    async fn an_object_deleted_before_it_is_initialized_is_an_error() {
+        let (result, err) = run_follow(vec![seen(&[ENVOY]), Ok(Observed::Gone)]).await;
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "error: pod \"myapp-pod\" was deleted before it was initialized"
+        );
+        assert_eq!(
+            err,
+            "waiting for initializer \"envoy.initializer.kubernetes.io\"\n"
+        );
+
+        // Deleted and created again under the name (seen on a read after the revision
+        // expired): the new one is another object.
+        let mut again = pod(&[]);
+        again["metadata"]["uid"] = json!("u2");
+        let (result, _) = run_follow(vec![seen(&[ENVOY]), Ok(Observed::Seen(again))]).await;
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "error: pod \"myapp-pod\" was deleted before it was initialized"
+        );
+    }
+
+    #[tokio::test]
+    async fn watch_errors_end_the_wait() {
+        let (result, _) = run_follow(vec![seen(&[ENVOY]), Err(Error::Usage("boom".into()))]).await;
+        assert_eq!(result.unwrap_err().to_string(), "error: boom");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_timeout_ends_a_wait_that_does_not_finish() {
+        let start = tokio::time::Instant::now();
+        let never = futures::stream::iter(vec![seen(&[ENVOY])]).chain(futures::stream::pending());
+        let mut err = Vec::new();
+        let result = within(
+            Some(Duration::from_secs(2)),
+            follow(never, "pod \"myapp-pod\"", "u1", &mut err),
+        )
+        .await;
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "error: timed out waiting for the condition"
+        );
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        assert_eq!(
+            String::from_utf8(err).unwrap(),
+            "waiting for initializer \"envoy.initializer.kubernetes.io\"\n"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_timeout_the_wait_lasts_until_initialized() {
+        let start = tokio::time::Instant::now();
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let mut err = Vec::new();
+        let wait = async {
+            let result = within(None, follow(rx, "pod \"myapp-pod\"", "u1", &mut err)).await;
+            (result, start.elapsed())
+        };
+        let day = Duration::from_secs(24 * 3600);
+        let drive = async {
+            tx.unbounded_send(seen(&[ENVOY])).unwrap();
+            tokio::time::sleep(day).await;
+            tx.unbounded_send(seen(&[])).unwrap();
+        };
+        let ((result, waited), ()) = tokio::join!(wait, drive);
+        result.unwrap();
+        assert_eq!(waited, day);
+    }
+}
