@@ -23,6 +23,6 @@ pub use handler::{Context, DEFAULT_TIMEOUT, Handler, MAX_TIMEOUT, Request, Verb}
 pub use list::{List, ListResult};
 pub use patch::Patch;
 pub use update::Update;
-pub use watch::{Watch, WatchEvent, WatchEventKind, WatchStream};
+pub use watch::{OpenWatch, Watch, WatchEvent, WatchEventKind};
 // The parameters verbs take, as the registry defines them.
 pub use crate::registry::{DeleteOptions, PatchType, Propagation, Subresource};

@@ -9,7 +9,8 @@ use keel_api::ApiError;
 use super::handler::{Context, Verb};
 use super::names::collection_scope;
 use crate::metrics::Metrics;
-pub use crate::registry::{WatchEvent, WatchEventKind, WatchStream};
+use crate::registry::WatchStream;
+pub use crate::registry::{WatchEvent, WatchEventKind};
 
 pub struct Watch {
     pub namespace: String,
@@ -22,9 +23,9 @@ pub struct Watch {
 
 impl Verb for Watch {
     const NAME: &'static str = "watch";
-    type Output = WatchStream;
+    type Output = OpenWatch;
 
-    async fn run(self, cx: Context<'_>) -> Result<WatchStream, ApiError> {
+    async fn run(self, cx: Context<'_>) -> Result<OpenWatch, ApiError> {
         let filter = collection_scope(
             &cx.info,
             &self.namespace,
@@ -42,22 +43,24 @@ impl Verb for Watch {
             .await?;
         let resource = cx.info.gvr.resource.clone();
         cx.metrics.watch_opened(&resource);
-        Ok(Box::pin(CountedWatch {
+        Ok(OpenWatch {
             inner,
             metrics: cx.metrics.clone(),
             resource,
-        }))
+        })
     }
 }
 
-/// A client's watch stream; closing it (or the client going away) is counted.
-struct CountedWatch {
+/// A client's open watch: its events in revision order, an error ending it. Counted among the
+/// open watches until dropped (closed, or the client gone). A concrete type rather than another
+/// boxed stream: every event of every watcher passes through it.
+pub struct OpenWatch {
     inner: WatchStream,
     metrics: Metrics,
     resource: String,
 }
 
-impl Stream for CountedWatch {
+impl Stream for OpenWatch {
     type Item = Result<WatchEvent, ApiError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
@@ -65,7 +68,7 @@ impl Stream for CountedWatch {
     }
 }
 
-impl Drop for CountedWatch {
+impl Drop for OpenWatch {
     fn drop(&mut self) {
         self.metrics.watch_closed(&self.resource);
     }
