@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+pub mod keelctl;
+
 use keel_client::{Client, ClientConfig};
 pub use rustix::process::Signal;
 

@@ -4,13 +4,14 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use keel_client::{PatchType, gvr};
+use keel_tests::keelctl::Keelctl;
 use keel_tests::{ApiServer, Etcd, Proc, bin, eventually};
 use serde_json::{Value, json};
 
@@ -38,100 +39,6 @@ spec:
 ";
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-/// What one run of keelctl did.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    /// Asserts success and returns stdout.
-    #[track_caller]
-    fn ok(&self) -> &str {
-        assert_eq!(self.code, 0, "keelctl failed: {self:?}");
-        &self.stdout
-    }
-
-    /// Asserts failure with status 1 and returns stderr.
-    #[track_caller]
-    fn failed(&self) -> &str {
-        assert_eq!(self.code, 1, "keelctl should have failed with 1: {self:?}");
-        &self.stderr
-    }
-}
-
-/// keelctl against one API server, with a directory for manifests.
-struct Keelctl {
-    server: String,
-    dir: tempfile::TempDir,
-}
-
-impl Keelctl {
-    fn new(api: &ApiServer) -> Keelctl {
-        Keelctl {
-            server: api.endpoint(),
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(bin("keelctl"));
-        c.arg("--server")
-            .arg(&self.server)
-            .args(args)
-            .current_dir(self.dir.path())
-            .env_remove("KEEL_SERVER")
-            .env_remove("KEEL_EDITOR")
-            .env_remove("EDITOR");
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        self.run_with(args, None, &[])
-    }
-
-    fn run_with(&self, args: &[&str], stdin: Option<&str>, env: &[(&str, &Path)]) -> Run {
-        let mut c = self.command(args);
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        c.stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        if let Some(input) = stdin {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(input.as_bytes())
-                .unwrap();
-        }
-        let out = child.wait_with_output().unwrap();
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    /// Writes a manifest into the working directory and returns its name.
-    fn file(&self, name: &str, text: &str) -> String {
-        std::fs::write(self.dir.path().join(name), text).unwrap();
-        name.to_string()
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-}
 
 fn deployments() -> keel_client::GroupVersionResource {
     gvr("apps", "v1", "deployments")
@@ -1254,20 +1161,13 @@ async fn bad_input_is_refused_with_clear_messages() {
 
     // Nothing listens on this port.
     let nobody = format!("http://127.0.0.1:{}", keel_tests::free_port());
-    let run = Keelctl {
-        server: nobody.clone(),
-        dir: tempfile::tempdir().unwrap(),
-    }
-    .run(&["get", "cm"]);
+    let run = Keelctl::with_server(&nobody).run(&["get", "cm"]);
     assert!(
         run.failed().starts_with("Unable to connect to the server"),
         "{run:?}"
     );
     // With another server named too, keelctl uses the one that answers.
-    let either = Keelctl {
-        server: format!("{nobody},{}", api.endpoint()),
-        dir: tempfile::tempdir().unwrap(),
-    };
+    let either = Keelctl::with_server(&format!("{nobody},{}", api.endpoint()));
     assert!(
         either
             .run(&["get", "ns", "default"])

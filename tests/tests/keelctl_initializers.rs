@@ -8,18 +8,12 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
-
 use keel_client::{Client, DeleteParams, GroupVersionResource, gvr};
-use keel_tests::{ApiServer, Etcd, KeelService, Proc, bin, eventually};
+use keel_tests::keelctl::Keelctl;
+use keel_tests::{ApiServer, Etcd, KeelService};
 use serde_json::Value;
 
 const ENVOY: &str = "envoy.initializer.kubernetes.io";
-/// How long a test waits for keelctl to print or exit before it fails.
-const PATIENCE: Duration = Duration::from_secs(30);
 
 /// The seeds' application Pod (deploy/examples/myapp-pod.yaml), with the Envoy initializer
 /// pending, as the API server will set it from the seeds' InitializerConfiguration.
@@ -44,132 +38,6 @@ const WAITING: &str = "waiting for initializer \"envoy.initializer.kubernetes.io
 
 fn pods() -> GroupVersionResource {
     gvr("", "v1", "pods")
-}
-
-/// What one run of keelctl did.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    /// Asserts success and returns stdout.
-    #[track_caller]
-    fn ok(&self) -> &str {
-        assert_eq!(self.code, 0, "keelctl failed: {self:?}");
-        &self.stdout
-    }
-
-    /// Asserts failure with status 1 and returns stderr.
-    #[track_caller]
-    fn failed(&self) -> &str {
-        assert_eq!(self.code, 1, "keelctl should have failed with 1: {self:?}");
-        &self.stderr
-    }
-}
-
-/// keelctl against one API server, with a directory for manifests.
-struct Keelctl {
-    server: String,
-    dir: tempfile::TempDir,
-}
-
-impl Keelctl {
-    fn new(api: &ApiServer) -> Keelctl {
-        Keelctl {
-            server: api.endpoint(),
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(bin("keelctl"));
-        c.arg("--server")
-            .arg(&self.server)
-            .args(args)
-            .current_dir(self.dir.path())
-            .env_remove("KEEL_SERVER")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        let out = self.command(args).output().unwrap();
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    /// Starts keelctl and reads its stdout and stderr lines as they come.
-    fn spawn(&self, args: &[&str]) -> Running {
-        let mut proc = Proc(self.command(args).spawn().unwrap());
-        let stdout = proc.0.stdout.take().unwrap();
-        let stderr = proc.0.stderr.take().unwrap();
-        Running {
-            proc,
-            stdout: lines(stdout),
-            stderr: lines(stderr),
-        }
-    }
-
-    /// Writes a manifest into the working directory and returns its name.
-    fn file(&self, name: &str, text: &str) -> String {
-        std::fs::write(self.dir.path().join(name), text).unwrap();
-        name.to_string()
-    }
-}
-
-/// The lines of a pipe, read on a thread.
-fn lines(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-/// A keelctl that is still running.
-struct Running {
-    proc: Proc,
-    stdout: mpsc::Receiver<String>,
-    stderr: mpsc::Receiver<String>,
-}
-
-impl Running {
-    #[track_caller]
-    fn next_stdout(&self) -> String {
-        self.stdout
-            .recv_timeout(PATIENCE)
-            .expect("keelctl printed nothing more on stdout")
-    }
-
-    #[track_caller]
-    fn next_stderr(&self) -> String {
-        self.stderr
-            .recv_timeout(PATIENCE)
-            .expect("keelctl printed nothing more on stderr")
-    }
-
-    /// Waits for the exit; returns the status and the rest of stderr.
-    async fn exit(mut self) -> (i32, Vec<String>) {
-        let status = eventually(PATIENCE, "keelctl to exit", || {
-            let s = self.proc.0.try_wait().unwrap();
-            async move { s }
-        })
-        .await;
-        (status.code().unwrap_or(-1), self.stderr.iter().collect())
-    }
 }
 
 /// The seeds' ConfigMap `envoy-initializer`, from deploy/examples/, which the initializer
@@ -278,7 +146,7 @@ async fn an_object_deleted_while_waiting_is_an_error() {
     c.delete(&pods(), "default", "myapp-pod", &DeleteParams::default())
         .await
         .unwrap();
-    let (code, stderr) = running.exit().await;
+    let keel_tests::keelctl::Exited { code, stderr, .. } = running.exit().await;
     assert_eq!(
         stderr,
         ["error: pod \"myapp-pod\" was deleted before it was initialized"]
@@ -369,7 +237,7 @@ async fn the_wait_survives_a_restarted_api_server() {
     assert_eq!(running.next_stderr(), WAITING);
     api.restart().await;
     let _init = KeelService::initializer(&[&api], &[]).await;
-    let (code, stderr) = running.exit().await;
+    let keel_tests::keelctl::Exited { code, stderr, .. } = running.exit().await;
     assert_eq!((code, stderr), (0, vec![]));
     let p = myapp_pod(&c).await;
     assert_eq!(container_names(&p), ["myapp-container", "envoy"]);

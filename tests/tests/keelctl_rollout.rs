@@ -8,18 +8,14 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::Command;
 
 use keel_client::{Client, GroupVersionResource, PatchType, gvr};
-use keel_tests::{ApiServer, Etcd, Proc, bin, eventually};
+use keel_tests::keelctl::{Keelctl, PATIENCE};
+use keel_tests::{ApiServer, Etcd, bin, eventually};
 use serde_json::{Value, json};
 
 const NS: &str = "default";
-/// How long a test waits for keelctl to print or exit before it fails.
-const PATIENCE: Duration = Duration::from_secs(20);
 
 fn deployments() -> GroupVersionResource {
     gvr("apps", "v1", "deployments")
@@ -27,132 +23,6 @@ fn deployments() -> GroupVersionResource {
 
 fn replicasets() -> GroupVersionResource {
     gvr("apps", "v1", "replicasets")
-}
-
-/// What one run of keelctl did.
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    #[track_caller]
-    fn ok(&self) -> &str {
-        assert_eq!(self.code, 0, "keelctl failed: {self:?}");
-        &self.stdout
-    }
-
-    #[track_caller]
-    fn failed(&self) -> &str {
-        assert_eq!(self.code, 1, "keelctl should have failed with 1: {self:?}");
-        &self.stderr
-    }
-}
-
-/// keelctl against one API server.
-struct Keelctl {
-    server: String,
-    dir: tempfile::TempDir,
-}
-
-impl Keelctl {
-    fn new(api: &ApiServer) -> Keelctl {
-        Keelctl {
-            server: api.endpoint(),
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(bin("keelctl"));
-        c.arg("--server")
-            .arg(&self.server)
-            .args(args)
-            .current_dir(self.dir.path())
-            .env_remove("KEEL_SERVER")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        let out = self.command(args).output().unwrap();
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    /// Starts keelctl and reads its output as it comes, for commands that wait.
-    fn spawn(&self, args: &[&str]) -> Running {
-        let mut proc = Proc(self.command(args).spawn().unwrap());
-        let stdout = proc.0.stdout.take().unwrap();
-        let mut stderr = proc.0.stderr.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = stderr.read_to_string(&mut s);
-            s
-        });
-        Running {
-            proc,
-            lines,
-            stderr,
-        }
-    }
-
-    fn file(&self, name: &str, text: &str) -> String {
-        std::fs::write(self.dir.path().join(name), text).unwrap();
-        name.to_string()
-    }
-}
-
-/// A keelctl that is still running.
-struct Running {
-    proc: Proc,
-    lines: mpsc::Receiver<String>,
-    stderr: std::thread::JoinHandle<String>,
-}
-
-impl Running {
-    /// The next line of stdout.
-    #[track_caller]
-    fn next_line(&self) -> String {
-        self.lines
-            .recv_timeout(PATIENCE)
-            .expect("keelctl printed nothing more")
-    }
-
-    /// Waits for the exit; returns the status, the rest of stdout and stderr.
-    async fn exit(mut self) -> (i32, Vec<String>, String) {
-        let status = eventually(PATIENCE, "keelctl to exit", || {
-            let s = self.proc.0.try_wait().unwrap();
-            async move { s }
-        })
-        .await;
-        let rest: Vec<String> = self.lines.iter().collect();
-        (
-            status.code().unwrap_or(-1),
-            rest,
-            self.stderr.join().unwrap(),
-        )
-    }
-
-    fn running(&mut self) -> bool {
-        self.proc.0.try_wait().unwrap().is_none()
-    }
 }
 
 fn template(image: &str) -> Value {
@@ -284,7 +154,7 @@ async fn rollout_status_follows_the_rollout_until_done() {
 
     let mut status = k.spawn(&["rollout", "status", "deployment/nginx"]);
     assert_eq!(
-        status.next_line(),
+        status.next_stdout(),
         "Waiting for deployment spec update to be observed..."
     );
     set_status(
@@ -294,7 +164,7 @@ async fn rollout_status_follows_the_rollout_until_done() {
     )
     .await;
     assert_eq!(
-        status.next_line(),
+        status.next_stdout(),
         "Waiting for deployment \"nginx\" rollout to finish: 1 out of 2 new replicas have been updated..."
     );
     // A change that leaves the line as it is prints nothing.
@@ -306,7 +176,7 @@ async fn rollout_status_follows_the_rollout_until_done() {
     .await;
     set_status(&c, "nginx", json!({"replicas": 3, "updatedReplicas": 2})).await;
     assert_eq!(
-        status.next_line(),
+        status.next_stdout(),
         "Waiting for deployment \"nginx\" rollout to finish: 1 old replicas are pending termination..."
     );
 
@@ -320,7 +190,7 @@ async fn rollout_status_follows_the_rollout_until_done() {
     )
     .await;
     assert_eq!(
-        status.next_line(),
+        status.next_stdout(),
         "Waiting for deployment \"nginx\" rollout to finish: 1 of 2 updated replicas are available..."
     );
     assert!(status.running());
@@ -332,7 +202,12 @@ async fn rollout_status_follows_the_rollout_until_done() {
             {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]}),
     )
     .await;
-    let (code, rest, stderr) = status.exit().await;
+    let keel_tests::keelctl::Exited {
+        code,
+        stdout: rest,
+        stderr,
+    } = status.exit().await;
+    let stderr: String = stderr.iter().map(|l| format!("{l}\n")).collect();
     assert_eq!(
         (code, rest, stderr.as_str()),
         (
@@ -390,7 +265,7 @@ async fn rollout_status_fails_when_the_progress_deadline_is_exceeded() {
 
     let status = k.spawn(&["rollout", "status", "deployment/nginx"]);
     assert_eq!(
-        status.next_line(),
+        status.next_stdout(),
         "Waiting for deployment spec update to be observed..."
     );
     set_status(
@@ -401,7 +276,12 @@ async fn rollout_status_fails_when_the_progress_deadline_is_exceeded() {
              "message": "ReplicaSet \"nginx-1\" has timed out progressing."}]}),
     )
     .await;
-    let (code, rest, stderr) = status.exit().await;
+    let keel_tests::keelctl::Exited {
+        code,
+        stdout: rest,
+        stderr,
+    } = status.exit().await;
+    let stderr: String = stderr.iter().map(|l| format!("{l}\n")).collect();
     assert_eq!(code, 1);
     assert!(rest.is_empty(), "{rest:?}");
     assert_eq!(
