@@ -482,3 +482,17 @@ impl KeelService {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 }
+
+/// Creates the seeds' ConfigMap `envoy-initializer` from deploy/examples/ in `default`: the
+/// sidecar keel-initializer injects.
+pub async fn create_envoy_configmap(c: &Client) {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/examples/envoy-initializer.yaml"
+    ))
+    .expect("deploy/examples/envoy-initializer.yaml");
+    let cm: serde_json::Value = serde_saphyr::from_str(&text).expect("the example is YAML");
+    c.create(&keel_client::gvr("", "v1", "configmaps"), "default", &cm)
+        .await
+        .expect("create the envoy-initializer ConfigMap");
+}

@@ -18,19 +18,6 @@ fn pods() -> keel_client::GroupVersionResource {
     gvr("", "v1", "pods")
 }
 
-/// The seeds' ConfigMap, from deploy/examples/.
-async fn envoy_configmap(c: &Client) {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/examples/envoy-initializer.yaml"
-    ))
-    .unwrap();
-    let cm: Value = serde_saphyr::from_str(&text).unwrap();
-    c.create(&gvr("", "v1", "configmaps"), "default", &cm)
-        .await
-        .unwrap();
-}
-
 fn pod(name: &str, pending: &[&str]) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -76,7 +63,7 @@ async fn the_seed_pod_gets_envoy_and_its_volume_and_keeps_its_own_container() {
     let etcd = Etcd::start().await;
     let api = ApiServer::start(&etcd).await;
     let c = api.client().await;
-    envoy_configmap(&c).await;
+    keel_tests::create_envoy_configmap(&c).await;
     let _init = KeelService::initializer(&[&api], &[]).await;
     let created = c
         .create(&pods(), "default", &pod("myapp-pod", &[NAME]))
@@ -97,7 +84,7 @@ async fn only_the_head_of_pending_acts_and_others_are_left_alone() {
     let etcd = Etcd::start().await;
     let api = ApiServer::start(&etcd).await;
     let c = api.client().await;
-    envoy_configmap(&c).await;
+    keel_tests::create_envoy_configmap(&c).await;
     let _init = KeelService::initializer(&[&api], &[]).await;
     c.create(
         &pods(),
@@ -139,7 +126,7 @@ async fn two_replicas_never_inject_twice_and_a_rerun_writes_nothing() {
     let etcd = Etcd::start().await;
     let api = ApiServer::start(&etcd).await;
     let c = api.client().await;
-    envoy_configmap(&c).await;
+    keel_tests::create_envoy_configmap(&c).await;
     let _a = KeelService::initializer(&[&api], &[]).await;
     let mut b = KeelService::initializer(&[&api], &[]).await;
     for i in 0..30 {

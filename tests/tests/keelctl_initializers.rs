@@ -40,20 +40,6 @@ fn pods() -> GroupVersionResource {
     gvr("", "v1", "pods")
 }
 
-/// The seeds' ConfigMap `envoy-initializer`, from deploy/examples/, which the initializer
-/// reads the sidecar from.
-async fn envoy_configmap(c: &Client) {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/examples/envoy-initializer.yaml"
-    ))
-    .unwrap();
-    let cm: Value = serde_saphyr::from_str(&text).unwrap();
-    c.create(&gvr("", "v1", "configmaps"), "default", &cm)
-        .await
-        .unwrap();
-}
-
 fn container_names(p: &Value) -> Vec<&str> {
     p["spec"]["containers"]
         .as_array()
@@ -84,7 +70,7 @@ async fn create_waits_until_the_initializer_has_injected_envoy() {
     let etcd = Etcd::start().await;
     let api = ApiServer::start(&etcd).await;
     let c = api.client().await;
-    envoy_configmap(&c).await;
+    keel_tests::create_envoy_configmap(&c).await;
     let _init = KeelService::initializer(&[&api], &[]).await;
     let k = Keelctl::new(&api);
     let f = k.file("myapp-pod.yaml", MYAPP_POD);
@@ -161,7 +147,7 @@ async fn apply_waits_for_initialization_too() {
     let etcd = Etcd::start().await;
     let api = ApiServer::start(&etcd).await;
     let c = api.client().await;
-    envoy_configmap(&c).await;
+    keel_tests::create_envoy_configmap(&c).await;
     let k = Keelctl::new(&api);
     let f = k.file("myapp-pod.yaml", MYAPP_POD);
 
@@ -228,7 +214,7 @@ async fn the_wait_survives_a_restarted_api_server() {
     let etcd = Etcd::start().await;
     let mut api = ApiServer::start(&etcd).await;
     let c = api.client().await;
-    envoy_configmap(&c).await;
+    keel_tests::create_envoy_configmap(&c).await;
     let k = Keelctl::new(&api);
     let f = k.file("myapp-pod.yaml", MYAPP_POD);
 
