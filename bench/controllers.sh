@@ -20,6 +20,7 @@ etcd --name bench --data-dir "$work/etcd" \
   --listen-client-urls http://127.0.0.1:32379 --advertise-client-urls http://127.0.0.1:32379 \
   --listen-peer-urls http://127.0.0.1:32380 --initial-advertise-peer-urls http://127.0.0.1:32380 \
   --initial-cluster bench=http://127.0.0.1:32380 --max-request-bytes 2097152 --log-level error \
+  --experimental-watch-progress-notify-interval 1s \
   >"$work/etcd.log" 2>&1 &
 ./target/release/keel-apiserver --listen 127.0.0.1:36443 --http-listen 127.0.0.1:36080 \
   --etcd-servers http://127.0.0.1:32379 >/dev/null 2>"$work/apiserver.log" &

@@ -32,6 +32,7 @@ etcd --name keel --data-dir "$state/etcd" \
   --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
   --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
   --initial-cluster keel=http://127.0.0.1:2380 --max-request-bytes 2097152 \
+  --experimental-watch-progress-notify-interval 1s \
   >"$state/etcd.log" 2>&1 &
 echo $! >"$state/etcd.pid"
 

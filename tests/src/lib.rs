@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 pub mod keelctl;
+pub mod proxy;
 
 use keel_client::{Client, ClientConfig};
 pub use rustix::process::Signal;
@@ -140,6 +141,8 @@ impl Etcd {
                 ])
                 .args(["--initial-cluster", &format!("test={peer_url}")])
                 .args(["--max-request-bytes", "2097152", "--log-level", "error"])
+                // Progress notifications a quiet watch can trust (see DESIGN.md, "Watch").
+                .args(["--experimental-watch-progress-notify-interval", "1s"])
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
@@ -197,11 +200,16 @@ impl ApiServer {
 
     /// Starts with extra flags, on free ports.
     pub async fn start_with(etcd: &Etcd, extra: &[&str]) -> ApiServer {
+        Self::start_at(&etcd.endpoint, extra).await
+    }
+
+    /// Starts against the etcd at `endpoint` (a `proxy::Proxy` in front of one, say).
+    pub async fn start_at(etcd_endpoint: &str, extra: &[&str]) -> ApiServer {
         let log_dir = tempfile::tempdir().expect("tempdir");
         let mut s = ApiServer {
             grpc: "127.0.0.1:0".parse().expect("addr"),
             http: "127.0.0.1:0".parse().expect("addr"),
-            etcd_endpoint: etcd.endpoint.clone(),
+            etcd_endpoint: etcd_endpoint.to_string(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             proc: None,
             log_dir,

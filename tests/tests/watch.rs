@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use keel_client::{Client, Event, EventType, ListParams, PatchType, Reason, WatchParams, gvr};
+use keel_tests::proxy::Proxy;
 use keel_tests::{ApiServer, Etcd};
 use serde_json::{Value, json};
 
@@ -294,6 +295,46 @@ async fn a_client_resumes_after_kill_9_and_misses_nothing() {
     let want: Vec<i64> = more.into_iter().chain(after).collect();
     assert_eq!(got, want);
     assert_eq!(last, *rvs.last().unwrap());
+}
+
+/// The API server's own etcd watch breaks (a partition between it and etcd) while writes go on
+/// through another replica: when it resumes, the watch cache catches up on every event it
+/// missed, so its clients see each one, in order, once.
+#[tokio::test]
+async fn a_watch_cache_cut_off_from_etcd_catches_up_on_every_event() {
+    let etcd = Etcd::start().await;
+    let upstream = etcd.endpoint.trim_start_matches("http://").parse().unwrap();
+    let proxy = Proxy::start(upstream);
+    let api = ApiServer::start_at(&proxy.endpoint(), &[]).await;
+    let writer_api = ApiServer::start(&etcd).await;
+    let (c, w) = (api.client().await, writer_api.client().await);
+    let cms = gvr("", "v1", "configmaps");
+    let created = w.create(&cms, "default", &cm("p")).await.unwrap();
+    let p = WatchParams {
+        resource_version: rv_of(&created).to_string(),
+        ..Default::default()
+    };
+    let mut s = c.watch(&cms, &p).await.unwrap();
+    let before = write_n(&w, "p", 5).await;
+    let seen = take_events(&mut s, 5).await;
+    assert_eq!(
+        seen.iter()
+            .map(|e| e.resource_version().parse().unwrap())
+            .collect::<Vec<i64>>(),
+        before
+    );
+
+    proxy.cut();
+    let during = write_n(&w, "p", 200).await;
+    proxy.restore();
+    let after = write_n(&w, "p", 5).await;
+    let got: Vec<i64> = take_events(&mut s, 205)
+        .await
+        .iter()
+        .map(|e| e.resource_version().parse().unwrap())
+        .collect();
+    let want: Vec<i64> = during.into_iter().chain(after).collect();
+    assert_eq!(got, want);
 }
 
 #[tokio::test]

@@ -111,12 +111,4 @@ impl Watch {
             Err(e) => Err(WatchEnd::Failed(e.to_string())),
         }
     }
-
-    /// Asks etcd for a progress notification, so that a quiet prefix still advances.
-    pub async fn request_progress(&mut self) -> Result<(), String> {
-        self.stream
-            .request_progress()
-            .await
-            .map_err(|e| e.to_string())
-    }
 }

@@ -291,28 +291,25 @@ impl WatchCache {
             Ok(w) => w,
             Err(e) => return Interrupted::Failed(e),
         };
-        // Quiet resources still advance: ask etcd where the stream stands every second.
-        let mut progress = tokio::time::interval(Duration::from_secs(1));
+        // Quiet resources still advance, on etcd's own periodic progress notifications
+        // (`--experimental-watch-progress-notify-interval`): they come in order with the
+        // events. Requested ones (`RequestProgress`) do not before etcd 3.4.31 and 3.5.13: they
+        // can overtake events still to be sent, which would then be dropped here as seen.
         loop {
-            tokio::select! {
-                msg = watch.next() => match msg {
-                    Ok(resp) => match resp.progress() {
-                        Some(rv) => self.progress(rv),
-                        None => self.apply(resp.events()),
-                    },
-                    Err(WatchEnd::Canceled { compact_revision, .. }) if compact_revision > 0 => {
-                        return Interrupted::Compacted;
-                    }
-                    Err(WatchEnd::Canceled { reason, .. }) => {
-                        return Interrupted::Failed(format!("watch canceled: {reason}"));
-                    }
-                    Err(WatchEnd::Failed(e)) => return Interrupted::Failed(e),
+            match watch.next().await {
+                Ok(resp) => match resp.progress() {
+                    Some(rv) => self.progress(rv),
+                    None => self.apply(resp.events()),
                 },
-                _ = progress.tick() => {
-                    if let Err(e) = watch.request_progress().await {
-                        return Interrupted::Failed(e);
-                    }
+                Err(WatchEnd::Canceled {
+                    compact_revision, ..
+                }) if compact_revision > 0 => {
+                    return Interrupted::Compacted;
                 }
+                Err(WatchEnd::Canceled { reason, .. }) => {
+                    return Interrupted::Failed(format!("watch canceled: {reason}"));
+                }
+                Err(WatchEnd::Failed(e)) => return Interrupted::Failed(e),
             }
         }
     }

@@ -267,8 +267,7 @@ pub fn serve_from_etcd(etcd: Etcd, prefix: String, from: i64, params: WatchParam
                 return;
             }
         };
-        let mut every = tokio::time::interval(params.bookmarks.unwrap_or(Duration::from_secs(1)));
-        every.tick().await;
+        let mut bookmarks = bookmark_interval(params.bookmarks);
         loop {
             tokio::select! {
                 msg = watch.next() => {
@@ -300,10 +299,8 @@ pub fn serve_from_etcd(etcd: Etcd, prefix: String, from: i64, params: WatchParam
                         }
                     }
                 }
-                _ = every.tick() => {
-                    let _ = watch.request_progress().await;
-                    if params.bookmarks.is_some()
-                        && let Some(b) = progress.bookmark(&info)
+                _ = tick(&mut bookmarks) => {
+                    if let Some(b) = progress.bookmark(&info)
                         && out.send(Ok(b)).await.is_err()
                     {
                         return;
