@@ -1,7 +1,7 @@
 //! `keel-initializer` end to end: the real binary against a real `keel-apiserver` and etcd.
 //! The Pods here name the initializer in `metadata.initializers.pending` themselves; the API
-//! server's admission side (filling `pending` from InitializerConfigurations, hiding
-//! uninitialized objects) is tested where it is built.
+//! server's admission side (filling `pending` from InitializerConfigurations, opt-in
+//! annotations, timeouts) is tested in `admission.rs`.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -101,7 +101,10 @@ async fn only_the_head_of_pending_acts_and_others_are_left_alone() {
         .await
         .unwrap();
     initialized(&c, "marker").await;
-    let p = c.get(&pods(), "default", "first-other").await.unwrap();
+    let p = c
+        .get_uninitialized(&pods(), "default", "first-other")
+        .await
+        .unwrap();
     assert_eq!(pending(&p), ["other.example.com", NAME], "not its turn");
     assert_eq!(container_names(&p), ["myapp-container"]);
     let p = c.get(&pods(), "default", "plain").await.unwrap();

@@ -149,6 +149,28 @@ impl FieldCause {
             field: field.into(),
         }
     }
+
+    /// A value given twice where each must be unique (Kubernetes' `field.Duplicate`).
+    pub fn duplicate(field: impl Into<String>, value: &str) -> Self {
+        FieldCause {
+            reason: "FieldValueDuplicate".into(),
+            message: format!("Duplicate value: {value:?}"),
+            field: field.into(),
+        }
+    }
+
+    /// A value outside a fixed set (Kubernetes' `field.NotSupported`).
+    pub fn not_supported(field: impl Into<String>, value: &str, supported: &[&str]) -> Self {
+        let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        FieldCause {
+            reason: "FieldValueNotSupported".into(),
+            message: format!(
+                "Unsupported value: {value:?}: supported values: {}",
+                list.join(", ")
+            ),
+            field: field.into(),
+        }
+    }
 }
 
 /// The object a request was about; every error names it (`Status.details`).

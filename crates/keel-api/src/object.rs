@@ -155,6 +155,26 @@ impl Object {
             .and_then(Value::as_str)
     }
 
+    /// The names in `metadata.initializers.pending`, in order: the initializers that still
+    /// have to act before the object is initialized.
+    pub fn pending_initializers(&self) -> Vec<&str> {
+        self.metadata()
+            .and_then(|m| m.get("initializers"))
+            .and_then(|i| i.get("pending"))
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| p.get("name").and_then(Value::as_str))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Whether no initializer is pending: the object is visible to ordinary reads.
+    pub fn is_initialized(&self) -> bool {
+        self.pending_initializers().is_empty()
+    }
+
     pub fn finalizers(&self) -> Vec<&str> {
         self.metadata()
             .and_then(|m| m.get("finalizers"))

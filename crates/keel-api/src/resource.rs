@@ -157,6 +157,23 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             true,
             false,
         ),
+        // Dynamic admission as Kubernetes 1.7-1.13 served it (alpha, removed in 1.14).
+        ResourceInfo {
+            gvr: GroupVersionResource::new(
+                "admissionregistration.k8s.io",
+                "v1alpha1",
+                "initializerconfigurations",
+            ),
+            ..info(
+                "admissionregistration.k8s.io",
+                "initializerconfigurations",
+                "initializerconfiguration",
+                "InitializerConfiguration",
+                &[],
+                false,
+                false,
+            )
+        },
     ]
 }
 

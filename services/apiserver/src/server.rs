@@ -67,6 +67,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         let registry = registry.clone();
         tokio::spawn(async move { registry.bootstrap().await });
     }
+    tokio::spawn(registry.clone().enforce_initializer_timeouts());
     if !config.compaction_interval.is_zero() {
         tokio::spawn(storage::compactor::run(
             etcd.clone(),

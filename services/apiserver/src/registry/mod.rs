@@ -9,6 +9,8 @@
 mod admission;
 mod bootstrap;
 pub mod deletion;
+mod initialization;
+pub mod initializers;
 pub mod patch;
 mod resources;
 mod store;

@@ -8,10 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use keel_api::{ApiError, GroupVersionResource, Object, ResourceInfo};
+use serde_json::Value;
 use tokio::time::Instant;
 
 use super::admission;
 use super::deletion::{self, DeleteOptions};
+use super::initializers::{self, CONFIG_GROUP, CONFIG_VERSION, Initializers};
 use super::patch::{self, PatchType};
 use super::resources::Resources;
 use super::strategy::{self, Subresource, kind_target};
@@ -76,13 +78,18 @@ impl Registry {
         Ok(())
     }
 
+    pub(super) fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
     pub(super) fn set_bootstrapped(&self) {
         self.bootstrapped.store(true, Ordering::Release);
     }
 
-    /// Creates an object: the kind's create rules and validation, namespace admission, and,
-    /// last as in Kubernetes (where storage checks it), no `resourceVersion` chosen by the
-    /// client.
+    /// Creates an object: the kind's create rules and validation, admission (the namespace
+    /// lifecycle; the initializers it gets pending), and, last as in Kubernetes (where storage
+    /// checks it), no `resourceVersion` chosen by the client. An object with initializers
+    /// pending is returned at once, uninitialized.
     pub async fn create(
         &self,
         info: &Arc<ResourceInfo>,
@@ -93,24 +100,33 @@ impl Registry {
         strategy::prepare_for_create(info, &mut obj);
         validate(info, &obj)?;
         let t = target(info, obj.name());
-        if info.namespaced {
+        let namespace = async {
+            if !info.namespaced {
+                return Ok(());
+            }
             let namespaces = self.namespaces()?;
             admission::require_namespace(&self.store, &namespaces, &t, obj.namespace(), deadline)
-                .await?;
-        }
+                .await
+        };
+        let (namespace, initializers) = tokio::join!(namespace, self.initializers(deadline));
+        namespace?;
+        let pending = initializers.pending_for_create(info, &obj);
+        initializers::set_pending(&mut obj, &pending);
         strategy::check_create_resource_version(&t, &requested_rv)?;
         let key = self.store.key(info, obj.namespace(), obj.name());
         self.store.create(&key, obj, deadline).await
     }
 
     /// Reads an object: from etcd, or from the watch cache for `resourceVersion: "0"`. Any other
-    /// version is accepted as "not older than" and read from etcd.
+    /// version is accepted as "not older than" and read from etcd. An object still being
+    /// initialized is `NotFound` unless `include_uninitialized`.
     pub async fn get(
         &self,
         info: &Arc<ResourceInfo>,
         namespace: &str,
         name: &str,
         resource_version: &str,
+        include_uninitialized: bool,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
         let t = target(info, name);
@@ -120,7 +136,40 @@ impl Registry {
             Err(e) => return Err(e.bad_request(&t)),
         };
         let key = self.store.key(info, namespace, name);
-        self.store.get(&key, from, deadline).await
+        let obj: Object = self.store.get(&key, from, deadline).await?;
+        if !include_uninitialized && !obj.is_initialized() {
+            return Err(ApiError::not_found(t));
+        }
+        Ok(obj)
+    }
+
+    /// The initializers in force, read from etcd so that a configuration applies from the
+    /// moment its own create is answered. If they cannot be read, creates go on without them:
+    /// a broken admission configuration must not stop every create.
+    async fn initializers(&self, deadline: Instant) -> Initializers {
+        let gvr =
+            GroupVersionResource::new(CONFIG_GROUP, CONFIG_VERSION, initializers::CONFIG_RESOURCE);
+        let Ok(info) = self.resources.lookup(Some(&gvr)) else {
+            return Initializers::default();
+        };
+        match self
+            .store
+            .list(&info, &ListQuery::default(), deadline)
+            .await
+        {
+            Ok(list) => {
+                let configs: Vec<Value> = list
+                    .items
+                    .iter()
+                    .filter_map(|i| serde_json::from_slice(i).ok())
+                    .collect();
+                Initializers::from_configs(&configs)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the initializer configurations; creating without initializers");
+                Initializers::default()
+            }
+        }
     }
 
     /// Lists objects (`resource_version` as the client sent it; `"0"` may be served from the

@@ -9,6 +9,7 @@ use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
 use serde_json::{Map, Value, json};
 
 use super::deletion::NAMESPACE_FINALIZER;
+use super::initializers;
 use crate::storage::{resource_version, target};
 
 /// Which part of an object a write addresses.
@@ -176,6 +177,7 @@ pub fn prepare_for_create(info: &ResourceInfo, obj: &mut Object) {
             list.push(json!(NAMESPACE_FINALIZER));
         }
     }
+    initializers::normalize(obj);
     apply_defaults(info, obj);
 }
 
@@ -241,6 +243,10 @@ fn initial_status(kind: &str) -> Value {
 /// Kubernetes' defaults of a kind (`SetDefaults_*`), on create and on every update.
 fn apply_defaults(info: &ResourceInfo, obj: &mut Object) {
     let kind = info.kind.as_str();
+    if kind == "InitializerConfiguration" {
+        initializers::config_defaults(obj);
+        return;
+    }
     if !matches!(kind, "Deployment" | "ReplicaSet") {
         return;
     }
@@ -402,6 +408,19 @@ pub fn prepare_for_update(
     if info.kind == "Namespace" {
         // As Kubernetes: `spec.finalizers` changes only through `finalize`.
         copy_spec_finalizers(&mut new, old);
+    }
+    // Initializers leave `pending` one by one; once an object is initialized, a Pod's spec
+    // is fixed (while it is not, its initializers may change anything: that is their point).
+    initializers::normalize(&mut new);
+    let frozen = (info.kind == "Pod" && old.is_initialized())
+        .then(|| initializers::check_pod_spec_update(old, &new))
+        .flatten();
+    let causes: Vec<FieldCause> = initializers::check_pending_update(old, &new)
+        .into_iter()
+        .chain(frozen)
+        .collect();
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(kind_target(info, &t.name), causes));
     }
     apply_defaults(info, &mut new);
     if spec_part(&new) != spec_part(old) {

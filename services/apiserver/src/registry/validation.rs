@@ -7,6 +7,7 @@ use keel_api::{ApiError, FieldCause, Object, ResourceInfo};
 use serde_json::{Map, Value};
 
 use super::deletion::NAMESPACE_FINALIZER;
+use super::initializers;
 use super::strategy::kind_target;
 
 /// Validates a whole object of this resource: metadata, then the kind's own rules.
@@ -27,8 +28,10 @@ pub fn validate(info: &ResourceInfo, obj: &Object) -> Result<(), ApiError> {
         "ReplicaSet" => workload_spec(root.get("spec"), &mut causes),
         "Namespace" => namespace_spec(root.get("spec"), &mut causes),
         "ConfigMap" => config_map(root, &mut causes),
+        "InitializerConfiguration" => initializers::validate_config(root, &mut causes),
         _ => {}
     }
+    initializers::validate_pending(obj, &mut causes);
     if causes.is_empty() {
         Ok(())
     } else {
@@ -222,13 +225,11 @@ fn deployment_spec(spec: Option<&Value>, causes: &mut Vec<FieldCause>) {
                 (None, Some(v)) => v.to_string(),
                 (None, None) => String::new(),
             };
-            causes.push(FieldCause {
-                reason: "FieldValueNotSupported".into(),
-                message: format!(
-                    "Unsupported value: {value:?}: supported values: \"Recreate\", \"RollingUpdate\""
-                ),
-                field: "spec.strategy.type".into(),
-            });
+            causes.push(FieldCause::not_supported(
+                "spec.strategy.type",
+                &value,
+                &["Recreate", "RollingUpdate"],
+            ));
         }
     }
 }

@@ -10,6 +10,8 @@ pub struct Get {
     pub name: String,
     /// `""`: from etcd; `"0"`: any version (the watch cache may serve it).
     pub resource_version: String,
+    /// An object whose initializers are still pending is found too (else: `NotFound`).
+    pub include_uninitialized: bool,
 }
 
 impl Verb for Get {
@@ -25,6 +27,7 @@ impl Verb for Get {
                 &ns,
                 &self.name,
                 &self.resource_version,
+                self.include_uninitialized,
                 cx.deadline,
             )
             .await

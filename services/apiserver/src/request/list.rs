@@ -15,6 +15,8 @@ pub struct List {
     pub limit: i64,
     pub continue_token: String,
     pub resource_version: String,
+    /// Objects whose initializers are still pending are listed too.
+    pub include_uninitialized: bool,
 }
 
 impl Verb for List {
@@ -22,12 +24,13 @@ impl Verb for List {
     type Output = ListResult;
 
     async fn run(self, cx: Context<'_>) -> Result<ListResult, ApiError> {
-        let filter = collection_scope(
+        let mut filter = collection_scope(
             &cx.info,
             &self.namespace,
             &self.label_selector,
             &self.field_selector,
         )?;
+        filter.include_uninitialized = self.include_uninitialized;
         if self.limit < 0 {
             return Err(ApiError::bad_request(
                 target(&cx.info, ""),

@@ -119,6 +119,7 @@ pub fn collection_scope(
         namespace: (!namespace.is_empty()).then_some(namespace),
         labels,
         fields,
+        include_uninitialized: false,
     })
 }
 

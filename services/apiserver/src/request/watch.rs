@@ -19,6 +19,9 @@ pub struct Watch {
     /// Events after this version (`""` or `"0"`: the current objects first, as `ADDED`).
     pub resource_version: String,
     pub allow_bookmarks: bool,
+    /// Objects whose initializers are still pending are seen too; without it an object
+    /// appears (`ADDED`) once initialized.
+    pub include_uninitialized: bool,
 }
 
 impl Verb for Watch {
@@ -26,12 +29,13 @@ impl Verb for Watch {
     type Output = OpenWatch;
 
     async fn run(self, cx: Context<'_>) -> Result<OpenWatch, ApiError> {
-        let filter = collection_scope(
+        let mut filter = collection_scope(
             &cx.info,
             &self.namespace,
             &self.label_selector,
             &self.field_selector,
         )?;
+        filter.include_uninitialized = self.include_uninitialized;
         let inner = cx
             .registry
             .watch(

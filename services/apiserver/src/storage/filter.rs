@@ -1,4 +1,5 @@
-//! Which objects a List or a Watch wants: a namespace and label and field selectors.
+//! Which objects a List or a Watch wants: a namespace, label and field selectors, and whether
+//! objects still being initialized count.
 
 use keel_api::Object;
 use keel_api::selector::{FieldSelector, LabelSelector};
@@ -10,6 +11,9 @@ pub struct Filter {
     pub namespace: Option<String>,
     pub labels: LabelSelector,
     pub fields: FieldSelector,
+    /// Objects whose initializers are still pending are seen too (`includeUninitialized`);
+    /// without it they appear, as `ADDED` to a watch, once the last initializer is done.
+    pub include_uninitialized: bool,
 }
 
 impl Filter {
@@ -19,10 +23,11 @@ impl Filter {
             .is_none_or(|ns| obj.namespace() == ns)
             && self.labels.matches_object(obj)
             && self.fields.matches_object(obj)
+            && (self.include_uninitialized || obj.is_initialized())
     }
 
     /// Whether every object matches but for the namespace (`remainingItemCount` is only known
-    /// then).
+    /// then; objects still being initialized are counted in it, as they are few and brief).
     pub fn selects_all(&self) -> bool {
         self.labels.is_empty() && self.fields.is_empty()
     }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use keel_api::{GroupVersionResource, ResourceInfo};
+use keel_api::{GroupVersionResource, Object, ResourceInfo};
 use tokio::time::Instant;
 
 use super::keys::{Keys, ObjectKey};
@@ -91,6 +91,21 @@ impl Store {
                 cache
             })
             .clone()
+    }
+
+    /// The objects of `info` in this replica's watch cache that `keep` selects; none while the
+    /// cache loads. For background sweeps, where any recent version will do.
+    pub fn cached(
+        &self,
+        info: &Arc<ResourceInfo>,
+        keep: impl Fn(&Object) -> bool,
+    ) -> Vec<Arc<Object>> {
+        let cache = self.cache(info);
+        if !cache.is_ready() {
+            return Vec::new();
+        }
+        let (objects, _) = cache.list(&self.keys.resource_prefix(info));
+        objects.into_iter().filter(|o| keep(o)).collect()
     }
 
     /// Whether storage can serve: etcd answers and every started cache has loaded; else why not.

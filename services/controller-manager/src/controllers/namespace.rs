@@ -278,7 +278,12 @@ impl NamespaceController {
         });
         for r in deletable {
             let gvr = GroupVersionResource::new(&r.group, &r.version, &r.resource);
-            let list = match self.client.list_all(&gvr, ns, &ListParams::default()).await {
+            // Objects still being initialized are content too.
+            let params = ListParams {
+                include_uninitialized: true,
+                ..ListParams::default()
+            };
+            let list = match self.client.list_all(&gvr, ns, &params).await {
                 Ok(l) => l,
                 Err(e) => {
                     pass.failures.push(format!("{gvr}: {e}"));

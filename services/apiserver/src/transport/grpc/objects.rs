@@ -100,6 +100,7 @@ impl Objects for ObjectsService {
             namespace: r.namespace,
             name: r.name,
             resource_version: r.resource_version,
+            include_uninitialized: r.include_uninitialized,
         };
         let obj = self
             .handler
@@ -121,6 +122,7 @@ impl Objects for ObjectsService {
             limit: r.limit,
             continue_token: r.continue_token,
             resource_version: r.resource_version,
+            include_uninitialized: r.include_uninitialized,
         };
         let res = self
             .handler
@@ -209,6 +211,7 @@ impl Objects for ObjectsService {
             field_selector: r.field_selector,
             resource_version: r.resource_version,
             allow_bookmarks: r.allow_bookmarks,
+            include_uninitialized: r.include_uninitialized,
         };
         let events = self
             .handler

@@ -1,0 +1,218 @@
+//! Initializers' timeouts, enforced by the API servers. Every second each replica looks through
+//! its watch caches for objects still being initialized; one whose head initializer has run out
+//! of time (counted from the object's creation) gets that initializer's failure policy: `Ignore`
+//! drops the name, `Fail` deletes the object. The write is a compare-and-swap on the revision
+//! the object was seen at, so whichever replica acts first acts alone (the others' writes are
+//! conflicts) and only it records the Event.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use keel_api::{ApiError, GroupVersionResource, Object, Reason, ResourceInfo};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::deletion::{self, DeleteOptions};
+use super::initializers::{
+    self, CONFIG_GROUP, CONFIG_RESOURCE, CONFIG_VERSION, FailurePolicy, Initializer, Initializers,
+};
+use super::store::Registry;
+use super::strategy;
+use crate::storage::{Change, Mutation, UpdateOptions, target};
+
+/// How often each replica looks for initializers out of time.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// How long one enforcement (a write and its Event) may take.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Registry {
+    /// Enforces initializers' timeouts until the process ends.
+    pub async fn enforce_initializer_timeouts(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(SWEEP_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            self.sweep(SystemTime::now()).await;
+        }
+    }
+
+    async fn sweep(&self, now: SystemTime) {
+        let configs = match self.lookup(Some(&GroupVersionResource::new(
+            CONFIG_GROUP,
+            CONFIG_VERSION,
+            CONFIG_RESOURCE,
+        ))) {
+            Ok(info) => self.store().cached(&info, Object::is_initialized),
+            Err(_) => Vec::new(),
+        };
+        let configs: Vec<Value> = configs
+            .iter()
+            .map(|c| Value::Object(c.as_map().clone()))
+            .collect();
+        let initializers = Initializers::from_configs(&configs);
+        for info in self.resources() {
+            // Objects being deleted are left to their deletion.
+            let waiting = self.store().cached(&info, |o| {
+                !o.is_initialized() && o.deletion_timestamp().is_none()
+            });
+            for obj in waiting {
+                let Some(head) = obj.pending_initializers().first().map(|h| h.to_string()) else {
+                    continue;
+                };
+                let init = initializers.get(&head);
+                if !out_of_time(&obj, init.timeout, now) {
+                    continue;
+                }
+                self.time_out(&info, &obj, &init).await;
+            }
+        }
+    }
+
+    /// Applies `init`'s failure policy to `obj` as this replica saw it; records an Event if
+    /// this replica's write is the one that landed.
+    async fn time_out(&self, info: &Arc<ResourceInfo>, obj: &Object, init: &Initializer) {
+        let Ok(rv) = obj.resource_version().parse::<i64>() else {
+            return;
+        };
+        let deadline = Instant::now() + WRITE_TIMEOUT;
+        let key = self.store().key(info, obj.namespace(), obj.name());
+        let opts = UpdateOptions {
+            expected_revision: Some(rv),
+            read_etcd: true,
+        };
+        let mutation = match init.failure_policy {
+            FailurePolicy::Ignore => drop_head(info, init.name.clone()),
+            FailurePolicy::Fail => deletion::deletion(
+                info,
+                DeleteOptions {
+                    resource_version: rv.to_string(),
+                    ..DeleteOptions::default()
+                },
+                Some(rv),
+            ),
+        };
+        match self.store().update(&key, opts, mutation, deadline).await {
+            Ok(_) => {
+                tracing::info!(
+                    resource = %info.gvr, namespace = obj.namespace(), name = obj.name(),
+                    initializer = %init.name, policy = init.failure_policy.as_str(),
+                    "initializer timed out"
+                );
+                self.record_timeout(info, obj, init, rv, deadline).await;
+            }
+            // Another replica acted first, or the initializer finished meanwhile.
+            Err(e) if matches!(e.reason, Reason::Conflict | Reason::NotFound) => {}
+            Err(e) => {
+                tracing::warn!(resource = %info.gvr, name = obj.name(), error = %e, "cannot enforce an initializer's timeout; will retry");
+            }
+        }
+    }
+
+    /// A Warning Event on the object, named after the revision the timeout applied to (so it
+    /// is recorded once even if this write were repeated).
+    async fn record_timeout(
+        &self,
+        info: &Arc<ResourceInfo>,
+        obj: &Object,
+        init: &Initializer,
+        rv: i64,
+        deadline: Instant,
+    ) {
+        let Ok(events) = self.lookup(Some(&GroupVersionResource::new("", "v1", "events"))) else {
+            return;
+        };
+        let namespace = if info.namespaced {
+            obj.namespace()
+        } else {
+            "default"
+        };
+        let outcome = match init.failure_policy {
+            FailurePolicy::Ignore => "its name was dropped and the object goes on without it",
+            FailurePolicy::Fail => "the object was deleted",
+        };
+        let message = format!(
+            "initializer {} did not finish within {}s (failurePolicy {}): {outcome}",
+            init.name,
+            init.timeout.as_secs(),
+            init.failure_policy.as_str()
+        );
+        let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+        let event = json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": format!("{}.{rv:x}", obj.name()), "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": info.api_version(),
+                "kind": info.kind,
+                "name": obj.name(),
+                "namespace": obj.namespace(),
+                "uid": obj.uid(),
+                "resourceVersion": obj.resource_version(),
+            },
+            "reason": "InitializerTimeout",
+            "message": message,
+            "type": "Warning",
+            "source": {"component": "keel-apiserver"},
+            "reportingComponent": "keel-apiserver",
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        });
+        let Ok(mut event) = Object::from_value(event) else {
+            return;
+        };
+        strategy::prepare_for_create(&events, &mut event);
+        let key = self.store().key(&events, namespace, event.name());
+        match self.store().create(&key, event, deadline).await {
+            Ok(_) => {}
+            Err(e) if e.reason == Reason::AlreadyExists => {}
+            Err(e) => tracing::warn!(error = %e, "cannot record the initializer timeout Event"),
+        }
+    }
+}
+
+/// Whether `obj`, created at its `creationTimestamp`, has waited `timeout` or longer by `now`.
+fn out_of_time(obj: &Object, timeout: Duration, now: SystemTime) -> bool {
+    let created = obj
+        .metadata()
+        .and_then(|m| m.get("creationTimestamp"))
+        .and_then(Value::as_str)
+        .and_then(|t| humantime::parse_rfc3339(t).ok());
+    created.is_some_and(|c| c + timeout <= now)
+}
+
+/// The mutation that drops `name` from the head of `pending` (`Conflict` if it is no longer
+/// the head: the initializer finished, or the object changed).
+fn drop_head(info: &Arc<ResourceInfo>, name: String) -> Mutation {
+    let info = info.clone();
+    Box::new(move |current: &Object| {
+        let pending = current.pending_initializers();
+        if pending.first() != Some(&name.as_str()) {
+            return Err(ApiError::conflict(
+                target(&info, current.name()),
+                format!("initializer {name} is no longer the one pending"),
+            ));
+        }
+        let rest: Vec<String> = pending[1..].iter().map(|s| s.to_string()).collect();
+        let mut next = current.clone();
+        initializers::set_pending(&mut next, &rest);
+        Ok(Change::Put(next))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_counts_from_creation() {
+        let obj = Object::from_value(
+            json!({"metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"}}),
+        )
+        .unwrap();
+        let created = humantime::parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
+        let t = Duration::from_secs(30);
+        assert!(!out_of_time(&obj, t, created + Duration::from_secs(29)));
+        assert!(out_of_time(&obj, t, created + Duration::from_secs(30)));
+    }
+}
