@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod etcd;
+mod initialize;
 mod report;
 mod scrape;
 mod table;
@@ -127,6 +128,16 @@ enum Cmd {
         #[arg(long, default_value_t = 1000)]
         rate: u64,
     },
+    /// Pods created at a fixed rate while an initializer runs: create → visible and initialized
+    /// latency, and every Pod arrives with its sidecar.
+    Initialize {
+        /// Pods created per second.
+        #[arg(long, default_value_t = 100)]
+        rate: u64,
+        /// The container the initializer adds.
+        #[arg(long, default_value = "envoy")]
+        sidecar: String,
+    },
     /// Prints JSON results (one per line, from files or stdin) as a Markdown table.
     Table {
         /// Files of `--json` results; none: standard input.
@@ -232,6 +243,17 @@ async fn run(cli: Cli) -> Result<Vec<report::Summary>, String> {
             let cl = clients(c, watchers).await.map_err(e)?;
             vec![
                 watch::run(c, &cl, watchers, writers, objects.max(1), rate)
+                    .await
+                    .map_err(e)?,
+            ]
+        }
+        Cmd::Initialize { rate, sidecar } => {
+            let cl = clients(c, 1).await.map_err(e)?;
+            let Some(client) = cl.first() else {
+                return Err("no client".into());
+            };
+            vec![
+                initialize::run(c, client, rate, &sidecar)
                     .await
                     .map_err(e)?,
             ]

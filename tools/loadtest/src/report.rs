@@ -125,6 +125,8 @@ pub struct Summary {
     pub events_expected: u64,
     pub events_missed: u64,
     pub events_duplicated: u64,
+    /// Initialize mode: Pods that appeared without the sidecar.
+    pub sidecars_missing: Option<u64>,
     pub first_error: Option<String>,
 }
 
@@ -159,7 +161,10 @@ impl Summary {
 
     /// True when the run proved a fault: a lost update or a missed or repeated event.
     pub fn failed(&self) -> bool {
-        self.lost_updates > 0 || self.events_missed > 0 || self.events_duplicated > 0
+        self.lost_updates > 0
+            || self.events_missed > 0
+            || self.events_duplicated > 0
+            || self.sidecars_missing.is_some_and(|n| n > 0)
     }
 
     pub fn print(&self, json: bool) {
@@ -179,7 +184,7 @@ impl Summary {
             ),
         ));
         rows.push(("latency max", format!("{:.2} ms", l.max_ms)));
-        if self.mode != "watch" {
+        if self.mode != "watch" && self.mode != "initialize" {
             rows.push((
                 "conflicts",
                 format!(
@@ -202,6 +207,13 @@ impl Summary {
             ));
             rows.push(("events missed", self.events_missed.to_string()));
             rows.push(("events duplicated", self.events_duplicated.to_string()));
+        } else if self.mode == "initialize" {
+            rows.push(("pods created", self.events_expected.to_string()));
+            rows.push(("never initialized", self.events_missed.to_string()));
+            rows.push((
+                "initialized without the sidecar",
+                self.sidecars_missing.unwrap_or(0).to_string(),
+            ));
         } else if self.mode != "etcd-put" && self.mode != "etcd-cas" {
             rows.push(("lost updates", self.lost_updates.to_string()));
         }
