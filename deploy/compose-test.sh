@@ -3,7 +3,9 @@
 # compose stack up, and while keel-loadtest writes and watches through both API servers,
 # kills one etcd member and one API server. Checks that no acknowledged write is lost, that
 # every watcher sees every event exactly once across the failover, and that the killed
-# containers rejoin when restarted. Tears everything down (containers, network, volumes).
+# containers rejoin when restarted; then that the controller-managers fail over, and the README's
+# Istio story (the initializer injects Envoy). Tears everything down (containers, network,
+# volumes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -145,6 +147,14 @@ check "the standby takes over: 3 Pods available" "wait_available 3 90"
 check "the lease moved to the other controller-manager" "[ -n \"\$(holder)\" ] && [ \"\$(holder)\" != \"$leader\" ]"
 docker start "$leader_container" >/dev/null
 wait_healthy "the killed controller-manager rejoins as a standby" 120
+
+echo "==> the README's Istio story: the sidecar ConfigMap, the InitializerConfiguration, myapp-pod"
+kc apply -f deploy/examples/envoy-initializer.yaml >/dev/null
+kc apply -f deploy/examples/initializer-configuration.yaml >/dev/null
+check "keelctl create returns once the initializer is done" \
+  "kc create -f deploy/examples/myapp-pod.yaml --timeout 60s >/dev/null 2>&1"
+check "myapp-pod runs with the envoy sidecar it never asked for" \
+  "kc get pod myapp-pod -o json | grep -q '\"name\": *\"envoy\"'"
 
 trap - EXIT
 teardown
