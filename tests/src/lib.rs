@@ -504,3 +504,44 @@ pub async fn create_envoy_configmap(c: &Client) {
         .await
         .expect("create the envoy-initializer ConfigMap");
 }
+
+/// `admissionregistration.k8s.io/v1alpha1` `initializerconfigurations` (cluster-scoped).
+pub fn initializer_configurations() -> keel_client::GroupVersionResource {
+    keel_client::gvr(
+        "admissionregistration.k8s.io",
+        "v1alpha1",
+        "initializerconfigurations",
+    )
+}
+
+/// Creates an InitializerConfiguration `name` with these `initializers`; returns it as stored
+/// (with the server's defaults filled in).
+pub async fn create_initializer_configuration(
+    c: &Client,
+    name: &str,
+    initializers: serde_json::Value,
+) -> serde_json::Value {
+    let config = serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1alpha1",
+        "kind": "InitializerConfiguration",
+        "metadata": {"name": name},
+        "initializers": initializers,
+    });
+    c.create(&initializer_configurations(), "", &config)
+        .await
+        .unwrap_or_else(|e| panic!("create the InitializerConfiguration {name}: {e}"))
+}
+
+/// Creates the seeds' InitializerConfiguration `envoy-config` from deploy/examples/: every new
+/// Pod waits for `envoy.initializer.kubernetes.io`. Returns it as stored.
+pub async fn create_envoy_initializer_configuration(c: &Client) -> serde_json::Value {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/examples/initializer-configuration.yaml"
+    ))
+    .expect("deploy/examples/initializer-configuration.yaml");
+    let config: serde_json::Value = serde_saphyr::from_str(&text).expect("the example is YAML");
+    c.create(&initializer_configurations(), "", &config)
+        .await
+        .expect("create the seeds' InitializerConfiguration")
+}
