@@ -1,9 +1,8 @@
 //! `keelctl` and initializers end to end: the real `keelctl` and `keel-initializer` binaries
 //! against a real `keel-apiserver` and etcd.
 //!
-//! The API server does not yet fill `metadata.initializers.pending` from
-//! InitializerConfigurations, nor hide uninitialized objects: the Pods here name the Envoy
-//! initializer in `pending` themselves, as the server will on Create.
+//! The Pods here name the Envoy initializer in `pending` themselves (a client may); the API
+//! server's filling it from InitializerConfigurations is tested in `admission.rs`.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
