@@ -1,6 +1,7 @@
 //! Strategic merge patches through the API server: lists of containers and volumes merge by
 //! name, so a sidecar injection keeps the user's containers and concurrent writers of
-//! different containers both land.
+//! different containers both land. The Pods are held by an initializer, as an initialized Pod's
+//! containers can no longer change.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -10,11 +11,12 @@ use keel_patch::{BuiltinSchema, create_two_way_merge_patch};
 use keel_tests::{ApiServer, Etcd};
 use serde_json::{Value, json};
 
-/// The seed's Pod.
+/// The seed's Pod, held uninitialized by an initializer nobody runs.
 fn myapp_pod() -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "myapp-pod", "labels": {"app": "myapp"}},
+        "metadata": {"name": "myapp-pod", "labels": {"app": "myapp"},
+            "initializers": {"pending": [{"name": "held.initializer.example.com"}]}},
         "spec": {"containers": [{
             "name": "myapp-container", "image": "busybox",
             "command": ["sh", "-c", "echo Hello Kubernetes! && sleep 3600"]
@@ -161,7 +163,10 @@ async fn writers_of_different_containers_of_one_pod_both_land() {
     for t in tasks {
         assert_eq!(t.await.unwrap(), 100);
     }
-    let o = c.get(&pods, "default", "myapp-pod").await.unwrap();
+    let o = c
+        .get_uninitialized(&pods, "default", "myapp-pod")
+        .await
+        .unwrap();
     let cs = &o["spec"]["containers"];
     assert_eq!(names(cs), ["myapp-container", "sidecar"]);
     assert_eq!(cs[0]["env"], json!([{"name": "a", "value": "100"}]));
