@@ -5,7 +5,8 @@
 //! - [`Object`]: a Kubernetes-shaped JSON object with typed accessors for its metadata;
 //! - [`ResourceInfo`] and [`builtin_resources`]: what a resource is (group, version, kind, scope);
 //! - [`ApiError`]: the one error type, shaped like Kubernetes' `Status`, mapped to gRPC codes;
-//! - [`selector`]: label and field selectors; [`validation`]: names, labels, annotations.
+//! - [`selector`]: label and field selectors; [`validation`]: names, labels, annotations;
+//! - [`shard`]: which shard of a controller's keyspace an object belongs to.
 
 #![forbid(unsafe_code)]
 
@@ -13,6 +14,7 @@ pub mod error;
 pub mod object;
 pub mod resource;
 pub mod selector;
+pub mod shard;
 pub mod validation;
 
 /// Generated from `proto/keel/v1/keel.proto`.

@@ -9,6 +9,7 @@ use keel_api::proto::{
     ApiResource, CreateRequest, DeleteRequest, DiscoveryRequest, GetRequest, ListRequest,
     PatchRequest, PatchType, Preconditions, PropagationPolicy, ResourceRef, UpdateRequest,
 };
+use keel_api::shard::ShardSelector;
 use keel_api::{ApiError, GroupVersionResource, Target};
 use serde_json::Value;
 use tonic::transport::{Channel, Endpoint};
@@ -57,8 +58,12 @@ pub struct ListParams {
     pub limit: i64,
     pub continue_token: String,
     pub resource_version: String,
+    /// `"Exact"`: the list as it was at exactly `resource_version` (which must not be compacted).
+    pub resource_version_match: String,
     /// Also objects whose initializers are still pending.
     pub include_uninitialized: bool,
+    /// Only objects of these shards of a controller's keyspace.
+    pub shard: Option<ShardSelector>,
 }
 
 /// A page of objects.
@@ -276,6 +281,8 @@ impl Client {
             continue_token: p.continue_token.clone(),
             resource_version: p.resource_version.clone(),
             include_uninitialized: p.include_uninitialized,
+            shard: p.shard.as_ref().map(shard_selector),
+            resource_version_match: p.resource_version_match.clone(),
         };
         let resp = self
             .call(|mut c| {
@@ -436,5 +443,14 @@ impl Client {
     /// Raw access for callers that need to send what the typed calls would refuse to build.
     pub fn raw(&self) -> ObjectsClient<Channel> {
         self.objects()
+    }
+}
+
+/// A shard selector on the wire.
+pub(crate) fn shard_selector(s: &ShardSelector) -> keel_api::proto::ShardSelector {
+    keel_api::proto::ShardSelector {
+        count: s.count,
+        ids: s.ids.clone(),
+        by_owner: s.by_owner,
     }
 }

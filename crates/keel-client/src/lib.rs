@@ -16,5 +16,6 @@ mod watch;
 
 pub use client::{Client, ClientConfig, DeleteParams, ListParams, ObjectList, gvr};
 pub use keel_api::proto::{PatchType, PropagationPolicy};
+pub use keel_api::shard::ShardSelector;
 pub use keel_api::{ApiError, GroupVersionResource, Reason};
 pub use watch::{Event, EventType, RawEvent, WatchParams};

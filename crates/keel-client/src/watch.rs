@@ -2,6 +2,7 @@
 
 use futures::{Stream, StreamExt};
 use keel_api::proto::WatchRequest;
+use keel_api::shard::ShardSelector;
 use keel_api::{ApiError, GroupVersionResource};
 use serde_json::Value;
 
@@ -52,6 +53,8 @@ pub struct WatchParams {
     pub allow_bookmarks: bool,
     /// Also objects whose initializers are still pending.
     pub include_uninitialized: bool,
+    /// Only objects of these shards; an object moving out of them is `DELETED`.
+    pub shard: Option<ShardSelector>,
 }
 
 /// A watch event whose object is left as the server's JSON bytes: for callers that only need
@@ -126,6 +129,7 @@ impl Client {
             resource_version: p.resource_version.clone(),
             allow_bookmarks: p.allow_bookmarks,
             include_uninitialized: p.include_uninitialized,
+            shard: p.shard.as_ref().map(crate::client::shard_selector),
         };
         let stream = self
             .call(|mut c| {

@@ -10,7 +10,7 @@ use keel_client::Client;
 use tokio::sync::watch;
 
 use crate::informer::Informer;
-use crate::reflector::WatchOptions;
+use crate::reflector::{ShardFeed, WatchOptions};
 
 /// Hands out shared [`Informer`]s and runs them. Cheap to clone (clones share the informers).
 ///
@@ -33,6 +33,7 @@ struct State {
     informers: HashMap<(GroupVersionResource, WatchOptions), Informer>,
     started: bool,
     resync: Option<Duration>,
+    shards: Option<ShardFeed>,
 }
 
 impl InformerFactory {
@@ -44,6 +45,7 @@ impl InformerFactory {
                     informers: HashMap::new(),
                     started: false,
                     resync: None,
+                    shards: None,
                 }),
                 stop: watch::channel(false).0,
             }),
@@ -55,6 +57,13 @@ impl InformerFactory {
     /// nothing changes. Applies to informers started afterwards. Off by default.
     pub fn with_resync(self, period: Duration) -> InformerFactory {
         self.state().resync = Some(period);
+        self
+    }
+
+    /// Informers made with [`WatchOptions::sharded`] cache only the shards `feed` says this
+    /// replica holds, following the set as it changes. Applies to informers started afterwards.
+    pub fn with_shards(self, feed: ShardFeed) -> InformerFactory {
+        self.state().shards = Some(feed);
         self
     }
 
@@ -80,15 +89,16 @@ impl InformerFactory {
             .or_insert_with(|| Informer::new(gvr.clone(), options))
             .clone();
         if state.started {
-            self.start_one(&informer, state.resync);
+            self.start_one(&informer, &state);
         }
         informer
     }
 
-    fn start_one(&self, informer: &Informer, resync: Option<Duration>) {
+    fn start_one(&self, informer: &Informer, state: &State) {
         informer.start(
             self.shared.client.clone(),
-            resync,
+            state.resync,
+            state.shards.clone(),
             self.shared.stop.subscribe(),
         );
     }
@@ -99,7 +109,7 @@ impl InformerFactory {
         let mut state = self.state();
         state.started = true;
         for informer in state.informers.values() {
-            self.start_one(informer, state.resync);
+            self.start_one(informer, &state);
         }
     }
 

@@ -18,7 +18,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use crate::controller::panic_message;
 use crate::delta_fifo::{DeltaFifo, DeltaType, Popped};
 use crate::handler::EventHandler;
-use crate::reflector::{ApiListerWatcher, Reflector, WatchOptions};
+use crate::reflector::{ApiListerWatcher, Reflector, ShardFeed, WatchOptions};
 use crate::store::{Store, StoreError};
 
 /// A cache of one resource (with one set of [`WatchOptions`]) kept by a reflector, and the
@@ -152,6 +152,7 @@ impl Informer {
         &self,
         client: Client,
         resync: Option<Duration>,
+        shards: Option<ShardFeed>,
         stop: watch::Receiver<bool>,
     ) {
         if self.shared.started.swap(true, Ordering::SeqCst) {
@@ -166,7 +167,10 @@ impl Informer {
             gvr: self.shared.gvr.clone(),
             options: self.shared.options.clone(),
         };
-        let reflector = Reflector::new(lw, self.shared.fifo.clone(), what);
+        let mut reflector = Reflector::new(lw, self.shared.fifo.clone(), what);
+        if let (Some(feed), Some(by)) = (shards, self.shared.options.shard_by) {
+            reflector = reflector.sharded(feed, by);
+        }
         let fifo = self.shared.fifo.clone();
         let mut reflector_stop = stop.clone();
         tokio::spawn(async move {

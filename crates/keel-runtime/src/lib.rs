@@ -82,6 +82,6 @@ pub use leader_election::{
     LeaderElection, LeaderElectionConfig, LeaderElectionError, LeaderHandle, LeaseLock,
 };
 pub use rate_limiter::RateLimiter;
-pub use reflector::{ReflectorError, WatchOptions};
+pub use reflector::{ReflectorError, ShardBy, ShardFeed, WatchOptions};
 pub use store::{BY_CONTROLLER_UID, BY_NAMESPACE, Store, StoreError};
 pub use workqueue::WorkQueue;

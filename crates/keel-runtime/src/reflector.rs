@@ -8,13 +8,21 @@
 //!   nothing repeated. `Expired` (that revision is compacted) means relist.
 //! - Every retry waits on one [`Backoff`]: 800 ms doubling to 30 s, jittered, reset after
 //!   two healthy minutes (client-go's defaults).
+//! - Sharded (a controller-manager's share of the keyspace, [`ShardFeed`]): List and Watch ask
+//!   for the shards held; when that set changes, the watch stops at its revision R, the shards
+//!   gained are listed at exactly R, the shards lost are dropped, the result is queued as one
+//!   `Replace`, and the watch resumes from R for the new set. Shards kept are never relisted.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use futures::{Future, StreamExt};
+use keel_api::shard::{ShardSelector, shard_of_json};
 use keel_api::{ApiError, GroupVersionResource, Reason};
 use keel_client::{Client, Event, EventType, ListParams, ObjectList, WatchParams};
+use serde_json::Value;
+use tokio::sync::watch;
 
 use crate::backoff::Backoff;
 use crate::delta_fifo::{DeltaFifo, DeltaType};
@@ -32,9 +40,35 @@ pub struct WatchOptions {
     /// Also objects whose initializers are still pending: what every controller that creates
     /// or counts objects must see, or it over-creates.
     pub include_uninitialized: bool,
+    /// Only the shards this replica holds, when the factory is sharded
+    /// ([`InformerFactory::with_shards`](crate::InformerFactory::with_shards)); all objects
+    /// otherwise.
+    pub shard_by: Option<ShardBy>,
+}
+
+/// Which name puts an object in a shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ShardBy {
+    /// Its own.
+    Name,
+    /// Its controlling owner's, or its own without one (a Pod goes with its ReplicaSet).
+    Owner,
+}
+
+/// The shards a replica holds, as they change: what a sharded informer caches.
+#[derive(Debug, Clone)]
+pub struct ShardFeed {
+    pub count: u32,
+    pub held: watch::Receiver<BTreeSet<u32>>,
 }
 
 impl WatchOptions {
+    /// Caches only the shards held (by `by`), when the factory is sharded.
+    pub fn sharded(mut self, by: ShardBy) -> Self {
+        self.shard_by = Some(by);
+        self
+    }
+
     pub fn include_uninitialized(mut self) -> Self {
         self.include_uninitialized = true;
         self
@@ -74,16 +108,27 @@ pub enum ReflectorError {
 
 /// The two calls a reflector makes; a seam so that its logic is tested without a server.
 pub(crate) trait ListerWatcher: Send + Sync + 'static {
+    /// A page of the list; `scope` narrows it to shards and may pin its revision.
     fn list(
         &self,
         limit: i64,
         continue_token: &str,
+        scope: &Scope,
     ) -> impl Future<Output = Result<ObjectList, ApiError>> + Send;
 
     fn watch(
         &self,
         resource_version: &str,
+        shard: Option<&ShardSelector>,
     ) -> impl Future<Output = Result<BoxStream<'static, Result<Event, ApiError>>, ApiError>> + Send;
+}
+
+/// What a List is narrowed to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Scope {
+    pub shard: Option<ShardSelector>,
+    /// List at exactly this revision (shards gained while watching); else the newest.
+    pub at: Option<String>,
 }
 
 /// Lists and watches one resource through the API server.
@@ -98,15 +143,23 @@ impl ListerWatcher for ApiListerWatcher {
         &self,
         limit: i64,
         continue_token: &str,
+        scope: &Scope,
     ) -> impl Future<Output = Result<ObjectList, ApiError>> + Send {
+        let (resource_version, resource_version_match) = match &scope.at {
+            Some(rv) => (rv.clone(), "Exact".to_string()),
+            // "": a consistent read from etcd, so a relist is never older than the watch it
+            // replaces.
+            None => (String::new(), String::new()),
+        };
         let p = ListParams {
             label_selector: self.options.label_selector.clone(),
             field_selector: self.options.field_selector.clone(),
             limit,
             continue_token: continue_token.to_string(),
-            // "": a consistent read from etcd, so a relist is never older than the watch it replaces.
-            resource_version: String::new(),
+            resource_version,
+            resource_version_match,
             include_uninitialized: self.options.include_uninitialized,
+            shard: scope.shard.clone(),
         };
         async move {
             self.client
@@ -118,6 +171,7 @@ impl ListerWatcher for ApiListerWatcher {
     fn watch(
         &self,
         resource_version: &str,
+        shard: Option<&ShardSelector>,
     ) -> impl Future<Output = Result<BoxStream<'static, Result<Event, ApiError>>, ApiError>> + Send
     {
         let p = WatchParams {
@@ -127,9 +181,62 @@ impl ListerWatcher for ApiListerWatcher {
             resource_version: resource_version.to_string(),
             allow_bookmarks: true,
             include_uninitialized: self.options.include_uninitialized,
+            shard: shard.cloned(),
         };
         async move { Ok(self.client.watch(&self.gvr, &p).await?.boxed()) }
     }
+}
+
+/// A sharded reflector's view: which shards, by which name, and a copy of what it has queued
+/// (so that a change of shards can be queued as one `Replace` without relisting the kept ones).
+struct Sharding {
+    feed: ShardFeed,
+    by_owner: bool,
+    /// The shards the current list and watch are for.
+    ids: BTreeSet<u32>,
+    /// Every object queued, by `namespace/name`.
+    mirror: BTreeMap<String, Arc<Value>>,
+}
+
+impl Sharding {
+    fn selector(&self, ids: &BTreeSet<u32>) -> ShardSelector {
+        ShardSelector {
+            count: self.feed.count,
+            ids: ids.iter().copied().collect(),
+            by_owner: self.by_owner,
+        }
+    }
+
+    fn shard(&self, obj: &Value) -> u32 {
+        shard_of_json(obj, self.feed.count, self.by_owner)
+    }
+}
+
+fn mirror_key(obj: &Value) -> String {
+    let meta = &obj["metadata"];
+    format!(
+        "{}/{}",
+        meta["namespace"].as_str().unwrap_or(""),
+        meta["name"].as_str().unwrap_or("")
+    )
+}
+
+/// Resolves when the held shards change; never without a feed (or once its sender is gone).
+async fn shards_changed(sharding: &mut Option<Sharding>) {
+    let Some(s) = sharding else {
+        return std::future::pending().await;
+    };
+    if s.feed.held.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Why a watch stream ended.
+enum Ended {
+    Broke(ApiError),
+    Closed,
+    /// The held shards changed: watch again for the new set.
+    Resharded,
 }
 
 /// Keeps a [`DeltaFifo`] in step with the server.
@@ -139,6 +246,7 @@ pub(crate) struct Reflector<L> {
     backoff: Backoff,
     /// Names the resource in logs.
     what: String,
+    sharding: Option<Sharding>,
 }
 
 impl<L: ListerWatcher> Reflector<L> {
@@ -148,12 +256,27 @@ impl<L: ListerWatcher> Reflector<L> {
             fifo,
             backoff: Backoff::default(),
             what,
+            sharding: None,
         }
+    }
+
+    /// Caches only the shards `feed` says are held, by name or by controlling owner.
+    pub(crate) fn sharded(mut self, feed: ShardFeed, by: ShardBy) -> Self {
+        self.sharding = Some(Sharding {
+            feed,
+            by_owner: by == ShardBy::Owner,
+            ids: BTreeSet::new(),
+            mirror: BTreeMap::new(),
+        });
+        self
     }
 
     /// Lists and watches until dropped.
     pub(crate) async fn run(mut self) {
         loop {
+            if let Some(s) = &mut self.sharding {
+                s.ids = s.feed.held.borrow_and_update().clone();
+            }
             let rv = match self.list().await {
                 Ok(rv) => rv,
                 Err(e) => {
@@ -168,17 +291,13 @@ impl<L: ListerWatcher> Reflector<L> {
         }
     }
 
-    /// Lists every page and queues the list as one `Replace`; returns its resourceVersion.
-    async fn list(&mut self) -> Result<String, ReflectorError> {
+    /// Lists every page of `scope` (all of it: `shard` unset and `at` unset).
+    async fn list_pages(&self, scope: &Scope) -> Result<(Vec<Arc<Value>>, String), ApiError> {
         let mut items = Vec::new();
         let mut token = String::new();
         let mut resource_version = None;
         loop {
-            let page = self
-                .lw
-                .list(PAGE_SIZE, &token)
-                .await
-                .map_err(ReflectorError::List)?;
+            let page = self.lw.list(PAGE_SIZE, &token, scope).await?;
             resource_version.get_or_insert(page.resource_version);
             items.extend(page.items.into_iter().map(Arc::new));
             if page.continue_token.is_empty() {
@@ -186,16 +305,80 @@ impl<L: ListerWatcher> Reflector<L> {
             }
             token = page.continue_token;
         }
-        tracing::debug!(resource = %self.what, objects = items.len(), "listed");
-        self.fifo.replace(items);
-        Ok(resource_version.unwrap_or_default())
+        Ok((items, resource_version.unwrap_or_default()))
     }
 
-    /// Watches from `rv`, re-opening broken watches from the last revision seen; returns only
-    /// when the revision has expired.
+    /// Lists every page and queues the list as one `Replace`; returns its resourceVersion.
+    async fn list(&mut self) -> Result<String, ReflectorError> {
+        let scope = Scope {
+            shard: self.sharding.as_ref().map(|s| s.selector(&s.ids)),
+            at: None,
+        };
+        let (items, rv) = self
+            .list_pages(&scope)
+            .await
+            .map_err(ReflectorError::List)?;
+        tracing::debug!(resource = %self.what, objects = items.len(), "listed");
+        if let Some(s) = &mut self.sharding {
+            s.mirror = items.iter().map(|o| (mirror_key(o), o.clone())).collect();
+        }
+        self.fifo.replace(items);
+        Ok(rv)
+    }
+
+    /// Moves to the shards now held: drops the ones lost, lists the ones gained at exactly
+    /// `rv` (where the watch stopped), and queues the result as one `Replace`. An error (the
+    /// revision compacted, say) is returned as `Expired`: the caller relists everything.
+    async fn reshard(&mut self, rv: &str) -> Result<(), ReflectorError> {
+        let Some(s) = &mut self.sharding else {
+            return Ok(());
+        };
+        let now = s.feed.held.borrow_and_update().clone();
+        let gained: BTreeSet<u32> = now.difference(&s.ids).copied().collect();
+        let lost: BTreeSet<u32> = s.ids.difference(&now).copied().collect();
+        if gained.is_empty() && lost.is_empty() {
+            return Ok(());
+        }
+        let scope = Scope {
+            shard: Some(s.selector(&gained)),
+            at: Some(rv.to_string()),
+        };
+        let added = if gained.is_empty() {
+            Vec::new()
+        } else {
+            self.list_pages(&scope)
+                .await
+                .map_err(ReflectorError::Expired)?
+                .0
+        };
+        let Some(s) = &mut self.sharding else {
+            return Ok(());
+        };
+        let before = s.mirror.len();
+        let mirror = std::mem::take(&mut s.mirror);
+        s.mirror = mirror
+            .into_iter()
+            .filter(|(_, o)| !lost.contains(&s.shard(o)))
+            .collect();
+        let dropped = before - s.mirror.len();
+        for o in added {
+            s.mirror.insert(mirror_key(&o), o);
+        }
+        s.ids = now;
+        tracing::info!(
+            resource = %self.what, gained = ?gained, lost = ?lost, dropped,
+            objects = s.mirror.len(), "shards changed"
+        );
+        self.fifo.replace(s.mirror.values().cloned().collect());
+        Ok(())
+    }
+
+    /// Watches from `rv`, re-opening broken watches from the last revision seen, and following
+    /// the held shards; returns only when the revision has expired.
     async fn watch(&mut self, mut rv: String) -> ReflectorError {
         loop {
-            let mut stream = match self.lw.watch(&rv).await {
+            let shard = self.sharding.as_ref().map(|s| s.selector(&s.ids));
+            let mut stream = match self.lw.watch(&rv, shard.as_ref()).await {
                 Ok(s) => s,
                 Err(e) if e.reason == Reason::Expired => return ReflectorError::Expired(e),
                 Err(e) => {
@@ -204,27 +387,40 @@ impl<L: ListerWatcher> Reflector<L> {
                     continue;
                 }
             };
-            let broke = loop {
-                match stream.next().await {
-                    Some(Ok(ev)) => self.apply(ev, &mut rv),
-                    Some(Err(e)) if e.reason == Reason::Expired => {
-                        return ReflectorError::Expired(e);
+            let ended = loop {
+                tokio::select! {
+                    ev = stream.next() => match ev {
+                        Some(Ok(ev)) => self.apply(ev, &mut rv),
+                        Some(Err(e)) if e.reason == Reason::Expired => {
+                            return ReflectorError::Expired(e);
+                        }
+                        Some(Err(e)) => break Ended::Broke(e),
+                        None => break Ended::Closed,
+                    },
+                    _ = shards_changed(&mut self.sharding) => {
+                        if let Err(e) = self.reshard(&rv).await {
+                            return e;
+                        }
+                        break Ended::Resharded;
                     }
-                    Some(Err(e)) => break Some(e),
-                    None => break None,
                 }
             };
-            match broke {
-                Some(e) => {
-                    tracing::warn!(resource = %self.what, error = %ReflectorError::Watch(e), "reflector")
+            match ended {
+                Ended::Broke(e) => {
+                    tracing::warn!(resource = %self.what, error = %ReflectorError::Watch(e), "reflector");
+                    self.backoff.wait().await;
                 }
-                None => tracing::debug!(resource = %self.what, "watch closed by the server"),
+                Ended::Closed => {
+                    tracing::debug!(resource = %self.what, "watch closed by the server");
+                    self.backoff.wait().await;
+                }
+                // Watch again from the same revision, for the new set, at once.
+                Ended::Resharded => {}
             }
-            self.backoff.wait().await;
         }
     }
 
-    fn apply(&self, ev: Event, rv: &mut String) {
+    fn apply(&mut self, ev: Event, rv: &mut String) {
         let ev_rv = ev.resource_version();
         if !ev_rv.is_empty() {
             *rv = ev_rv.to_string();
@@ -235,7 +431,16 @@ impl<L: ListerWatcher> Reflector<L> {
             EventType::Deleted => DeltaType::Deleted,
             EventType::Bookmark => return,
         };
-        if let Err(e) = self.fifo.push(kind, Arc::new(ev.object)) {
+        let obj = Arc::new(ev.object);
+        if let Some(s) = &mut self.sharding {
+            let key = mirror_key(&obj);
+            if kind == DeltaType::Deleted {
+                s.mirror.remove(&key);
+            } else {
+                s.mirror.insert(key, obj.clone());
+            }
+        }
+        if let Err(e) = self.fifo.push(kind, obj) {
             tracing::warn!(resource = %self.what, error = %e, "watch event skipped");
         }
     }
@@ -274,9 +479,21 @@ mod tests {
     }
 
     impl ListerWatcher for Scripted {
-        fn list(&self, limit: i64, token: &str) -> impl Future<Output = Page> + Send {
+        fn list(
+            &self,
+            limit: i64,
+            token: &str,
+            scope: &Scope,
+        ) -> impl Future<Output = Page> + Send {
             assert_eq!(limit, 500);
-            self.log(format!("list {token}"));
+            self.log(match (&scope.shard, &scope.at) {
+                (None, None) => format!("list {token}"),
+                (shard, at) => format!(
+                    "list {token} shards={:?} at={}",
+                    shard.as_ref().map(|s| s.ids.clone()).unwrap_or_default(),
+                    at.clone().unwrap_or_default()
+                ),
+            });
             let next = self.pages.lock().unwrap().pop_front();
             async move {
                 match next {
@@ -289,9 +506,13 @@ mod tests {
         fn watch(
             &self,
             rv: &str,
+            shard: Option<&ShardSelector>,
         ) -> impl Future<Output = Result<BoxStream<'static, Result<Event, ApiError>>, ApiError>> + Send
         {
-            self.log(format!("watch {rv}"));
+            self.log(match shard {
+                None => format!("watch {rv}"),
+                Some(s) => format!("watch {rv} shards={:?}", s.ids),
+            });
             let next = self.watches.lock().unwrap().pop_front();
             async move {
                 match next {
@@ -500,5 +721,61 @@ mod tests {
         .await;
         assert_eq!(out, ["replace a", "replace b"]);
         assert_eq!(names(&calls), ["list ", "watch 10", "list ", "watch 30"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_of_shards_lists_only_the_gained_ones_at_the_watch_revision() {
+        // With 4 shards: ns/a is in shard 2, ns/b in 3, ns/c in 0, ns/e in 2.
+        let lw = Scripted {
+            pages: Mutex::new(vec![page(&["a", "b"], 10, ""), page(&["c"], 11, "")].into()),
+            watches: Mutex::new(vec![Ok(vec![ev(EventType::Added, "e", 11)])].into()),
+            start: Some(Instant::now()),
+            ..Scripted::default()
+        };
+        let calls = lw.calls.clone();
+        let fifo = DeltaFifo::new();
+        let (held, feed) = watch::channel(BTreeSet::from([2, 3]));
+        let mut r = Reflector::new(lw, fifo.clone(), "test".into()).sharded(
+            ShardFeed {
+                count: 4,
+                held: feed,
+            },
+            ShardBy::Name,
+        );
+        r.backoff = no_jitter_backoff();
+        let task = tokio::spawn(r.run());
+        let pop = || async {
+            match tokio::time::timeout(Duration::from_secs(60), fifo.pop())
+                .await
+                .unwrap()
+                .unwrap()
+            {
+                Popped::Replace(objs) => objs
+                    .iter()
+                    .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                Popped::Deltas { key, .. } => key.to_string(),
+            }
+        };
+        assert_eq!(pop().await, "a,b");
+        assert_eq!(pop().await, "ns/e");
+        // Shard 2 (a, e) is handed over, shard 0 gained.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        held.send_replace(BTreeSet::from([0, 3]));
+        assert_eq!(pop().await, "b,c");
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        task.abort();
+        let calls = calls.lock().unwrap().clone();
+        assert_eq!(
+            names(&calls),
+            [
+                "list  shards=[2, 3] at=",
+                "watch 10 shards=[2, 3]",
+                "watch 11 shards=[2, 3]",
+                "list  shards=[0] at=11",
+                "watch 11 shards=[0, 3]",
+            ]
+        );
     }
 }

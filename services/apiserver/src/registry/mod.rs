@@ -20,7 +20,7 @@ pub mod validation;
 pub use deletion::{DeleteOptions, FinalizerRules, Propagation};
 pub use patch::PatchType;
 pub use resources::Resources;
-pub use store::Registry;
+pub use store::{ListOptions, Registry};
 pub use strategy::Subresource;
 // What the registry's verbs take and return, from storage below it.
 pub use crate::storage::{Filter, ListResult, WatchEvent, WatchEventKind, WatchStream, target};

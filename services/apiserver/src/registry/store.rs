@@ -28,6 +28,17 @@ use crate::storage::{
 /// How long readiness waits for etcd to answer.
 const READINESS_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// What a List asks for: which objects, a page of them, at which revision.
+#[derive(Debug, Default)]
+pub struct ListOptions {
+    pub filter: Filter,
+    /// At most this many items (0: all).
+    pub limit: i64,
+    pub continue_token: String,
+    pub resource_version: String,
+    pub resource_version_match: String,
+}
+
 /// The registry: the served resources and their verbs.
 pub struct Registry {
     resources: Arc<Resources>,
@@ -172,23 +183,41 @@ impl Registry {
         }
     }
 
-    /// Lists objects (`resource_version` as the client sent it; `"0"` may be served from the
-    /// cache).
+    /// Lists objects (`resource_version` as the client sent it: `"0"` may be served from the
+    /// cache; with `resource_version_match` `"Exact"`, read at exactly that revision).
     pub async fn list(
         &self,
         info: &Arc<ResourceInfo>,
-        filter: Filter,
-        limit: i64,
-        continue_token: String,
-        resource_version: &str,
+        opts: ListOptions,
         deadline: Instant,
     ) -> Result<ListResult, ApiError> {
+        let t = target(info, "");
+        let resource_version =
+            resource_version::parse(&opts.resource_version).map_err(|e| e.bad_request(&t))?;
+        let exact = match opts.resource_version_match.as_str() {
+            "" | "NotOlderThan" => false,
+            "Exact" if resource_version.is_some_and(|rv| rv > 0) => true,
+            "Exact" => {
+                return Err(ApiError::bad_request(
+                    t,
+                    "resourceVersionMatch Exact needs a resourceVersion other than \"\" and \"0\"",
+                ));
+            }
+            other => {
+                return Err(ApiError::bad_request(
+                    t,
+                    format!(
+                        "resourceVersionMatch {other:?}: supported values: \"Exact\", \"NotOlderThan\""
+                    ),
+                ));
+            }
+        };
         let q = ListQuery {
-            filter,
-            limit,
-            continue_token,
-            resource_version: resource_version::parse(resource_version)
-                .map_err(|e| e.bad_request(&target(info, "")))?,
+            filter: opts.filter,
+            limit: opts.limit,
+            continue_token: opts.continue_token,
+            resource_version,
+            exact,
         };
         self.store.list(info, &q, deadline).await
     }

@@ -1,11 +1,12 @@
 //! List: the objects a namespace and selectors choose, in pages.
 
 use keel_api::ApiError;
+use keel_api::shard::ShardSelector;
 
 use super::handler::{Context, Verb};
-use super::names::collection_scope;
+use super::names::{collection_scope, shard_scope};
 pub use crate::registry::ListResult;
-use crate::registry::target;
+use crate::registry::{ListOptions, target};
 
 pub struct List {
     pub namespace: String,
@@ -15,8 +16,12 @@ pub struct List {
     pub limit: i64,
     pub continue_token: String,
     pub resource_version: String,
+    /// `"Exact"`: at exactly `resource_version`; else not older than it.
+    pub resource_version_match: String,
     /// Objects whose initializers are still pending are listed too.
     pub include_uninitialized: bool,
+    /// Only these shards (as the client sent it; checked here).
+    pub shard: Option<ShardSelector>,
 }
 
 impl Verb for List {
@@ -31,6 +36,7 @@ impl Verb for List {
             &self.field_selector,
         )?;
         filter.include_uninitialized = self.include_uninitialized;
+        filter.shard = shard_scope(&cx.info, self.shard)?;
         if self.limit < 0 {
             return Err(ApiError::bad_request(
                 target(&cx.info, ""),
@@ -40,10 +46,13 @@ impl Verb for List {
         cx.registry
             .list(
                 &cx.info,
-                filter,
-                self.limit,
-                self.continue_token,
-                &self.resource_version,
+                ListOptions {
+                    filter,
+                    limit: self.limit,
+                    continue_token: self.continue_token,
+                    resource_version: self.resource_version,
+                    resource_version_match: self.resource_version_match,
+                },
                 cx.deadline,
             )
             .await

@@ -2,11 +2,26 @@
 //! the namespace of a write, the scope and selectors of a List or Watch.
 
 use keel_api::selector::{FieldSelector, LabelSelector};
+use keel_api::shard::ShardSelector;
 use keel_api::validation::{dns1123_label, dns1123_subdomain};
 use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
 
 use crate::registry::strategy::kind_target;
 use crate::registry::{Filter, target};
+
+/// A shard selector as a client sent it, checked: `BadRequest` saying what is wrong.
+pub fn shard_scope(
+    info: &ResourceInfo,
+    shard: Option<ShardSelector>,
+) -> Result<Option<ShardSelector>, ApiError> {
+    shard
+        .map(|s| {
+            ShardSelector::new(s.count, s.ids, s.by_owner).map_err(|m| {
+                ApiError::bad_request(target(info, ""), format!("shard selector: {m}"))
+            })
+        })
+        .transpose()
+}
 
 /// What is wrong with a name and namespace, checked before they become part of a key.
 fn name_problems(info: &ResourceInfo, namespace: &str, name: &str) -> Vec<FieldCause> {
@@ -120,6 +135,7 @@ pub fn collection_scope(
         labels,
         fields,
         include_uninitialized: false,
+        shard: None,
     })
 }
 

@@ -5,9 +5,10 @@ use std::task::{Context as TaskContext, Poll};
 
 use futures::Stream;
 use keel_api::ApiError;
+use keel_api::shard::ShardSelector;
 
 use super::handler::{Context, Verb};
-use super::names::collection_scope;
+use super::names::{collection_scope, shard_scope};
 use crate::metrics::Metrics;
 use crate::registry::WatchStream;
 pub use crate::registry::{WatchEvent, WatchEventKind};
@@ -22,6 +23,8 @@ pub struct Watch {
     /// Objects whose initializers are still pending are seen too; without it an object
     /// appears (`ADDED`) once initialized.
     pub include_uninitialized: bool,
+    /// Only these shards (as the client sent it; checked here).
+    pub shard: Option<ShardSelector>,
 }
 
 impl Verb for Watch {
@@ -36,6 +39,7 @@ impl Verb for Watch {
             &self.field_selector,
         )?;
         filter.include_uninitialized = self.include_uninitialized;
+        filter.shard = shard_scope(&cx.info, self.shard)?;
         let inner = cx
             .registry
             .watch(

@@ -22,6 +22,8 @@ pub struct ListQuery {
     pub continue_token: String,
     /// `Some(0)`: any version will do, so the watch cache serves a first page.
     pub resource_version: Option<i64>,
+    /// Read at exactly `resource_version` (Kubernetes' `resourceVersionMatch=Exact`).
+    pub exact: bool,
 }
 
 /// What a List returns.
@@ -57,7 +59,7 @@ impl Store {
         let prefix = self
             .keys
             .scope_prefix(info, filter.namespace.as_deref().unwrap_or(""));
-        if q.resource_version == Some(0) && q.continue_token.is_empty() {
+        if q.resource_version == Some(0) && !q.exact && q.continue_token.is_empty() {
             // Served from the cache, like Kubernetes: any version is acceptable, `limit` is ignored.
             let cache = self.cache(info);
             cache.wait_ready(deadline).await?;
@@ -75,7 +77,12 @@ impl Store {
             });
         }
         let (mut start, mut revision) = if q.continue_token.is_empty() {
-            (prefix.as_bytes().to_vec(), 0)
+            let at = if q.exact {
+                q.resource_version.unwrap_or(0)
+            } else {
+                0
+            };
+            (prefix.as_bytes().to_vec(), at)
         } else {
             let tok = decode_continue(&q.continue_token, &prefix)
                 .map_err(|m| ApiError::bad_request(t.clone(), m))?;
@@ -95,6 +102,8 @@ impl Store {
             let page = self.etcd.range(&start, end.clone(), revision, chunk, deadline).await.map_err(|e| {
                 if e.reason == Reason::Expired && !q.continue_token.is_empty() {
                     ApiError::expired("the provided continue parameter is too old to display a consistent list result; list again without it")
+                } else if e.reason == Reason::Expired && q.exact {
+                    ApiError::expired(format!("resourceVersion {} is compacted or not yet written: list again without resourceVersionMatch=Exact", q.resource_version.unwrap_or(0)))
                 } else {
                     e.with_target(&t)
                 }

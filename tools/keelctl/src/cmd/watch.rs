@@ -115,6 +115,7 @@ impl Watch<'_> {
             // its revision expired.
             allow_bookmarks: true,
             include_uninitialized: self.include_uninitialized,
+            shard: None,
         };
         let mut stream = ctx.client.watch_resumable(&self.resource.gvr, &params);
         while let Some(item) = stream.next().await {

@@ -122,7 +122,9 @@ impl Objects for ObjectsService {
             limit: r.limit,
             continue_token: r.continue_token,
             resource_version: r.resource_version,
+            resource_version_match: r.resource_version_match,
             include_uninitialized: r.include_uninitialized,
+            shard: r.shard.map(shard_selector),
         };
         let res = self
             .handler
@@ -212,6 +214,7 @@ impl Objects for ObjectsService {
             resource_version: r.resource_version,
             allow_bookmarks: r.allow_bookmarks,
             include_uninitialized: r.include_uninitialized,
+            shard: r.shard.map(shard_selector),
         };
         let events = self
             .handler
@@ -219,5 +222,14 @@ impl Objects for ObjectsService {
             .await?;
         let stream = events.map(|item| item.map(watch_event).map_err(Status::from));
         Ok(Response::new(Box::pin(stream)))
+    }
+}
+
+/// A shard selector as the client sent it; the request layer checks it.
+fn shard_selector(s: keel_api::proto::ShardSelector) -> keel_api::shard::ShardSelector {
+    keel_api::shard::ShardSelector {
+        count: s.count,
+        ids: s.ids,
+        by_owner: s.by_owner,
     }
 }
