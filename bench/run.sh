@@ -7,24 +7,9 @@
 #   bench/run.sh                 # the whole matrix, 10 s a run
 #   DURATION=5s bench/run.sh     # shorter runs
 #   ONLY="patch" bench/run.sh    # one family: etcd, patch, replace, watch
-set -euo pipefail
-cd "$(dirname "$0")/.."
-./scripts/install-deps.sh
 DURATION=${DURATION:-10s}
 ONLY=${ONLY:-"etcd patch replace watch"}
-cargo build --release --locked --bins >/dev/null
-
-work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-etcd --name bench --data-dir "$work/etcd" \
-  --listen-client-urls http://127.0.0.1:32379 --advertise-client-urls http://127.0.0.1:32379 \
-  --listen-peer-urls http://127.0.0.1:32380 --initial-advertise-peer-urls http://127.0.0.1:32380 \
-  --initial-cluster bench=http://127.0.0.1:32380 --max-request-bytes 2097152 --log-level error \
-  --experimental-watch-progress-notify-interval 1s \
-  >"$work/etcd.log" 2>&1 &
-./target/release/keel-apiserver --listen 127.0.0.1:36443 --http-listen 127.0.0.1:36080 \
-  --etcd-servers http://127.0.0.1:32379 >/dev/null 2>"$work/apiserver.log" &
-for _ in $(seq 1 100); do curl -fsS http://127.0.0.1:36080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
+source "$(dirname "$0")/lib.sh"
 
 mkdir -p bench/results
 out="bench/results/$(date -u +%Y%m%dT%H%M%SZ).jsonl"
