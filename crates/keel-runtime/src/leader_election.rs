@@ -24,7 +24,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::backoff::random_fraction;
-use crate::lease::{LeaseRecord, Verdict, micro_time, verdict};
+use crate::lease::{LeaseRecord, Observed, Verdict, micro_time, verdict};
 
 /// client-go's jitter of acquire retries: a retry waits `retry_period · (1 + 1.2·rand)`.
 const ACQUIRE_JITTER: f64 = 1.2;
@@ -100,7 +100,7 @@ impl LeaderElectionConfig {
 
     /// The lease duration written into the Lease, in whole seconds, rounded up: others must
     /// never wait less than this candidate's deadline allows for.
-    fn lease_seconds(&self) -> i64 {
+    pub(crate) fn lease_seconds(&self) -> i64 {
         let d = self.lease_duration;
         let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
         i64::try_from(secs.max(1)).unwrap_or(i64::MAX)
@@ -152,7 +152,7 @@ struct ApiLeases {
     name: String,
 }
 
-fn leases() -> keel_api::GroupVersionResource {
+pub(crate) fn leases() -> keel_api::GroupVersionResource {
     gvr("coordination.k8s.io", "v1", "leases")
 }
 
@@ -227,16 +227,6 @@ enum Attempt {
     HeldByOther,
     /// Lost a race (a concurrent write): read again.
     Raced,
-}
-
-/// The last state of the Lease this candidate knows.
-struct Observed {
-    record: LeaseRecord,
-    /// When the record was first seen as it is (local clock): the start of its holder's
-    /// lease duration.
-    at: Instant,
-    /// The object, for its `resourceVersion` precondition.
-    lease: Value,
 }
 
 pub(crate) struct Elector<L> {
@@ -351,13 +341,7 @@ impl<L: LeaseApi> Elector<L> {
         let lease = match self.api.get().await {
             Ok(lease) => lease,
             Err(e) if e.reason == Reason::NotFound => {
-                let record = LeaseRecord {
-                    holder: identity,
-                    lease_duration_seconds: self.config.lease_seconds(),
-                    acquire_time: wall.clone(),
-                    renew_time: wall,
-                    transitions: 0,
-                };
+                let record = LeaseRecord::created(&identity, self.config.lease_seconds(), wall);
                 let lease = record.to_lease(&self.lock.namespace, &self.lock.name);
                 return match self.api.create(&lease).await {
                     Ok(created) => {
@@ -385,16 +369,7 @@ impl<L: LeaseApi> Elector<L> {
             Verdict::HeldByOther => return Ok(Attempt::HeldByOther),
             Verdict::Renew | Verdict::Acquire => {}
         }
-        let mut record = LeaseRecord {
-            holder: identity.clone(),
-            lease_duration_seconds: self.config.lease_seconds(),
-            renew_time: wall.clone(),
-            ..old.clone()
-        };
-        if old.holder != identity {
-            record.acquire_time = wall;
-            record.transitions = old.transitions.saturating_add(1);
-        }
+        let record = old.claimed(&identity, self.config.lease_seconds(), wall);
         let mut updated = lease;
         record.write_to(&mut updated);
         match self.api.update(&updated).await {
@@ -409,12 +384,7 @@ impl<L: LeaseApi> Elector<L> {
 
     /// Remembers the Lease; its observation time moves only when its record changed.
     fn observe(&mut self, lease: Value, now: Instant) {
-        let record = LeaseRecord::from_lease(&lease);
-        let at = match &self.observed {
-            Some(o) if o.record == record => o.at,
-            _ => now,
-        };
-        self.observed = Some(Observed { record, at, lease });
+        self.observed = Some(Observed::new(lease, now, self.observed.as_ref()));
     }
 
     /// Clears `holderIdentity` if the lease is still ours, so a successor takes over at once.
@@ -428,17 +398,10 @@ impl<L: LeaseApi> Elector<L> {
             return;
         }
         let mut lease = observed.lease.clone();
-        let transitions = observed.record.transitions;
+        let held = observed.record.clone();
         let deadline = Instant::now() + self.config.renew_deadline;
         for _attempt in 0..3 {
-            let wall = micro_time(SystemTime::now());
-            let record = LeaseRecord {
-                holder: String::new(),
-                lease_duration_seconds: 1,
-                acquire_time: wall.clone(),
-                renew_time: wall,
-                transitions,
-            };
+            let record = held.released(micro_time(SystemTime::now()));
             record.write_to(&mut lease);
             match tokio::time::timeout_at(deadline, self.api.update(&lease)).await {
                 Ok(Ok(released)) => {

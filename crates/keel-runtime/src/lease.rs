@@ -56,6 +56,50 @@ impl LeaseRecord {
         lease
     }
 
+    /// A new lease's record: held by `identity` since `wall`, no transitions yet.
+    pub fn created(identity: &str, lease_duration_seconds: i64, wall: String) -> LeaseRecord {
+        LeaseRecord {
+            holder: identity.to_string(),
+            lease_duration_seconds,
+            acquire_time: wall.clone(),
+            renew_time: wall,
+            transitions: 0,
+        }
+    }
+
+    /// This record once `identity` has taken or renewed it at `wall`: a change of holder
+    /// (from another, or from nobody) sets the acquire time and counts one more transition.
+    pub fn claimed(
+        &self,
+        identity: &str,
+        lease_duration_seconds: i64,
+        wall: String,
+    ) -> LeaseRecord {
+        let mut record = LeaseRecord {
+            holder: identity.to_string(),
+            lease_duration_seconds,
+            renew_time: wall.clone(),
+            ..self.clone()
+        };
+        if self.holder != identity {
+            record.acquire_time = wall;
+            record.transitions = self.transitions.saturating_add(1);
+        }
+        record
+    }
+
+    /// This record released at `wall`: no holder, and a one-second duration, so that nobody
+    /// waits on it.
+    pub fn released(&self, wall: String) -> LeaseRecord {
+        LeaseRecord {
+            holder: String::new(),
+            lease_duration_seconds: 1,
+            acquire_time: wall.clone(),
+            renew_time: wall,
+            transitions: self.transitions,
+        }
+    }
+
     /// How long the holder's claim lasts after it was last seen renewed: the record's own
     /// duration (the holder's setting), or `fallback` when the record has none.
     pub fn lease_duration(&self, fallback: Duration) -> Duration {
@@ -76,6 +120,40 @@ pub(crate) enum Verdict {
     Acquire,
     /// Another holder renewed it less than a lease duration ago.
     HeldByOther,
+}
+
+/// A Lease as last read, and when its record was first seen as it is.
+#[derive(Debug, Clone)]
+pub(crate) struct Observed {
+    pub record: LeaseRecord,
+    /// When the record was first seen as it is (local clock): the start of its holder's
+    /// lease duration.
+    pub at: Instant,
+    /// The object, for its `resourceVersion` precondition.
+    pub lease: Value,
+}
+
+impl Observed {
+    /// `lease` as read at `now`; the observation time moves only when the record differs from
+    /// the `previous` observation's.
+    pub fn new(lease: Value, now: Instant, previous: Option<&Observed>) -> Observed {
+        let record = LeaseRecord::from_lease(&lease);
+        let at = match previous {
+            Some(p) if p.record == record => p.at,
+            _ => now,
+        };
+        Observed { record, at, lease }
+    }
+
+    /// [`verdict`] on this observation.
+    pub fn verdict(&self, now: Instant, identity: &str, default_duration: Duration) -> Verdict {
+        verdict(&self.record, self.at, now, identity, default_duration)
+    }
+
+    /// When another holder's claim ends, unless renewed (or was released) first.
+    pub fn expires(&self, default_duration: Duration) -> Instant {
+        self.at + self.record.lease_duration(default_duration)
+    }
 }
 
 /// Decides from the record and the local time it was first seen in this state

@@ -18,6 +18,7 @@
 //! - [`workqueue`] and [`rate_limiter`]: client-go's rate-limited queue.
 //! - [`controller`]: workers running `reconcile(key)`, with metrics and a span per reconcile.
 //! - [`leader_election`]: one leader among replicas, on a `Lease`.
+//! - [`shards`]: shard leases, so that replicas split a controller's keyspace between them.
 //! - [`health`]: the HTTP side port of a controller binary (`/healthz`, `/readyz`, `/metrics`).
 //!
 //! ```no_run
@@ -64,6 +65,7 @@ mod lease;
 mod metrics;
 pub mod rate_limiter;
 pub mod reflector;
+pub mod shards;
 pub mod store;
 pub mod workqueue;
 
@@ -83,5 +85,6 @@ pub use leader_election::{
 };
 pub use rate_limiter::RateLimiter;
 pub use reflector::{ReflectorError, ShardBy, ShardFeed, WatchOptions};
+pub use shards::{ShardGuard, ShardHandle, ShardLeaseConfig, ShardLeaseError, ShardLeaseManager};
 pub use store::{BY_CONTROLLER_UID, BY_NAMESPACE, Store, StoreError};
 pub use workqueue::WorkQueue;
