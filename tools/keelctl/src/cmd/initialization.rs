@@ -9,16 +9,13 @@
 //! watch); a revision the server no longer has (`Expired`) makes it read the object again. An
 //! object deleted meanwhile (an initializer with `failurePolicy: Fail` timed out) is an error.
 
-use std::collections::VecDeque;
 use std::io::Write;
 use std::time::Duration;
 
-use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use keel_client::{ApiError, Event, EventType, ListParams, Reason, WatchParams};
 use serde_json::Value;
 
-use crate::cmd::watch::{MAX_BACKOFF, MIN_BACKOFF, transient};
+use crate::cmd::object_watch::{ObjectWatch, Observed};
 use crate::context::Ctx;
 use crate::error::Error;
 use crate::printer::name_of;
@@ -47,11 +44,10 @@ pub async fn wait(
     if pending(object).is_empty() {
         return Ok(());
     }
-    let watch = ObjectWatch::new(ctx, resource, namespace, object);
-    let later = futures::stream::unfold(watch, |mut w| async move {
-        let next = w.next().await;
-        Some((next, w))
-    });
+    let later = ObjectWatch::new(ctx, &resource.gvr, namespace, name_of(object))
+        .starting_at(object)
+        .include_uninitialized()
+        .observe();
     let observed = std::pin::pin!(
         futures::stream::once(std::future::ready(Ok(Observed::Seen(object.clone())))).chain(later)
     );
@@ -59,15 +55,6 @@ pub async fn wait(
     let uid = object["metadata"]["uid"].as_str().unwrap_or("");
     let mut stderr = std::io::stderr();
     within(ctx.wait_timeout, follow(observed, &what, uid, &mut stderr)).await
-}
-
-/// What the watch saw of the object.
-#[derive(Debug)]
-enum Observed {
-    /// Its current state (returned, read, added or modified).
-    Seen(Value),
-    /// It was deleted.
-    Gone,
 }
 
 /// Prints `waiting for initializer "NAME"` each time the head of `pending` changes, until
@@ -113,135 +100,6 @@ async fn within(
             .await
             .map_err(|_| Error::InitializationTimeout)?,
         None => wait.await,
-    }
-}
-
-/// One object, watched from the revision the server returned, for as long as it is read.
-struct ObjectWatch<'a> {
-    ctx: &'a Ctx,
-    resource: &'a Resource,
-    namespace: &'a str,
-    name: String,
-    /// Where the next watch starts; "" after the revision expired: read the object again.
-    resource_version: String,
-    /// The open watch.
-    stream: Option<BoxStream<'static, Result<Event, ApiError>>>,
-    /// What the last read found, handed out before the watch is read.
-    read: VecDeque<Observed>,
-    backoff: Duration,
-}
-
-impl<'a> ObjectWatch<'a> {
-    fn new(
-        ctx: &'a Ctx,
-        resource: &'a Resource,
-        namespace: &'a str,
-        object: &Value,
-    ) -> ObjectWatch<'a> {
-        ObjectWatch {
-            ctx,
-            resource,
-            namespace,
-            name: name_of(object).to_string(),
-            resource_version: object["metadata"]["resourceVersion"]
-                .as_str()
-                .unwrap_or("")
-                .to_string(),
-            stream: None,
-            read: VecDeque::new(),
-            backoff: MIN_BACKOFF,
-        }
-    }
-
-    fn field_selector(&self) -> String {
-        format!("metadata.name={}", self.name)
-    }
-
-    async fn next(&mut self) -> Result<Observed, Error> {
-        loop {
-            if let Some(o) = self.read.pop_front() {
-                return Ok(o);
-            }
-            let Some(stream) = &mut self.stream else {
-                if self.resource_version.is_empty() {
-                    self.read_again().await?;
-                }
-                self.open();
-                continue;
-            };
-            match stream.next().await {
-                Some(Ok(event)) => match event.kind {
-                    EventType::Bookmark => {}
-                    EventType::Deleted => return Ok(Observed::Gone),
-                    EventType::Added | EventType::Modified => {
-                        return Ok(Observed::Seen(event.object));
-                    }
-                },
-                Some(Err(e)) if e.reason == Reason::Expired => self.expired(),
-                Some(Err(e)) => return Err(e.into()),
-                // The resumable stream ends only after an error; read again to be safe.
-                None => self.expired(),
-            }
-        }
-    }
-
-    fn expired(&mut self) {
-        self.stream = None;
-        self.resource_version.clear();
-    }
-
-    /// Opens the watch from `resource_version`, uninitialized objects included (the server
-    /// hides them from other watches).
-    fn open(&mut self) {
-        let params = WatchParams {
-            namespace: self.namespace.to_string(),
-            field_selector: self.field_selector(),
-            resource_version: self.resource_version.clone(),
-            // Bookmarks advance the resume point of a quiet stream, so that a resume rarely
-            // finds its revision expired.
-            allow_bookmarks: true,
-            include_uninitialized: true,
-            ..Default::default()
-        };
-        self.stream = Some(
-            self.ctx
-                .client
-                .watch_resumable(&self.resource.gvr, &params)
-                .boxed(),
-        );
-    }
-
-    /// Reads the object again (retrying while the server is unreachable) and the revision to
-    /// watch from. A List by name rather than a Get: the object's own resourceVersion may be
-    /// older than the server keeps, the List's is current.
-    async fn read_again(&mut self) -> Result<(), Error> {
-        let params = ListParams {
-            field_selector: self.field_selector(),
-            include_uninitialized: true,
-            ..Default::default()
-        };
-        let list = loop {
-            match self
-                .ctx
-                .client
-                .list(&self.resource.gvr, self.namespace, &params)
-                .await
-            {
-                Ok(list) => break list,
-                Err(e) if transient(&e) => {
-                    tokio::time::sleep(self.backoff).await;
-                    self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-                }
-                Err(e) => return Err(e.into()),
-            }
-        };
-        self.backoff = MIN_BACKOFF;
-        self.read.push_back(match list.items.into_iter().next() {
-            Some(object) => Observed::Seen(object),
-            None => Observed::Gone,
-        });
-        self.resource_version = list.resource_version;
-        Ok(())
     }
 }
 

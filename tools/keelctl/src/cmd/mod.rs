@@ -9,6 +9,7 @@ pub mod diff;
 pub mod edit;
 pub mod get;
 pub mod initialization;
+pub mod object_watch;
 pub mod objects;
 pub mod patch;
 pub mod replace;

@@ -6,18 +6,14 @@
 //! a revision the server no longer has (`Expired`) makes it list again. A line is printed
 //! only when it differs from the one before, so a relist repeats nothing.
 
-use std::collections::VecDeque;
 use std::io::Write;
 use std::time::Duration;
 
-use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use keel_client::{ApiError, Event, EventType, ListParams, Reason, WatchParams};
-use serde_json::Value;
 
 use super::Targets;
-use crate::cmd::objects::{Finding, Found};
-use crate::cmd::watch::{MAX_BACKOFF, MIN_BACKOFF, transient};
+use crate::cmd::object_watch::{ObjectWatch, Observed};
+use crate::cmd::objects::Finding;
 use crate::context::Ctx;
 use crate::error::Error;
 use crate::rollout::RolloutError;
@@ -80,22 +76,17 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
         ))
         .into());
     }
-    let watch = DeploymentWatch::new(ctx, deployment);
-    let observed = std::pin::pin!(futures::stream::unfold(watch, |mut w| async move {
-        let next = w.next().await;
-        Some((next, w))
-    }));
+    let observed = std::pin::pin!(
+        ObjectWatch::new(
+            ctx,
+            &deployment.resource.gvr,
+            &deployment.namespace,
+            deployment.name()
+        )
+        .observe()
+    );
     let follow = follow(observed, args.revision, args.watch, out);
     within(ctx.wait_timeout, follow).await
-}
-
-/// What the watch saw of the Deployment.
-#[derive(Debug)]
-enum Observed {
-    /// Its current state (listed, added or modified).
-    Seen(Value),
-    /// It was deleted.
-    Gone,
 }
 
 /// Prints the status line of each state observed when it changes, until the rollout is done
@@ -139,123 +130,11 @@ async fn within(
     }
 }
 
-/// One Deployment, listed and then watched, for as long as it is read.
-struct DeploymentWatch<'a> {
-    ctx: &'a Ctx,
-    deployment: &'a Found<'a>,
-    /// The open watch; none before the first list and after the revision expired.
-    stream: Option<BoxStream<'static, Result<Event, ApiError>>>,
-    /// What the last list found, handed out before the watch is read.
-    pending: VecDeque<Observed>,
-    /// Whether the Deployment existed at the last list or event: a list that no longer
-    /// finds it means it was deleted meanwhile.
-    exists: bool,
-    backoff: Duration,
-}
-
-impl<'a> DeploymentWatch<'a> {
-    fn new(ctx: &'a Ctx, deployment: &'a Found<'a>) -> DeploymentWatch<'a> {
-        DeploymentWatch {
-            ctx,
-            deployment,
-            stream: None,
-            pending: VecDeque::new(),
-            exists: false,
-            backoff: MIN_BACKOFF,
-        }
-    }
-
-    fn field_selector(&self) -> String {
-        format!("metadata.name={}", self.deployment.name())
-    }
-
-    async fn next(&mut self) -> Result<Observed, Error> {
-        loop {
-            if let Some(o) = self.pending.pop_front() {
-                return Ok(o);
-            }
-            let Some(stream) = &mut self.stream else {
-                self.list().await?;
-                continue;
-            };
-            match stream.next().await {
-                Some(Ok(event)) => match event.kind {
-                    EventType::Bookmark => {}
-                    EventType::Deleted => {
-                        self.exists = false;
-                        return Ok(Observed::Gone);
-                    }
-                    EventType::Added | EventType::Modified => {
-                        self.exists = true;
-                        return Ok(Observed::Seen(event.object));
-                    }
-                },
-                Some(Err(e)) if e.reason == Reason::Expired => self.stream = None,
-                Some(Err(e)) => return Err(e.into()),
-                // The resumable stream ends only after an error; list again to be safe.
-                None => self.stream = None,
-            }
-        }
-    }
-
-    /// Lists the Deployment (retrying while the server is unreachable) and opens the watch
-    /// from the list's revision.
-    async fn list(&mut self) -> Result<(), Error> {
-        let d = self.deployment;
-        let params = ListParams {
-            field_selector: self.field_selector(),
-            ..Default::default()
-        };
-        let list = loop {
-            match self
-                .ctx
-                .client
-                .list(&d.resource.gvr, &d.namespace, &params)
-                .await
-            {
-                Ok(list) => break list,
-                Err(e) if transient(&e) => {
-                    tokio::time::sleep(self.backoff).await;
-                    self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-                }
-                Err(e) => return Err(e.into()),
-            }
-        };
-        self.backoff = MIN_BACKOFF;
-        match list.items.into_iter().next() {
-            Some(object) => {
-                self.exists = true;
-                self.pending.push_back(Observed::Seen(object));
-            }
-            None if self.exists => {
-                self.exists = false;
-                self.pending.push_back(Observed::Gone);
-            }
-            None => {}
-        }
-        let params = WatchParams {
-            namespace: d.namespace.clone(),
-            field_selector: self.field_selector(),
-            resource_version: list.resource_version,
-            // Bookmarks advance the resume point of a quiet stream, so that a resume rarely
-            // finds its revision expired.
-            allow_bookmarks: true,
-            ..Default::default()
-        };
-        self.stream = Some(
-            self.ctx
-                .client
-                .watch_resumable(&d.resource.gvr, &params)
-                .boxed(),
-        );
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::rollout::fixtures::deployment;
+    use serde_json::Value;
     use serde_json::json;
 
     fn at(status: Value) -> Result<Observed, Error> {
