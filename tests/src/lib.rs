@@ -364,7 +364,7 @@ fn endpoints(servers: &[&ApiServer]) -> String {
 
 impl KeelService {
     /// `keel-controller-manager` against these API servers with a unique `--id`, a fast pod
-    /// start (100 ms) and short leader-election timings (lease 4 s, renew deadline 3 s, retry
+    /// start (100 ms) and short shard-lease timings (lease 4 s, renew deadline 3 s, retry
     /// 500 ms); `extra` flags come last and win. Returns once `/readyz` answers 200.
     pub async fn start(servers: &[&ApiServer], extra: &[&str]) -> KeelService {
         static N: AtomicU16 = AtomicU16::new(0);
@@ -380,11 +380,11 @@ impl KeelService {
             &id,
             "--pod-start-delay",
             "100ms",
-            "--leader-elect-lease-duration",
+            "--shard-lease-duration",
             "4s",
-            "--leader-elect-renew-deadline",
+            "--shard-renew-deadline",
             "3s",
-            "--leader-elect-retry-period",
+            "--shard-retry-period",
             "500ms",
         ]
         .iter()

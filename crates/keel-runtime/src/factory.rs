@@ -9,8 +9,15 @@ use keel_api::GroupVersionResource;
 use keel_client::Client;
 use tokio::sync::watch;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+
 use crate::informer::Informer;
-use crate::reflector::{ShardFeed, WatchOptions};
+use crate::reflector::{ShardBy, ShardFeed, WatchOptions};
 
 /// Hands out shared [`Informer`]s and runs them. Cheap to clone (clones share the informers).
 ///
@@ -136,8 +143,78 @@ impl InformerFactory {
             .all(Informer::has_synced)
     }
 
+    /// Registers, into `registry`, what each informer caches and receives, read on every
+    /// scrape: `keel_informer_objects` (objects in its store) and
+    /// `keel_informer_received` (objects received: watch events and listed objects), labelled
+    /// by resource and by how the informer is sharded.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry.register_collector(Box::new(InformerMetrics {
+            factory: self.clone(),
+        }));
+    }
+
     /// Stops every informer's list, watch and handlers. Their stores keep what they hold.
     pub fn shut_down(&self) {
         self.shared.stop.send_replace(true);
+    }
+}
+
+/// An informer's labels: resource, how it is sharded, whether it shows uninitialized objects.
+type InformerLabels = [(&'static str, String); 3];
+
+/// The per-informer metrics of a factory, computed on each scrape.
+struct InformerMetrics {
+    factory: InformerFactory,
+}
+
+impl std::fmt::Debug for InformerMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InformerMetrics")
+    }
+}
+
+impl Collector for InformerMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut rows: Vec<(InformerLabels, i64, u64)> = self
+            .factory
+            .state()
+            .informers
+            .values()
+            .map(|i| {
+                let options = i.options();
+                let sharded = match options.shard_by {
+                    None => "none",
+                    Some(ShardBy::Name) => "name",
+                    Some(ShardBy::Owner) => "owner",
+                };
+                let labels = [
+                    ("resource", i.gvr().to_string()),
+                    ("shard_by", sharded.to_string()),
+                    ("uninitialized", options.include_uninitialized.to_string()),
+                ];
+                let cached = i64::try_from(i.store().len()).unwrap_or(i64::MAX);
+                (labels, cached, i.received())
+            })
+            .collect();
+        rows.sort();
+        let mut objects = encoder.encode_descriptor(
+            "keel_informer_objects",
+            "Objects in an informer's cache",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (labels, cached, _) in &rows {
+            ConstGauge::new(*cached).encode(objects.encode_family(labels)?)?;
+        }
+        let mut received = encoder.encode_descriptor(
+            "keel_informer_received",
+            "Objects an informer received: watch events and listed objects",
+            None,
+            MetricType::Counter,
+        )?;
+        for (labels, _, n) in &rows {
+            ConstCounter::new(*n).encode(received.encode_family(labels)?)?;
+        }
+        Ok(())
     }
 }

@@ -5,7 +5,7 @@
 //! store.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -39,6 +39,8 @@ struct Shared {
     /// or in a later event, never both and never neither.
     handlers: Mutex<Vec<Arc<dyn EventHandler>>>,
     started: AtomicBool,
+    /// Objects received: each delta of a watch, each object of a list.
+    received: AtomicU64,
 }
 
 /// What the handlers are told.
@@ -86,6 +88,7 @@ impl Informer {
                 fifo: DeltaFifo::new(),
                 handlers: Mutex::new(Vec::new()),
                 started: AtomicBool::new(false),
+                received: AtomicU64::new(0),
             }),
         }
     }
@@ -125,6 +128,11 @@ impl Informer {
     }
 
     /// Whether the first full list is in the store (and its handlers were told of it).
+    /// Objects received from the API server so far: each watch event, each object listed.
+    pub fn received(&self) -> u64 {
+        self.shared.received.load(Ordering::Relaxed)
+    }
+
     pub fn has_synced(&self) -> bool {
         self.shared.store.has_synced()
     }
@@ -215,6 +223,16 @@ impl Informer {
         let handlers = self.handlers();
         let store = &self.shared.store;
         let mut told = Vec::new();
+        let received = match &popped {
+            Popped::Deltas { deltas, .. } => {
+                deltas.iter().filter(|d| d.kind != DeltaType::Sync).count()
+            }
+            Popped::Replace(objects) => objects.len(),
+        };
+        self.shared.received.fetch_add(
+            u64::try_from(received).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
         match popped {
             Popped::Deltas { key, deltas } => {
                 for d in deltas {

@@ -42,18 +42,34 @@ pub struct Config {
     /// stops it (its containers end and it is no longer Ready).
     #[arg(long, env = "KEEL_POD_GRACE_PERIOD", default_value = "0s", value_parser = humantime::parse_duration)]
     pub pod_grace_period: Duration,
-    /// Elect one active replica through a Lease; the others wait with warm caches.
-    #[arg(long, env = "KEEL_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
-    pub leader_elect: bool,
-    /// How long a leader's lease lasts without renewal.
-    #[arg(long, env = "KEEL_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
-    pub leader_elect_lease_duration: Duration,
-    /// A leader that has not renewed for this long stops acting.
-    #[arg(long, env = "KEEL_LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = humantime::parse_duration)]
-    pub leader_elect_renew_deadline: Duration,
-    /// How often the lease is renewed, or tried for.
-    #[arg(long, env = "KEEL_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = humantime::parse_duration)]
-    pub leader_elect_retry_period: Duration,
+    /// How many shards each controller's keyspace is split into. Replicas share the shards
+    /// through Leases `keel-system/keel-controller-manager-shard-<i>`; every replica must be
+    /// given the same count.
+    #[arg(long, env = "KEEL_SHARDS", default_value_t = 32)]
+    pub shards: u32,
+    /// How long a shard lease lasts without renewal.
+    #[arg(long, env = "KEEL_SHARD_LEASE_DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub shard_lease_duration: Duration,
+    /// A replica whose renewal of a shard lease has not succeeded for this long stops acting
+    /// on the shard.
+    #[arg(long, env = "KEEL_SHARD_RENEW_DEADLINE", default_value = "7s", value_parser = humantime::parse_duration)]
+    pub shard_renew_deadline: Duration,
+    /// How often the shard leases are renewed, and free ones tried for.
+    #[arg(long, env = "KEEL_SHARD_RETRY_PERIOD", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub shard_retry_period: Duration,
+    /// How long a shard handed over (or every shard, on SIGTERM) waits for its in-flight
+    /// reconciles before its lease is released anyway.
+    #[arg(long, env = "KEEL_SHARD_DRAIN_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub shard_drain_timeout: Duration,
+    /// Append a line of JSON per reconcile to this file (controller, key, shard, replica,
+    /// start and end in Unix nanoseconds): what the tests check "never two replicas on one
+    /// key at once" from.
+    #[arg(long, env = "KEEL_RECONCILE_LOG")]
+    pub reconcile_log: Option<std::path::PathBuf>,
+    /// For benchmarks: every reconcile first waits this long, as a controller calling a slow
+    /// external system would.
+    #[arg(long, env = "KEEL_SIMULATED_LATENCY", default_value = "0s", value_parser = humantime::parse_duration)]
+    pub simulated_latency: Duration,
 }
 
 impl Config {

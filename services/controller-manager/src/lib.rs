@@ -8,8 +8,11 @@
 //! - [`controllers::garbagecollector`]: dependents of deleted owners; foreground and orphan.
 //! - [`controllers::namespace`]: a deleted namespace's contents go first, then the namespace.
 //!
-//! One replica is active at a time (a `Lease` in `keel-system`); standbys keep their caches
-//! warm so a take-over starts at once.
+//! Any number of replicas share the work: each controller's keyspace is split into shards
+//! (`--shards`, 32 by default), each held by one replica through a `Lease` in `keel-system`
+//! (`keel_runtime::shards`). A replica reconciles a key only while it holds the key's shard, and
+//! its informers cache only its shards' objects; a replica that dies has its shards taken by the
+//! others within a lease duration.
 
 #![forbid(unsafe_code)]
 
@@ -21,30 +24,33 @@ pub mod shutdown;
 use std::sync::{Arc, Mutex};
 
 use keel_client::{Client, ClientConfig};
-use keel_runtime::{InformerFactory, LeaderElection, LeaderElectionConfig, LeaseLock};
+use keel_runtime::{InformerFactory, LeaderElectionConfig, ShardLeaseConfig, ShardLeaseManager};
 use prometheus_client::registry::Registry;
 use tracing::info;
 
 pub use config::Config;
 
-/// The Lease the replicas elect their active one on.
-pub const LEADER_LEASE: (&str, &str) = ("keel-system", "keel-controller-manager");
-
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Runs the controller-manager until SIGTERM (`Ok`) or until it loses leadership (`Err`: the
-/// process exits so that nothing it started can act as a second leader).
+/// Runs the controller-manager until SIGTERM: then no new reconcile begins, those in flight
+/// finish (within the drain timeout), every shard lease is released at once, and it returns.
 pub async fn run(config: Config) -> Result<(), BoxError> {
     let config = Arc::new(config);
     let names = controllers::enabled(&config.controllers)?;
     let identity = config.identity();
     let client = Client::connect(&ClientConfig::new(&config.server)).await?;
-    let factory = InformerFactory::new(client.clone());
+    let manager = ShardLeaseManager::new(client.clone(), identity.clone(), config.shard_leases())?;
+    let shards = manager.handle();
+    let factory = InformerFactory::new(client.clone()).with_shards(shards.feed());
     let mut registry = Registry::default();
+    manager.register_metrics(&mut registry);
+    factory.register_metrics(&mut registry);
     let ctx = controllers::Context {
         client: client.clone(),
         factory: factory.clone(),
         config: config.clone(),
+        shards: shards.clone(),
+        gate: controllers::Gate::new(shards.clone(), &config, &mut registry)?,
     };
     let mut starts = Vec::new();
     for name in &names {
@@ -58,49 +64,17 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     let http_addr = keel_runtime::health::serve(config.http_listen, state).await?;
     // The first line on stdout names the bound address (tests and scripts read it).
     println!("keel-controller-manager http={http_addr} id={identity}");
-    info!(controllers = ?names, %identity, "starting informers");
+    info!(controllers = ?names, %identity, shards = config.shards, "starting");
+    let (stop_shards, shards_stopping) = shutdown::channel();
+    let leases = tokio::spawn(manager.run(shards_stopping.wait()));
     factory.start();
 
     let mut term = std::pin::pin!(keel_runtime::termination());
-    let (stop_election, election_stopped) = shutdown::channel();
-    let mut election = None;
-    let leader = if config.leader_elect {
-        let le = LeaderElection::new(
-            client.clone(),
-            LeaseLock {
-                namespace: LEADER_LEASE.0.into(),
-                name: LEADER_LEASE.1.into(),
-                identity: identity.clone(),
-            },
-            LeaderElectionConfig {
-                lease_duration: config.leader_elect_lease_duration,
-                renew_deadline: config.leader_elect_renew_deadline,
-                retry_period: config.leader_elect_retry_period,
-            },
-        )?;
-        let handle = le.handle();
-        election = Some(tokio::spawn(le.run(election_stopped.wait())));
-        info!("waiting to become the leader");
-        tokio::select! {
-            led = handle.wait_for_leadership() => if !led {
-                return Err("leader election ended before this replica led".into());
-            },
-            _ = &mut term => {
-                stop_election.trigger();
-                factory.shut_down();
-                return Ok(());
-            }
-        }
-        info!("became the leader");
-        Some(handle)
-    } else {
-        None
-    };
-
     tokio::select! {
         _ = factory.wait_for_cache_sync() => {}
         _ = &mut term => {
-            stop_election.trigger();
+            stop_shards.trigger();
+            let _ = leases.await;
             factory.shut_down();
             return Ok(());
         }
@@ -111,29 +85,30 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     for start in starts {
         tasks.spawn(start(stopping.clone()));
     }
-    let lost = async {
-        match &leader {
-            Some(h) => h.wait_for_loss().await,
-            None => std::future::pending().await,
-        }
-    };
-    let lost_leadership = tokio::select! {
-        _ = &mut term => false,
-        _ = lost => true,
-    };
-    info!(
-        lost_leadership,
-        "stopping: controllers drain their in-flight work"
-    );
+    term.await;
+    info!("stopping: in-flight reconciles drain, then every shard lease is released");
+    // The lease manager stops new work on every shard, waits for what is in flight (up to the
+    // drain timeout) and releases the leases; the controllers' workers drain meanwhile.
+    stop_shards.trigger();
     stop_controllers.trigger();
+    let _ = leases.await;
     while tasks.join_next().await.is_some() {}
-    stop_election.trigger();
-    if let Some(e) = election {
-        let _ = e.await;
-    }
     factory.shut_down();
-    if lost_leadership {
-        return Err("lost leadership".into());
-    }
     Ok(())
+}
+
+impl Config {
+    /// The shard leases as the flags set them.
+    pub fn shard_leases(&self) -> ShardLeaseConfig {
+        ShardLeaseConfig {
+            count: self.shards,
+            timing: LeaderElectionConfig {
+                lease_duration: self.shard_lease_duration,
+                renew_deadline: self.shard_renew_deadline,
+                retry_period: self.shard_retry_period,
+            },
+            drain_timeout: self.shard_drain_timeout,
+            ..ShardLeaseConfig::default()
+        }
+    }
 }

@@ -25,6 +25,20 @@ pub fn including_uninitialized() -> WatchOptions {
     WatchOptions::default().include_uninitialized()
 }
 
+/// The Pods informer the ReplicaSet and pod-lifecycle controllers share: uninitialized Pods
+/// too (or a slow initializer would make the ReplicaSet controller over-create), each Pod in
+/// the shard of its ReplicaSet.
+pub fn pods_by_owner(ctx: &crate::controllers::Context) -> WatchOptions {
+    ctx.options(including_uninitialized(), keel_runtime::ShardBy::Owner)
+}
+
+/// Whether no initializer is pending on `obj` (`metadata.initializers.pending` empty).
+pub fn is_initialized(obj: &Value) -> bool {
+    obj["metadata"]["initializers"]["pending"]
+        .as_array()
+        .is_none_or(|p| p.is_empty())
+}
+
 pub fn name(obj: &Value) -> &str {
     obj["metadata"]["name"].as_str().unwrap_or("")
 }

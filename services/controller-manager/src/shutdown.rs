@@ -1,5 +1,4 @@
-//! One signal that tells every controller to stop: SIGTERM (keel_runtime::termination), or this
-//! replica losing leadership.
+//! One signal that tells a part of the controller-manager to stop (on SIGTERM).
 
 use tokio::sync::watch;
 

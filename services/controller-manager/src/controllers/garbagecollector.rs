@@ -16,8 +16,13 @@
 //! - **Orphan**: an owner being deleted with `orphan` has every dependent's reference to it
 //!   removed, then the finalizer.
 //!
-//! Every built-in resource is watched through the shared informers, each cache indexed by the
-//! uids its objects' `ownerReferences` name, so an owner finds its dependents of every kind.
+//! Every built-in resource is watched through the shared informers twice when there are
+//! several shards: as dependents (each object in the shard of its controlling owner, indexed by
+//! the uids its `ownerReferences` name, so an owner finds its dependents of every kind) and as
+//! owners (each in the shard of its own name). An owner and the dependents it controls are so
+//! in one shard, held by one replica. A reference that is not the controller's may cross
+//! shards: such a dependent is still judged on its owners' live state whenever it changes, but
+//! an owner's deletion reaches it only if it shares the owner's shard (DESIGN.md).
 //! One queue carries two kinds of work, keyed by object: an object as a *dependent* (are its
 //! owners there?) and as an *owner* (the finalizers of its deletion). Each step is idempotent
 //! and its writes carry the uid of the object they change; an error retries the item with the
@@ -31,7 +36,7 @@ use std::time::Duration;
 use keel_client::{
     ApiError, Client, DeleteParams, GroupVersionResource, PatchType, PropagationPolicy, Reason,
 };
-use keel_runtime::{Action, Controller, HandlerFns, ObjectKey, Store, WorkQueue};
+use keel_runtime::{Action, Controller, HandlerFns, ObjectKey, ShardBy, Store, WorkQueue};
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -283,8 +288,12 @@ impl Kinds {
 struct GarbageCollector {
     client: Client,
     queue: WorkQueue<Item>,
-    /// The cache of every watched resource; fixed at setup.
-    stores: HashMap<GroupVersionResource, Store>,
+    /// Every watched resource's cache of objects as dependents: each in the shard of its
+    /// controlling owner, indexed by the owners' uids. Fixed at setup.
+    dependents: HashMap<GroupVersionResource, Store>,
+    /// Every watched resource's cache of objects as owners: each in the shard of its own name.
+    /// The same caches as `dependents` when there is one shard.
+    owners: HashMap<GroupVersionResource, Store>,
     kinds: Kinds,
     /// Owner uids the API server said are gone; uids are never reused, so this never lies.
     absent: Mutex<HashSet<String>>,
@@ -293,54 +302,71 @@ struct GarbageCollector {
 pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError> {
     let queue: WorkQueue<Item> = WorkQueue::default_controller_queue();
     let mut informers = Vec::new();
-    let mut stores = HashMap::new();
+    let (mut dependents, mut owners) = (HashMap::new(), HashMap::new());
     for r in keel_api::builtin_resources() {
         // Uninitialized objects have owners too.
-        let informer = ctx
+        let base = crate::objects::including_uninitialized();
+        let as_dependents = ctx
             .factory
-            .informer_with(&r.gvr, crate::objects::including_uninitialized());
-        match informer.add_index(BY_OWNER_UID, owner_uids) {
+            .informer_with(&r.gvr, ctx.options(base.clone(), ShardBy::Owner));
+        match as_dependents.add_index(BY_OWNER_UID, owner_uids) {
             // Another controller sharing the informer added it: this module is the only
             // definition of the index, so it is the same function.
             Ok(()) | Err(keel_runtime::StoreError::IndexExists(_)) => {}
             Err(e) => return Err(SetupError::failed("garbagecollector", e)),
         }
-        stores.insert(r.gvr.clone(), informer.store());
-        informers.push((r.gvr, informer));
+        let as_owners = ctx
+            .factory
+            .informer_with(&r.gvr, ctx.options(base, ShardBy::Name));
+        dependents.insert(r.gvr.clone(), as_dependents.store());
+        owners.insert(r.gvr.clone(), as_owners.store());
+        informers.push((r.gvr, as_dependents, as_owners));
     }
     let this = Arc::new(GarbageCollector {
         client: ctx.client.clone(),
         queue: queue.clone(),
-        stores,
+        dependents,
+        owners,
         kinds: Kinds::builtin(),
         absent: Mutex::new(HashSet::new()),
     });
-    for (gvr, informer) in informers {
-        informer.add_handler(handler(this.clone(), gvr));
+    for (gvr, as_dependents, as_owners) in informers {
+        // With one shard both are one informer, which then has both handlers.
+        as_dependents.add_handler(dependent_handler(this.clone(), gvr.clone()));
+        as_owners.add_handler(owner_handler(this.clone(), gvr));
     }
     let controller = Controller::new("garbagecollector", queue)
         .workers(ctx.config.workers)
         .metrics(registry);
-    Ok(super::start(controller, this, |this, item| async move {
-        this.reconcile(item).await
-    }))
+    let shards = ctx.shards.clone();
+    Ok(super::start(
+        ctx,
+        "garbagecollector",
+        controller,
+        this,
+        // A dependent is looked at in its controlling owner's shard, with that owner (and the
+        // dependents of an owner, in the owner's shard).
+        move |this, item| match item.role {
+            Role::Dependent => this
+                .store(item)
+                .and_then(|s| s.get(&item.key))
+                .map(|d| shards.shard_of_object(&d, ShardBy::Owner)),
+            Role::Owner => Some(shards.shard_for(&item.key.namespace, &item.key.name)),
+        },
+        |this, item| async move { this.reconcile(item).await },
+    ))
 }
 
-/// The events of one resource's cache, turned into work:
+/// The events of one resource's cache of dependents, turned into work:
 /// - an object with owners is looked at as a dependent when it appears or its owners change;
-/// - an object being deleted with a propagation finalizer is looked at as an owner;
-/// - a deleted object's dependents look at their owners again;
 /// - a dependent that goes or changes its references wakes its owners that wait for it.
-fn handler(gc: Arc<GarbageCollector>, gvr: GroupVersionResource) -> HandlerFns {
+fn dependent_handler(gc: Arc<GarbageCollector>, gvr: GroupVersionResource) -> HandlerFns {
     let (gc1, gc2, gc3) = (gc.clone(), gc.clone(), gc);
     let (r1, r2) = (gvr.clone(), gvr);
     HandlerFns::new()
         .added(move |obj| {
             if !owner_refs(obj).is_empty() {
                 gc1.enqueue(Role::Dependent, &r1, obj);
-            }
-            if deleting_with_propagation(obj) {
-                gc1.enqueue(Role::Owner, &r1, obj);
             }
         })
         .updated(move |old, new| {
@@ -349,17 +375,39 @@ fn handler(gc: Arc<GarbageCollector>, gvr: GroupVersionResource) -> HandlerFns {
                 gc2.wake_waiting_owners(old);
                 gc2.wake_waiting_owners(new);
             }
+        })
+        .deleted(move |obj| gc3.wake_waiting_owners(obj))
+}
+
+/// The events of one resource's cache of owners, turned into work:
+/// - an object being deleted with a propagation finalizer is looked at as an owner;
+/// - a deleted object's dependents look at their owners again.
+fn owner_handler(gc: Arc<GarbageCollector>, gvr: GroupVersionResource) -> HandlerFns {
+    let (gc1, gc2, gc3) = (gc.clone(), gc.clone(), gc);
+    let (r1, r2) = (gvr.clone(), gvr);
+    HandlerFns::new()
+        .added(move |obj| {
+            if deleting_with_propagation(obj) {
+                gc1.enqueue(Role::Owner, &r1, obj);
+            }
+        })
+        .updated(move |_, new| {
             if deleting_with_propagation(new) {
                 gc2.enqueue(Role::Owner, &r2, new);
             }
         })
-        .deleted(move |obj| {
-            gc3.enqueue_dependents(meta_str(obj, "uid"));
-            gc3.wake_waiting_owners(obj);
-        })
+        .deleted(move |obj| gc3.enqueue_dependents(meta_str(obj, "uid")))
 }
 
 impl GarbageCollector {
+    /// The cache an item's object is read from: dependents by owner, owners by name.
+    fn store(&self, item: &Item) -> Option<&Store> {
+        match item.role {
+            Role::Dependent => self.dependents.get(&item.resource),
+            Role::Owner => self.owners.get(&item.resource),
+        }
+    }
+
     fn absent(&self) -> MutexGuard<'_, HashSet<String>> {
         self.absent.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -379,7 +427,7 @@ impl GarbageCollector {
         if owner_uid.is_empty() {
             return Vec::new();
         }
-        self.stores
+        self.dependents
             .iter()
             .flat_map(|(gvr, store)| {
                 store
@@ -413,7 +461,7 @@ impl GarbageCollector {
             ""
         };
         let owner = self
-            .stores
+            .owners
             .get(&kind.gvr)?
             .get(&ObjectKey::new(ns, r["name"].as_str().unwrap_or("")))?;
         (meta_str(&owner, "uid") == r["uid"].as_str().unwrap_or("")).then_some((kind.gvr, owner))
@@ -432,11 +480,7 @@ impl GarbageCollector {
     }
 
     async fn reconcile(&self, item: Item) -> Result<Action, ApiError> {
-        let Some(obj) = self
-            .stores
-            .get(&item.resource)
-            .and_then(|s| s.get(&item.key))
-        else {
+        let Some(obj) = self.store(&item).and_then(|s| s.get(&item.key)) else {
             return Ok(Action::await_change());
         };
         match item.role {
@@ -549,7 +593,7 @@ impl GarbageCollector {
             }
         };
         if let Some(owner) = self
-            .stores
+            .owners
             .get(&k.gvr)
             .and_then(|s| s.get(&ObjectKey::new(ns, name)))
             && meta_str(&owner, "uid") == uid

@@ -9,12 +9,17 @@ pub mod replicaset;
 
 use std::fmt::Display;
 use std::hash::Hash;
-use std::sync::Arc;
+use std::io::Write;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use keel_client::{ApiError, Client, GroupVersionResource, PatchType, Reason};
-use keel_runtime::{Action, Controller, InformerFactory};
+use keel_runtime::{Action, Controller, InformerFactory, ShardBy, ShardHandle, WatchOptions};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 
@@ -33,28 +38,208 @@ pub const ALL: [&str; 5] = [
 /// What every controller is set up with.
 pub struct Context {
     pub client: Client,
-    /// Shared: one watch per resource however many controllers read it.
+    /// Shared: one watch per resource and options however many controllers read it.
     pub factory: InformerFactory,
     pub config: Arc<Config>,
+    /// The shards this replica holds: work on a key begins only while its shard's lease is
+    /// held, and sharded informers cache only those shards.
+    pub shards: ShardHandle,
+    /// What every reconcile is wrapped in: the shard gate, the reconcile log, the simulated
+    /// latency, the per-shard counter.
+    pub gate: Gate,
+}
+
+impl Context {
+    /// `base`, caching only this replica's shards (by `by`) when there is more than one shard.
+    /// With one shard every replica would cache everything anyway, and informers that differ
+    /// only in how they shard share one watch.
+    pub fn options(&self, base: WatchOptions, by: ShardBy) -> WatchOptions {
+        if self.shards.count() > 1 {
+            base.sharded(by)
+        } else {
+            base
+        }
+    }
+}
+
+/// Wraps each reconcile: it begins only while the key's shard is held (and the handover of
+/// the shard waits for it to end), is counted by shard, logged to `--reconcile-log`, and
+/// delayed by `--simulated-latency`.
+#[derive(Clone)]
+pub struct Gate {
+    shards: ShardHandle,
+    latency: Duration,
+    log: Option<Arc<ReconcileLog>>,
+    reconciles: Family<ShardLabels, Counter>,
+    skipped: Family<ControllerLabel, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShardLabels {
+    controller: String,
+    shard: u32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabel {
+    controller: String,
+}
+
+impl Gate {
+    pub fn new(
+        shards: ShardHandle,
+        config: &Config,
+        registry: &mut Registry,
+    ) -> std::io::Result<Gate> {
+        let log = match &config.reconcile_log {
+            Some(path) => Some(Arc::new(ReconcileLog::open(path)?)),
+            None => None,
+        };
+        let gate = Gate {
+            shards,
+            latency: config.simulated_latency,
+            log,
+            reconciles: Family::default(),
+            skipped: Family::default(),
+        };
+        registry.register(
+            "keel_controller_shard_reconciles",
+            "Reconciles begun, by controller and shard",
+            gate.reconciles.clone(),
+        );
+        registry.register(
+            "keel_controller_shard_skipped",
+            "Keys dropped because this replica does not hold their shard (its holder has them)",
+            gate.skipped.clone(),
+        );
+        Ok(gate)
+    }
+
+    /// Runs `work` if `shard` is active here, holding the shard for its duration; otherwise
+    /// the key is dropped: its shard's holder reconciles it.
+    async fn run<K, Fut, E>(
+        &self,
+        controller: &str,
+        key: &K,
+        shard: Option<u32>,
+        work: impl FnOnce() -> Fut,
+    ) -> Result<Action, E>
+    where
+        K: Display,
+        Fut: Future<Output = Result<Action, E>>,
+    {
+        let guard = shard.and_then(|s| self.shards.begin(s));
+        let Some(guard) = guard else {
+            self.skipped
+                .get_or_create(&ControllerLabel {
+                    controller: controller.to_string(),
+                })
+                .inc();
+            return Ok(Action::await_change());
+        };
+        self.reconciles
+            .get_or_create(&ShardLabels {
+                controller: controller.to_string(),
+                shard: guard.shard(),
+            })
+            .inc();
+        let start = SystemTime::now();
+        if !self.latency.is_zero() {
+            tokio::time::sleep(self.latency).await;
+        }
+        let result = work().await;
+        if let Some(log) = &self.log {
+            log.record(
+                controller,
+                &key.to_string(),
+                guard.shard(),
+                self.shards.identity(),
+                start,
+            );
+        }
+        drop(guard);
+        result
+    }
+}
+
+/// `--reconcile-log`: a line of JSON per reconcile, appended with one write each so that lines
+/// of a process killed mid-run are whole.
+pub struct ReconcileLog {
+    file: Mutex<std::fs::File>,
+}
+
+impl ReconcileLog {
+    fn open(path: &std::path::Path) -> std::io::Result<ReconcileLog> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(ReconcileLog {
+            file: Mutex::new(file),
+        })
+    }
+
+    fn record(&self, controller: &str, key: &str, shard: u32, replica: &str, start: SystemTime) {
+        let nanos = |t: SystemTime| {
+            t.duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        };
+        let line = json!({
+            "controller": controller,
+            "key": key,
+            "shard": shard,
+            "replica": replica,
+            "start": nanos(start).to_string(),
+            "end": nanos(SystemTime::now()).to_string(),
+        });
+        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Err(e) = file.write_all(format!("{line}\n").as_bytes()) {
+            tracing::warn!("reconcile log: {e}");
+        }
+    }
 }
 
 /// A controller whose informers and handlers are registered: running it is the last step.
 pub type Start = Box<dyn FnOnce(Shutdown) -> BoxFuture<'static, ()> + Send>;
 
-/// The [`Start`] of a controller whose reconcile is `reconcile(this, key)`: it runs on the
-/// controller's workers until the shutdown signal, then drains.
-pub fn start<K, T, F, Fut, E>(controller: Controller<K>, this: Arc<T>, reconcile: F) -> Start
+/// The [`Start`] of controller `name` whose reconcile is `reconcile(this, key)`, run through
+/// the context's [`Gate`] for the shard `shard_of(this, key)` gives (`None`: nothing to do
+/// here), on the controller's workers until the shutdown signal, then drained.
+pub fn start<K, T, F, Fut, E, S>(
+    ctx: &Context,
+    name: &'static str,
+    controller: Controller<K>,
+    this: Arc<T>,
+    shard_of: S,
+    reconcile: F,
+) -> Start
 where
     K: Clone + Eq + Hash + Display + Send + Sync + 'static,
     T: Send + Sync + 'static,
+    S: Fn(&T, &K) -> Option<u32> + Send + Sync + 'static,
     F: Fn(Arc<T>, K) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     E: Display + Send + 'static,
 {
+    let gate = ctx.gate.clone();
+    let shard_of = Arc::new(shard_of);
+    let reconcile = Arc::new(reconcile);
     Box::new(move |shutdown| {
         async move {
             controller
-                .run(move |key| reconcile(this.clone(), key), shutdown.wait())
+                .run(
+                    move |key: K| {
+                        let (gate, this) = (gate.clone(), this.clone());
+                        let (shard_of, reconcile) = (shard_of.clone(), reconcile.clone());
+                        async move {
+                            let shard = shard_of(&this, &key);
+                            gate.run(name, &key, shard, || reconcile(this, key.clone()))
+                                .await
+                        }
+                    },
+                    shutdown.wait(),
+                )
                 .await
         }
         .boxed()

@@ -18,7 +18,9 @@ use std::time::Duration;
 use keel_client::{
     ApiError, Client, DeleteParams, GroupVersionResource, ListParams, PatchType, Reason,
 };
-use keel_runtime::{Action, Controller, ObjectKey, Store, WorkQueue, enqueue_handler};
+use keel_runtime::{
+    Action, Controller, ObjectKey, ShardBy, Store, WatchOptions, WorkQueue, enqueue_handler,
+};
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tracing::{debug, info};
@@ -209,7 +211,10 @@ struct NamespaceController {
 }
 
 pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError> {
-    let informer = ctx.factory.informer(&namespaces());
+    let informer = ctx.factory.informer_with(
+        &namespaces(),
+        ctx.options(WatchOptions::default(), ShardBy::Name),
+    );
     let queue = WorkQueue::default_controller_queue();
     informer.add_handler(enqueue_handler(queue.clone()));
     let this = Arc::new(NamespaceController {
@@ -219,9 +224,15 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
     let controller = Controller::new("namespace", queue)
         .workers(ctx.config.workers)
         .metrics(registry);
-    Ok(super::start(controller, this, |this, key| async move {
-        this.reconcile(key).await
-    }))
+    let shards = ctx.shards.clone();
+    Ok(super::start(
+        ctx,
+        "namespace",
+        controller,
+        this,
+        move |_, key| Some(shards.shard_for(&key.namespace, &key.name)),
+        |this, key| async move { this.reconcile(key).await },
+    ))
 }
 
 impl NamespaceController {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use keel_client::{ApiError, Client, PatchType, Reason};
-use keel_runtime::{Action, Controller, ObjectKey, Store, WorkQueue, enqueue_handler};
+use keel_runtime::{Action, Controller, ObjectKey, ShardBy, Store, WorkQueue, enqueue_handler};
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -28,7 +28,10 @@ struct PodLifecycle {
 }
 
 pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError> {
-    let informer = ctx.factory.informer(&objects::pods());
+    // The ReplicaSet controller's informer: each Pod in its ReplicaSet's shard.
+    let informer = ctx
+        .factory
+        .informer_with(&objects::pods(), objects::pods_by_owner(ctx));
     let queue = WorkQueue::default_controller_queue();
     informer.add_handler(enqueue_handler(queue.clone()));
     let this = Arc::new(PodLifecycle {
@@ -41,9 +44,22 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
     let controller = Controller::new("podlifecycle", queue)
         .workers(ctx.config.workers)
         .metrics(registry);
-    Ok(super::start(controller, this, |this, key| async move {
-        this.reconcile(key).await
-    }))
+    let shards = ctx.shards.clone();
+    Ok(super::start(
+        ctx,
+        "podlifecycle",
+        controller,
+        this,
+        // A Pod's shard is its owner's; one gone from the cache only has its memory here
+        // forgotten, under the shard of its own name.
+        move |this, key| {
+            Some(match this.pods.get(key) {
+                Some(pod) => shards.shard_of_object(&pod, ShardBy::Owner),
+                None => shards.shard_for(&key.namespace, &key.name),
+            })
+        },
+        |this, key| async move { this.reconcile(key).await },
+    ))
 }
 
 impl PodLifecycle {
@@ -64,6 +80,10 @@ impl PodLifecycle {
             return Ok(Action::await_change());
         };
         let uid = objects::uid(&pod).to_string();
+        if !objects::is_initialized(&pod) {
+            // A kubelet never sees a Pod whose initializers are pending.
+            return Ok(Action::await_change());
+        }
         if objects::is_deleting(&pod) {
             self.seen().remove(&uid);
             return self.stop(&pod).await;

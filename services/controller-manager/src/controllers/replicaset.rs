@@ -14,7 +14,8 @@ use std::time::{Duration, SystemTime};
 
 use keel_client::{ApiError, Client, DeleteParams, PatchType, Reason};
 use keel_runtime::{
-    Action, BY_NAMESPACE, Controller, HandlerFns, ObjectKey, Store, WorkQueue, enqueue_handler,
+    Action, BY_NAMESPACE, Controller, HandlerFns, ObjectKey, ShardBy, Store, WatchOptions,
+    WorkQueue, enqueue_handler,
 };
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
@@ -37,11 +38,14 @@ struct ReplicaSetController {
 }
 
 pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError> {
-    let rs_informer = ctx.factory.informer(&objects::replicasets());
-    // Uninitialized Pods count too, or a slow initializer would make this over-create.
+    // A ReplicaSet's shard is that of its name; its Pods are in the same shard (by owner).
+    let rs_informer = ctx.factory.informer_with(
+        &objects::replicasets(),
+        ctx.options(WatchOptions::default(), ShardBy::Name),
+    );
     let pod_informer = ctx
         .factory
-        .informer_with(&objects::pods(), objects::including_uninitialized());
+        .informer_with(&objects::pods(), objects::pods_by_owner(ctx));
     let queue = WorkQueue::default_controller_queue();
     let expectations = Expectations::default();
     rs_informer.add_handler(enqueue_handler(queue.clone()));
@@ -59,9 +63,15 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
     let controller = Controller::new("replicaset", queue)
         .workers(ctx.config.workers)
         .metrics(registry);
-    Ok(super::start(controller, this, |this, key| async move {
-        this.reconcile(key).await
-    }))
+    let shards = ctx.shards.clone();
+    Ok(super::start(
+        ctx,
+        "replicaset",
+        controller,
+        this,
+        move |_, key| Some(shards.shard_for(&key.namespace, &key.name)),
+        |this, key| async move { this.reconcile(key).await },
+    ))
 }
 
 /// Pod events wake the owning ReplicaSet (and check off its expectations); an orphan wakes
@@ -320,6 +330,13 @@ impl ReplicaSetController {
             .count();
         let mut status = rs["status"].as_object().cloned().unwrap_or_default();
         status.insert("replicas".into(), json!(active.len()));
+        // As Kubernetes 1.33's `terminatingReplicas`: Pods being deleted that still exist. A
+        // Recreate rollout waits for them (it reads this, not the Pods: they are cached in the
+        // ReplicaSet's shard, which may not be the Deployment's).
+        status.insert(
+            "terminatingReplicas".into(),
+            json!(owned.iter().filter(|p| objects::is_deleting(p)).count()),
+        );
         status.insert("fullyLabeledReplicas".into(), json!(fully_labeled));
         status.insert(
             "readyReplicas".into(),

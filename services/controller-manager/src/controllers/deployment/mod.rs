@@ -23,8 +23,8 @@ use std::time::SystemTime;
 
 use keel_client::{ApiError, Client, DeleteParams, PatchType, Reason};
 use keel_runtime::{
-    Action, BY_CONTROLLER_UID, BY_NAMESPACE, Controller, HandlerFns, ObjectKey, Store, WorkQueue,
-    enqueue_handler,
+    Action, BY_NAMESPACE, Controller, HandlerFns, ObjectKey, ShardBy, Store, WatchOptions,
+    WorkQueue, enqueue_handler,
 };
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
@@ -52,7 +52,6 @@ struct DeploymentController {
     client: Client,
     deployments: Store,
     replicasets: Store,
-    pods: Store,
     /// The `resourceVersion` of this controller's last write of each ReplicaSet (by
     /// namespace/name): until the cache holds that version, the ReplicaSet's counts predate
     /// our own change and nothing is planned from them. Entries go once the cache catches up;
@@ -61,29 +60,38 @@ struct DeploymentController {
 }
 
 pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError> {
-    let d_informer = ctx.factory.informer(&objects::deployments());
-    let rs_informer = ctx.factory.informer(&objects::replicasets());
-    // Uninitialized Pods count too, or a slow initializer would make this over-create.
-    let pod_informer = ctx
-        .factory
-        .informer_with(&objects::pods(), objects::including_uninitialized());
+    // A Deployment's shard is that of its name; its ReplicaSets are in the same shard (by
+    // owner). Its Pods are not (they go with their ReplicaSet): what this controller needs of
+    // them, it reads from the ReplicaSets' status.
+    let d_informer = ctx.factory.informer_with(
+        &objects::deployments(),
+        ctx.options(WatchOptions::default(), ShardBy::Name),
+    );
+    let rs_informer = ctx.factory.informer_with(
+        &objects::replicasets(),
+        ctx.options(WatchOptions::default(), ShardBy::Owner),
+    );
     let queue = WorkQueue::default_controller_queue();
     d_informer.add_handler(enqueue_handler(queue.clone()));
     rs_informer.add_handler(replicaset_handler(queue.clone(), d_informer.store()));
-    pod_informer.add_handler(pod_handler(queue.clone(), rs_informer.store()));
     let this = Arc::new(DeploymentController {
         client: ctx.client.clone(),
         deployments: d_informer.store(),
         replicasets: rs_informer.store(),
-        pods: pod_informer.store(),
         written: Mutex::new(HashMap::new()),
     });
     let controller = Controller::new("deployment", queue)
         .workers(ctx.config.workers)
         .metrics(registry);
-    Ok(super::start(controller, this, |this, key| async move {
-        this.reconcile(key).await
-    }))
+    let shards = ctx.shards.clone();
+    Ok(super::start(
+        ctx,
+        "deployment",
+        controller,
+        this,
+        move |_, key| Some(shards.shard_for(&key.namespace, &key.name)),
+        |this, key| async move { this.reconcile(key).await },
+    ))
 }
 
 /// A ReplicaSet's events wake its Deployment; an orphan wakes the Deployments selecting it.
@@ -112,18 +120,6 @@ fn replicaset_handler(queue: WorkQueue<ObjectKey>, deployments: Store) -> Handle
         .deleted(move |rs| w3(rs))
 }
 
-/// A Pod that goes wakes its ReplicaSet's Deployment: Recreate waits for old Pods to be gone.
-fn pod_handler(queue: WorkQueue<ObjectKey>, replicasets: Store) -> HandlerFns {
-    HandlerFns::new().deleted(move |pod| {
-        if let Some((rs_key, _)) = controller_of(pod, "ReplicaSet")
-            && let Some(rs) = replicasets.get(&rs_key)
-            && let Some((d, _)) = controller_of(&rs, "Deployment")
-        {
-            queue.add(d);
-        }
-    })
-}
-
 fn revision(rs: &Value) -> i64 {
     objects::annotation(rs, REVISION)
         .and_then(|r| r.parse().ok())
@@ -135,6 +131,14 @@ fn resource_version(obj: &Value) -> i64 {
         .as_str()
         .and_then(|r| r.parse().ok())
         .unwrap_or(0)
+}
+
+/// Whether Pods of the ReplicaSet may still exist, running or terminating, as its controller
+/// last counted them (and it has counted since its last resize).
+fn has_pods(rs: &Value) -> bool {
+    objects::status_i64(rs, "observedGeneration") < objects::generation(rs)
+        || objects::status_i64(rs, "replicas") > 0
+        || objects::status_i64(rs, "terminatingReplicas") > 0
 }
 
 /// The ReplicaSet's controller has observed its size and has exactly that many Pods.
@@ -510,10 +514,7 @@ impl DeploymentController {
         if wrote {
             return Ok(Step::Wrote);
         }
-        let old_pods = olds
-            .iter()
-            .any(|rs| !self.pods.by_index(BY_CONTROLLER_UID, uid(rs)).is_empty());
-        if old_pods {
+        if olds.iter().any(|rs| has_pods(rs)) {
             return Ok(Step::Waiting);
         }
         if objects::spec_replicas(new) != replicas {
