@@ -15,26 +15,7 @@ source "$(dirname "$0")/lib.sh"
 cm=$!
 for _ in $(seq 1 100); do curl -fsS http://127.0.0.1:36090/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 
-for i in $(seq 1 "$N"); do
-  cat <<YAML
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web-$i
-spec:
-  replicas: $R
-  selector:
-    matchLabels: {app: web-$i}
-  template:
-    metadata:
-      labels: {app: web-$i}
-    spec:
-      containers:
-        - name: nginx
-          image: nginx:1.7.9
-YAML
-done >"$work/deployments.yaml"
+deployments_yaml "$N" "$R" >"$work/deployments.yaml"
 
 ticks=$(getconf CLK_TCK)
 cpu() { awk -v t="$ticks" '{printf "%.2f", ($14 + $15) / t}' "/proc/$cm/stat"; }

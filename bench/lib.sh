@@ -17,3 +17,28 @@ etcd --name bench --data-dir "$work/etcd" \
 ./target/release/keel-apiserver --listen 127.0.0.1:36443 --http-listen 127.0.0.1:36080 \
   --etcd-servers http://127.0.0.1:32379 >/dev/null 2>"$work/apiserver.log" &
 for _ in $(seq 1 100); do curl -fsS http://127.0.0.1:36080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
+
+# N Deployments web-1..web-N of R replicas each, as one multi-document YAML on stdout.
+deployments_yaml() {
+  local n=$1 r=$2 i
+  for i in $(seq 1 "$n"); do
+    cat <<YAML
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web-$i
+spec:
+  replicas: $r
+  selector:
+    matchLabels: {app: web-$i}
+  template:
+    metadata:
+      labels: {app: web-$i}
+    spec:
+      containers:
+        - name: nginx
+          image: nginx:1.7.9
+YAML
+  done
+}

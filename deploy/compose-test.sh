@@ -3,7 +3,8 @@
 # compose stack up, and while keel-loadtest writes and watches through both API servers,
 # kills one etcd member and one API server. Checks that no acknowledged write is lost, that
 # every watcher sees every event exactly once across the failover, and that the killed
-# containers rejoin when restarted; then that the controller-managers fail over, and the README's
+# containers rejoin when restarted; then that the controller-managers share the shards and
+# take over a dead one's, and the README's
 # Istio story (the initializer injects Envoy). Tears everything down (containers, network,
 # volumes).
 set -euo pipefail
@@ -35,13 +36,13 @@ check() {
 }
 
 # Waits (up to $2 seconds) until every container of the project (3 etcd members, 2 API servers,
-# 2 controller-managers, 1 initializer) is running and healthy.
+# 2 controller-managers, 1 initializer: 8, or $3) is running and healthy.
 wait_healthy() {
-  local what=$1 deadline=$((SECONDS + $2))
+  local what=$1 deadline=$((SECONDS + $2)) want=${3:-8}
   while [ $SECONDS -lt $deadline ]; do
     local states
     states=$(docker ps -a --filter "label=com.docker.compose.project=$project" --format '{{.Names}} {{.Status}}')
-    if [ "$(echo "$states" | grep -c '(healthy)')" = 8 ]; then echo "ok: $what"; passed=$((passed + 1)); return 0; fi
+    if [ "$(echo "$states" | grep -c '(healthy)')" = "$want" ]; then echo "ok: $what"; passed=$((passed + 1)); return 0; fi
     sleep 0.5
   done
   echo "FAIL: $what"; docker ps -a --filter "label=com.docker.compose.project=$project"; failed=$((failed + 1)); return 1
@@ -101,7 +102,8 @@ check "watchers saw no event twice" "[ $(field "$work/watch.json" events_duplica
 check "the restarted API server serves writes" \
   "$lt --server http://127.0.0.1:$KEEL_API_PORT_0 --namespace lt-after --duration 2s --json patch --writers 2 >$work/after.json 2>/dev/null && [ \$(field $work/after.json errors) = 0 ]"
 
-# The controller-managers: one acts, the other takes over when it dies.
+# The controller-managers: the replicas split the 32 shard leases; the survivors take a dead
+# one's shards; a restarted or added replica takes its share.
 kc() { ./target/release/keelctl --server "$api" "$@"; }
 # A number from keelctl's JSON output: json_number FIELD.
 json_number() { grep -o "\"$1\": *[0-9]*" | head -1 | grep -o '[0-9]*$'; }
@@ -111,9 +113,27 @@ wait_available() {
   while [ "$(available)" != "$n" ] && [ $SECONDS -lt $deadline ]; do sleep 0.5; done
   [ "$(available)" = "$n" ]
 }
-holder() {
-  kc get lease keel-controller-manager -n keel-system -o json 2>/dev/null |
-    grep -o '"holderIdentity": *"[^"]*"' | cut -d'"' -f4
+cm_containers() {
+  docker ps -q --filter "label=com.docker.compose.project=$project" --filter "label=com.docker.compose.service=controller-manager"
+}
+# The shards each running controller-manager holds, sorted ("16 16"); "none" if a shard lease
+# is missing or names no running replica. A replica's identity is its container's host name.
+split() {
+  local hosts holders
+  hosts=$(for id in $(cm_containers); do docker inspect -f '{{.Config.Hostname}}' "$id"; done)
+  holders=$(kc get leases -n keel-system -o json 2>/dev/null | awk -F'"' '
+    /"name":/ { name = $4 }
+    /"holderIdentity":/ { if (name ~ /^keel-controller-manager-shard-[0-9]+$/) print $4 }')
+  if [ "$(echo "$holders" | grep -c .)" != 32 ] || echo "$holders" | grep -qvxF "$hosts"; then
+    echo none
+    return
+  fi
+  echo "$holders" | sort | uniq -c | awk '{print $1}' | sort -n | tr '\n' ' ' | sed 's/ $//'
+}
+wait_split() {
+  local want=$1 deadline=$((SECONDS + $2))
+  while [ "$(split)" != "$want" ] && [ $SECONDS -lt $deadline ]; do sleep 0.5; done
+  [ "$(split)" = "$want" ]
 }
 echo "==> a Deployment rolled out by the controller-managers"
 kc apply -f - <<'YAML' >/dev/null
@@ -134,19 +154,22 @@ spec:
           image: nginx:1.7.9
 YAML
 check "the Deployment's 2 Pods are available" "wait_available 2 60"
-leader=$(holder)
-leader_container=""
-for id in $(docker ps -q --filter "label=com.docker.compose.project=$project" --filter "label=com.docker.compose.service=controller-manager"); do
-  [ "$(docker inspect -f '{{.Config.Hostname}}' "$id")" = "$leader" ] && leader_container=$id
-done
-check "the leader lease names a running controller-manager ($leader)" "[ -n \"$leader_container\" ]"
-echo "==> killing the active controller-manager ($leader) and scaling to 3"
-docker kill "$leader_container" >/dev/null
+check "the 2 controller-managers split the 32 shards 16/16" "wait_split '16 16' 60"
+victim=$(cm_containers | head -1)
+echo "==> killing controller-manager $victim and scaling the Deployment to 3"
+docker kill "$victim" >/dev/null
 kc patch deployment nginx --type merge -p '{"spec":{"replicas":3}}' >/dev/null
-check "the standby takes over: 3 Pods available" "wait_available 3 90"
-check "the lease moved to the other controller-manager" "[ -n \"\$(holder)\" ] && [ \"\$(holder)\" != \"$leader\" ]"
-docker start "$leader_container" >/dev/null
-wait_healthy "the killed controller-manager rejoins as a standby" 120
+check "the survivor scales it: 3 Pods available" "wait_available 3 90"
+check "the survivor holds all 32 shards" "wait_split 32 60"
+docker start "$victim" >/dev/null
+wait_healthy "the killed controller-manager comes back" 120
+check "it takes its share back: 16/16" "wait_split '16 16' 60"
+echo "==> scaling the controller-manager to 3 replicas"
+dc up -d --no-recreate --scale controller-manager=3 controller-manager >/dev/null 2>&1
+wait_healthy "the third controller-manager is healthy" 120 9
+check "3 controller-managers split the shards 10/11/11" "wait_split '10 11 11' 60"
+kc patch deployment nginx --type merge -p '{"spec":{"replicas":1}}' >/dev/null
+check "and scale the Deployment down to 1" "wait_available 1 60"
 
 echo "==> the README's Istio story: the sidecar ConfigMap, the InitializerConfiguration, myapp-pod"
 kc apply -f deploy/examples/envoy-initializer.yaml >/dev/null

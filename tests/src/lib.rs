@@ -491,6 +491,30 @@ impl KeelService {
     }
 }
 
+/// The holder of every shard Lease of the controller-manager
+/// (`keel-system/keel-controller-manager-shard-<i>`), by shard, as the API server has it (""
+/// when released).
+pub async fn shard_lease_holders(c: &Client) -> std::collections::BTreeMap<u32, String> {
+    let leases = c
+        .list_all(
+            &keel_client::gvr("coordination.k8s.io", "v1", "leases"),
+            "keel-system",
+            &keel_client::ListParams::default(),
+        )
+        .await
+        .expect("list the shard leases");
+    leases
+        .items
+        .iter()
+        .filter_map(|l| {
+            let name = l["metadata"]["name"].as_str()?;
+            let shard = name.strip_prefix("keel-controller-manager-shard-")?;
+            let holder = l["spec"]["holderIdentity"].as_str().unwrap_or("");
+            Some((shard.parse().ok()?, holder.to_string()))
+        })
+        .collect()
+}
+
 /// Creates the seeds' ConfigMap `envoy-initializer` from deploy/examples/ in `default`: the
 /// sidecar keel-initializer injects.
 pub async fn create_envoy_configmap(c: &Client) {

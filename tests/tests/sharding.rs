@@ -7,14 +7,14 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::StreamExt;
 use keel_api::shard::shard_of;
 use keel_client::{Client, GroupVersionResource, ListParams, PatchType, gvr};
-use keel_tests::{ApiServer, ControllerManager, Etcd, eventually};
+use keel_tests::{ApiServer, ControllerManager, Etcd, eventually, shard_lease_holders};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -58,31 +58,9 @@ async fn replica(api: &ApiServer, logs: &Path) -> ControllerManager {
     ControllerManager::start(&[api], &["--reconcile-log", log.to_str().unwrap()]).await
 }
 
-/// The holder of every shard lease ("" when released).
-async fn holders(c: &Client) -> BTreeMap<u32, String> {
-    let leases = c
-        .list_all(
-            &gvr("coordination.k8s.io", "v1", "leases"),
-            "keel-system",
-            &ListParams::default(),
-        )
-        .await
-        .unwrap();
-    leases
-        .items
-        .iter()
-        .filter_map(|l| {
-            let name = l["metadata"]["name"].as_str()?;
-            let shard = name.strip_prefix("keel-controller-manager-shard-")?;
-            let holder = l["spec"]["holderIdentity"].as_str().unwrap_or("");
-            Some((shard.parse().ok()?, holder.to_string()))
-        })
-        .collect()
-}
-
 /// How many shards each of `replicas` holds (sorted), once every shard is held by one of them.
 async fn split(c: &Client, replicas: &[&ControllerManager]) -> Option<Vec<usize>> {
-    let holders = holders(c).await;
+    let holders = shard_lease_holders(c).await;
     if holders.len() != SHARDS as usize {
         return None;
     }
@@ -93,6 +71,35 @@ async fn split(c: &Client, replicas: &[&ControllerManager]) -> Option<Vec<usize>
     let mut counts: Vec<usize> = counts.into_values().collect();
     counts.sort();
     Some(counts)
+}
+
+/// etcd, an API server and three controller-managers that have split the shards.
+struct Cluster {
+    logs: tempfile::TempDir,
+    _etcd: Etcd,
+    api: ApiServer,
+    c: Client,
+    cms: Vec<ControllerManager>,
+}
+
+async fn three_replicas() -> Cluster {
+    let logs = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let mut cms = Vec::new();
+    for _ in 0..3 {
+        cms.push(replica(&api, logs.path()).await);
+    }
+    let all: Vec<&ControllerManager> = cms.iter().collect();
+    wait_split(&c, &all, &[10, 11, 11], Duration::from_secs(30)).await;
+    Cluster {
+        logs,
+        _etcd: etcd,
+        api,
+        c,
+        cms,
+    }
 }
 
 /// Waits until every shard is held by one of `replicas`, `fair` apart (sorted counts).
@@ -268,16 +275,13 @@ fn the_overlap_check_finds_overlaps() {
 #[tokio::test]
 async fn replicas_split_the_shards_hand_them_over_and_take_over_the_dead() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let logs = tempfile::tempdir().unwrap();
-    let etcd = Etcd::start().await;
-    let api = ApiServer::start(&etcd).await;
-    let c = api.client().await;
-    let mut cms = Vec::new();
-    for _ in 0..3 {
-        cms.push(replica(&api, logs.path()).await);
-    }
-    let all: Vec<&ControllerManager> = cms.iter().collect();
-    wait_split(&c, &all, &[10, 11, 11], Duration::from_secs(30)).await;
+    let Cluster {
+        logs,
+        _etcd,
+        api,
+        c,
+        mut cms,
+    } = three_replicas().await;
 
     let names: Vec<String> = (0..30).map(|i| format!("web-{i}")).collect();
     create_all(&c, &names, 1).await;
@@ -334,16 +338,13 @@ async fn replicas_split_the_shards_hand_them_over_and_take_over_the_dead() {
 #[tokio::test]
 async fn three_hundred_deployments_converge_across_three_replicas_each_caching_its_shards() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let logs = tempfile::tempdir().unwrap();
-    let etcd = Etcd::start().await;
-    let api = ApiServer::start(&etcd).await;
-    let c = api.client().await;
-    let mut cms = Vec::new();
-    for _ in 0..3 {
-        cms.push(replica(&api, logs.path()).await);
-    }
-    let all: Vec<&ControllerManager> = cms.iter().collect();
-    wait_split(&c, &all, &[10, 11, 11], Duration::from_secs(30)).await;
+    let Cluster {
+        logs,
+        _etcd,
+        api: _api,
+        c,
+        cms,
+    } = three_replicas().await;
 
     let names: Vec<String> = (0..300).map(|i| format!("app-{i}")).collect();
     create_all(&c, &names, 1).await;
@@ -363,7 +364,7 @@ async fn three_hundred_deployments_converge_across_three_replicas_each_caching_i
 
     // Each replica caches exactly the Deployments and Pods of the shards it holds: Deployments
     // by their own name, Pods by their ReplicaSet's.
-    let holders = holders(&c).await;
+    let holders = shard_lease_holders(&c).await;
     let pod_list = c
         .list_all(&pods(), "default", &ListParams::default())
         .await

@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use keel_client::{Client, ListParams, gvr};
+use keel_client::Client;
 use keel_runtime::{LeaderElectionConfig, ShardHandle, ShardLeaseConfig, ShardLeaseManager};
-use keel_tests::{ApiServer, Etcd, eventually};
+use keel_tests::{ApiServer, Etcd, eventually, shard_lease_holders};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -120,32 +120,10 @@ impl Drop for Replica {
     }
 }
 
-/// The holder of every shard lease, as the API server has it ("" when released).
-async fn lease_holders(c: &Client) -> BTreeMap<u32, String> {
-    let leases = c
-        .list_all(
-            &gvr("coordination.k8s.io", "v1", "leases"),
-            "keel-system",
-            &ListParams::default(),
-        )
-        .await
-        .unwrap();
-    leases
-        .items
-        .iter()
-        .filter_map(|l| {
-            let name = l["metadata"]["name"].as_str()?;
-            let shard = name.strip_prefix("keel-controller-manager-shard-")?;
-            let holder = l["spec"]["holderIdentity"].as_str().unwrap_or("");
-            Some((shard.parse().unwrap(), holder.to_string()))
-        })
-        .collect()
-}
-
 /// How many shard leases each replica holds, if every shard has a lease naming one of
 /// `replicas` and each replica's handle holds exactly the shards its leases name.
 async fn split(c: &Client, replicas: &[&Replica]) -> Option<Vec<usize>> {
-    let holders = lease_holders(c).await;
+    let holders = shard_lease_holders(c).await;
     if holders.len() != SHARDS as usize {
         return None;
     }
@@ -236,7 +214,7 @@ async fn three_replicas_hold_10_11_and_11_shards_each_shard_once() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(split(&c, &all).await, Some(vec![10, 11, 11]));
-    let holders = lease_holders(&c).await;
+    let holders = shard_lease_holders(&c).await;
     assert_eq!(
         holders.keys().copied().collect::<Vec<_>>(),
         (0..SHARDS).collect::<Vec<_>>()
@@ -360,7 +338,7 @@ async fn a_stopped_replica_releases_everything_and_its_shards_are_taken_within_2
     let lost = r3.held();
     let stopped = Instant::now();
     r3.shut_down().await;
-    let holders = lease_holders(&c).await;
+    let holders = shard_lease_holders(&c).await;
     assert!(
         lost.iter()
             .all(|s| holders[s].is_empty() || holders[s] == a.id || holders[s] == b.id),

@@ -16,7 +16,9 @@ use std::time::{Duration, SystemTime};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use keel_client::{ApiError, Client, GroupVersionResource, PatchType, Reason};
-use keel_runtime::{Action, Controller, InformerFactory, ShardBy, ShardHandle, WatchOptions};
+use keel_runtime::{
+    Action, Controller, InformerFactory, ObjectKey, ShardBy, ShardHandle, WatchOptions,
+};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -198,6 +200,13 @@ impl ReconcileLog {
             tracing::warn!("reconcile log: {e}");
         }
     }
+}
+
+/// The shard of an object key's own name: the `shard_of` of a controller whose keys are the
+/// objects it caches by name.
+pub fn by_name<T>(ctx: &Context) -> impl Fn(&T, &ObjectKey) -> Option<u32> + use<T> {
+    let shards = ctx.shards.clone();
+    move |_, key| Some(shards.shard_for(&key.namespace, &key.name))
 }
 
 /// A controller whose informers and handlers are registered: running it is the last step.

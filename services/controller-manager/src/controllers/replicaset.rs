@@ -63,13 +63,12 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
     let controller = Controller::new("replicaset", queue)
         .workers(ctx.config.workers)
         .metrics(registry);
-    let shards = ctx.shards.clone();
     Ok(super::start(
         ctx,
         "replicaset",
         controller,
         this,
-        move |_, key| Some(shards.shard_for(&key.namespace, &key.name)),
+        super::by_name(ctx),
         |this, key| async move { this.reconcile(key).await },
     ))
 }

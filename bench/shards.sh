@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The controller-manager scaled out: the same batch (N Deployments x R replicas, one
+# `keelctl apply`) converged by 1, 2 and 4 replicas, each run in a namespace of its own on one
+# etcd and keel-apiserver (release builds). Every run waits until the replicas have split the 32
+# shard leases, then times from the apply until every Deployment reports R available replicas.
+# Per replica: objects cached and received by its informers, reconciles, peak RSS. Run twice:
+# with reconciles as fast as they are (the API server and etcd on the same two cores bound the
+# total), and with each reconcile first waiting LATENCY (a controller calling a slow external
+# system; fixed WORKERS per controller per replica), where throughput should grow with replicas.
+#
+#   bench/shards.sh                       # N=300 R=3, REPLICAS="1 2 4", LATENCIES="0s 20ms"
+#   N=100 REPLICAS="1 2" bench/shards.sh
+N=${N:-300}
+R=${R:-3}
+REPLICAS=${REPLICAS:-1 2 4}
+LATENCIES=${LATENCIES:-0s 20ms}
+WORKERS=${WORKERS:-1}
+source "$(dirname "$0")/lib.sh"
+kc() { ./target/release/keelctl --server http://127.0.0.1:36443 "$@"; }
+
+# The shards each running replica holds, sorted, once all 32 leases name one of "$@".
+split() {
+  kc get leases -n keel-system -o json 2>/dev/null | awk -F'"' -v ids="$*" '
+    BEGIN { n = split(ids, a, " "); for (i = 1; i <= n; i++) live[a[i]] = 1 }
+    /"name":/ { name = $4 }
+    /"holderIdentity":/ { if (name ~ /^keel-controller-manager-shard-[0-9]+$/) { held[$4]++; total++ } }
+    END {
+      for (h in held) if (!(h in live)) { print "none"; exit }
+      if (total != 32) { print "none"; exit }
+      for (h in held) print held[h]
+    }' | sort -n | tr '\n' ' ' | sed 's/ $//'
+}
+# Whether the $1 replicas "${@:2}" hold all 32 shards, each its fair share (floor or ceiling).
+balanced() {
+  local n=$1 counts
+  shift
+  counts=$(split "$@")
+  [ "$counts" != none ] && [ "$(echo "$counts" | wc -w)" = "$n" ] &&
+    [ $(( $(echo "$counts" | awk '{print $NF}') - $(echo "$counts" | awk '{print $1}') )) -le 1 ]
+}
+# The sum of a metric's samples on a replica's /metrics.
+metric() { curl -fsS "http://127.0.0.1:$1/metrics" | awk -v m="$2" 'index($0, m "{") == 1 || index($0, m "_total{") == 1 {s += $NF} END {printf "%d", s}'; }
+
+echo "| replicas | reconcile latency | time to all available | speed-up | objects cached per replica | objects received per replica | reconciles per replica | peak RSS per replica (MB) |"
+echo "|---|---|---|---|---|---|---|---|"
+run=0
+for latency in $LATENCIES; do
+  base=""
+  for n in $REPLICAS; do
+    run=$((run + 1))
+    ns=run-$run
+    pids=()
+    ids=()
+    for i in $(seq 1 "$n"); do
+      ./target/release/keel-controller-manager --server http://127.0.0.1:36443 \
+        --id "bench-$run-$i" --http-listen "127.0.0.1:$((36090 + i))" --workers "$WORKERS" \
+        --simulated-latency "$latency" --pod-start-delay 0s >/dev/null 2>"$work/cm-$run-$i.log" &
+      pids+=($!)
+      ids+=("bench-$run-$i")
+    done
+    echo "==> $n replica(s), latency $latency: waiting for the shards to be split" >&2
+    while ! balanced "$n" "${ids[@]}"; do sleep 0.5; done
+    kc create namespace "$ns" >/dev/null
+    deployments_yaml "$N" "$R" >"$work/deployments.yaml"
+    start=$(date +%s.%N)
+    kc apply -n "$ns" -f "$work/deployments.yaml" >/dev/null
+    while :; do
+      done_count=$(kc get deployments -n "$ns" -o json | grep -o '"availableReplicas": *[0-9]*' |
+        grep -c ": *$R\$" || true)
+      printf '\r    %d/%d available' "$done_count" "$N" >&2
+      [ "$done_count" = "$N" ] && break
+      sleep 0.2
+    done
+    end=$(date +%s.%N)
+    echo >&2
+    seconds=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')
+    [ -z "$base" ] && base=$seconds
+    speedup=$(awk -v a="$base" -v b="$seconds" 'BEGIN {printf "%.2f", a / b}')
+    cached=() received=() reconciles=() rss=()
+    for i in $(seq 1 "$n"); do
+      port=$((36090 + i))
+      cached+=("$(metric "$port" keel_informer_objects)")
+      received+=("$(metric "$port" keel_informer_received)")
+      reconciles+=("$(metric "$port" keel_controller_shard_reconciles)")
+      rss+=("$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/${pids[$((i - 1))]}/status")")
+    done
+    join() { local IFS=/; echo "$*"; }
+    echo "| $n | $latency | $seconds s | ${speedup}x | $(join "${cached[@]}") | $(join "${received[@]}") | $(join "${reconciles[@]}") | $(join "${rss[@]}") |"
+    # Clean up before the next run, with these replicas: the namespace controller empties it.
+    kc delete namespace "$ns" >/dev/null
+    while kc get namespace "$ns" >/dev/null 2>&1; do sleep 0.5; done
+    kill -TERM "${pids[@]}"
+    wait "${pids[@]}" 2>/dev/null || true
+  done
+done
