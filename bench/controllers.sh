@@ -14,6 +14,9 @@ source "$(dirname "$0")/lib.sh"
   --http-listen 127.0.0.1:36090 >/dev/null 2>"$work/cm.log" &
 cm=$!
 for _ in $(seq 1 100); do curl -fsS http://127.0.0.1:36090/readyz >/dev/null 2>&1 && break; sleep 0.1; done
+# Timed from when it holds every shard (alone, it takes all 32 in its first rounds).
+held() { curl -fsS http://127.0.0.1:36090/metrics | awk '/^keel_shard_leases_held / {print $2}'; }
+for _ in $(seq 1 100); do [ "$(held)" = 32 ] && break; sleep 0.1; done
 
 deployments_yaml "$N" "$R" >"$work/deployments.yaml"
 

@@ -60,7 +60,7 @@ for latency in $LATENCIES; do
     done
     echo "==> $n replica(s), latency $latency: waiting for the shards to be split" >&2
     while ! balanced "$n" "${ids[@]}"; do sleep 0.5; done
-    kc create namespace "$ns" >/dev/null
+    printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n' "$ns" | kc apply -f - >/dev/null
     deployments_yaml "$N" "$R" >"$work/deployments.yaml"
     start=$(date +%s.%N)
     kc apply -n "$ns" -f "$work/deployments.yaml" >/dev/null
