@@ -10,7 +10,7 @@
 //! keys are those of the objects the watch reports, so the FIFO never holds more than about
 //! twice the cache, however slowly its consumer runs; the reflector never waits on it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde_json::Value;
@@ -43,8 +43,9 @@ pub struct Delta {
 pub enum Popped {
     /// The compressed deltas of one key, oldest first.
     Deltas { key: ObjectKey, deltas: Vec<Delta> },
-    /// A full list: the store must hold exactly these objects afterwards.
-    Replace(Vec<Arc<Value>>),
+    /// A full list: the store must hold exactly these objects afterwards; of a sharded
+    /// reflector, also the shards the list covers.
+    Replace(Vec<Arc<Value>>, Option<BTreeSet<u32>>),
 }
 
 /// A queue of deltas by key; cheap to clone (clones share the queue).
@@ -76,7 +77,7 @@ struct State {
 
 enum Entry {
     Key(ObjectKey, Vec<Delta>),
-    Replace(Vec<Arc<Value>>),
+    Replace(Vec<Arc<Value>>, Option<BTreeSet<u32>>),
 }
 
 impl DeltaFifo {
@@ -122,6 +123,15 @@ impl DeltaFifo {
     /// first), except those queued after a list that is still pending: that list and its
     /// followers are superseded by this one.
     pub fn replace(&self, objects: Vec<Arc<Value>>) {
+        self.replace_covering(objects, None);
+    }
+
+    /// As [`DeltaFifo::replace`], for a list of exactly these shards.
+    pub fn replace_shards(&self, objects: Vec<Arc<Value>>, shards: BTreeSet<u32>) {
+        self.replace_covering(objects, Some(shards));
+    }
+
+    fn replace_covering(&self, objects: Vec<Arc<Value>>, shards: Option<BTreeSet<u32>>) {
         let mut state = self.lock();
         if state.closed {
             return;
@@ -131,7 +141,7 @@ impl DeltaFifo {
         }
         state.open.clear();
         let seq = state.seq();
-        state.entries.insert(seq, Entry::Replace(objects));
+        state.entries.insert(seq, Entry::Replace(objects, shards));
         state.pending_replace = Some(seq);
         drop(state);
         self.shared.ready.notify_one();
@@ -191,11 +201,11 @@ impl DeltaFifo {
                 }
                 Popped::Deltas { key, deltas }
             }
-            Entry::Replace(objects) => {
+            Entry::Replace(objects, shards) => {
                 if state.pending_replace == Some(seq) {
                     state.pending_replace = None;
                 }
-                Popped::Replace(objects)
+                Popped::Replace(objects, shards)
             }
         }))
     }
@@ -291,7 +301,7 @@ mod tests {
                     )
                 })
                 .collect(),
-            Popped::Replace(objs) => objs
+            Popped::Replace(objs, _) => objs
                 .iter()
                 .map(|o| {
                     let m = &o["metadata"];

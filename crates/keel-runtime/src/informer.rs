@@ -4,6 +4,7 @@
 //! the handlers: a handler is only told of a change its controller can already read from the
 //! store.
 
+use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -41,6 +42,9 @@ struct Shared {
     started: AtomicBool,
     /// Objects received: each delta of a watch, each object of a list.
     received: AtomicU64,
+    /// Of a sharded informer: the shards its store holds in full (those of its last list,
+    /// once applied and told to the handlers).
+    loaded_shards: Mutex<Option<BTreeSet<u32>>>,
 }
 
 /// What the handlers are told.
@@ -89,6 +93,7 @@ impl Informer {
                 handlers: Mutex::new(Vec::new()),
                 started: AtomicBool::new(false),
                 received: AtomicU64::new(0),
+                loaded_shards: Mutex::new(None),
             }),
         }
     }
@@ -131,6 +136,20 @@ impl Informer {
     /// Objects received from the API server so far: each watch event, each object listed.
     pub fn received(&self) -> u64 {
         self.shared.received.load(Ordering::Relaxed)
+    }
+
+    /// Whether the store holds every object of `shard` it should: a sharded informer's once a
+    /// list covering the shard is applied; any other's once synced.
+    pub fn has_synced_shard(&self, shard: u32) -> bool {
+        let loaded = self
+            .shared
+            .loaded_shards
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match &*loaded {
+            Some(shards) => shards.contains(&shard),
+            None => self.has_synced(),
+        }
     }
 
     pub fn has_synced(&self) -> bool {
@@ -227,7 +246,7 @@ impl Informer {
             Popped::Deltas { deltas, .. } => {
                 deltas.iter().filter(|d| d.kind != DeltaType::Sync).count()
             }
-            Popped::Replace(objects) => objects.len(),
+            Popped::Replace(objects, _) => objects.len(),
         };
         self.shared.received.fetch_add(
             u64::try_from(received).unwrap_or(u64::MAX),
@@ -248,7 +267,7 @@ impl Informer {
                     }
                 }
             }
-            Popped::Replace(objects) => {
+            Popped::Replace(objects, shards) => {
                 for change in store.replace(objects) {
                     match (change.old, change.new) {
                         (old, Some(new)) => {
@@ -262,6 +281,13 @@ impl Informer {
                 // After the handlers heard of the list: a controller that waited for the sync
                 // finds every key of the list in its queue.
                 store.set_synced();
+                if let Some(shards) = shards {
+                    *self
+                        .shared
+                        .loaded_shards
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = Some(shards);
+                }
                 return;
             }
         }
@@ -393,7 +419,10 @@ mod tests {
                 "the handler can read what it is told"
             );
         }));
-        inf.process(Popped::Replace(vec![obj("a", "u1", 1), obj("b", "u2", 1)]));
+        inf.process(Popped::Replace(
+            vec![obj("a", "u1", 1), obj("b", "u2", 1)],
+            None,
+        ));
         assert!(inf.has_synced());
         inf.process(deltas("a", vec![(DeltaType::Updated, obj("a", "u1", 2))]));
         inf.process(deltas("a", vec![(DeltaType::Updated, obj("a", "u1", 2))]));
@@ -410,10 +439,16 @@ mod tests {
     #[test]
     fn a_relist_deletes_what_vanished_with_its_last_known_state() {
         let (inf, log) = recording();
-        inf.process(Popped::Replace(vec![obj("a", "u1", 1), obj("b", "u2", 1)]));
+        inf.process(Popped::Replace(
+            vec![obj("a", "u1", 1), obj("b", "u2", 1)],
+            None,
+        ));
         inf.process(deltas("b", vec![(DeltaType::Updated, obj("b", "u2", 4))]));
         log.lock().unwrap().clear();
-        inf.process(Popped::Replace(vec![obj("a", "u1", 1), obj("c", "u3", 7)]));
+        inf.process(Popped::Replace(
+            vec![obj("a", "u1", 1), obj("c", "u3", 7)],
+            None,
+        ));
         assert_eq!(*log.lock().unwrap(), ["add u3@7", "delete u2@4"]);
         let mut keys = inf.store().keys();
         keys.sort();
@@ -421,9 +456,30 @@ mod tests {
     }
 
     #[test]
+    fn a_sharded_store_holds_a_shard_once_a_list_covering_it_is_applied() {
+        let (inf, _) = recording();
+        assert!(!inf.has_synced_shard(1), "nothing listed yet");
+        inf.process(Popped::Replace(
+            vec![obj("a", "u1", 1)],
+            Some([1, 2].into()),
+        ));
+        assert!(inf.has_synced_shard(1) && inf.has_synced_shard(2));
+        assert!(!inf.has_synced_shard(3), "a shard the list did not cover");
+        // Shard 1 handed over, 3 gained.
+        inf.process(Popped::Replace(Vec::new(), Some([2, 3].into())));
+        assert!(!inf.has_synced_shard(1) && inf.has_synced_shard(3));
+        // Deltas in between change nothing of it.
+        inf.process(deltas("b", vec![(DeltaType::Added, obj("b", "u2", 4))]));
+        assert!(inf.has_synced_shard(3));
+    }
+
+    #[test]
     fn a_late_handler_hears_of_every_cached_object_once() {
         let (inf, _) = recording();
-        inf.process(Popped::Replace(vec![obj("a", "u1", 1), obj("b", "u2", 1)]));
+        inf.process(Popped::Replace(
+            vec![obj("a", "u1", 1), obj("b", "u2", 1)],
+            None,
+        ));
         let late = Arc::new(Mutex::new(Vec::new()));
         let l = late.clone();
         inf.add_handler(
@@ -443,7 +499,7 @@ mod tests {
         inf.add_handler(
             HandlerFns::new().added(move |o| l.lock().unwrap().push(meta(o, "name").to_string())),
         );
-        inf.process(Popped::Replace(vec![obj("a", "u1", 1)]));
+        inf.process(Popped::Replace(vec![obj("a", "u1", 1)], None));
         inf.process(deltas("b", vec![(DeltaType::Added, obj("b", "u2", 2))]));
         assert_eq!(*log.lock().unwrap(), ["a", "b"]);
         assert!(inf.has_synced());
@@ -452,7 +508,7 @@ mod tests {
     #[test]
     fn a_resync_delivers_unchanged_objects_as_updates() {
         let (inf, log) = recording();
-        inf.process(Popped::Replace(vec![obj("a", "u1", 1)]));
+        inf.process(Popped::Replace(vec![obj("a", "u1", 1)], None));
         log.lock().unwrap().clear();
         inf.process(deltas("a", vec![(DeltaType::Sync, obj("a", "u1", 1))]));
         assert_eq!(*log.lock().unwrap(), ["update u1@1->u1@1"]);

@@ -319,10 +319,13 @@ impl<L: ListerWatcher> Reflector<L> {
             .await
             .map_err(ReflectorError::List)?;
         tracing::debug!(resource = %self.what, objects = items.len(), "listed");
-        if let Some(s) = &mut self.sharding {
-            s.mirror = items.iter().map(|o| (mirror_key(o), o.clone())).collect();
+        match &mut self.sharding {
+            Some(s) => {
+                s.mirror = items.iter().map(|o| (mirror_key(o), o.clone())).collect();
+                self.fifo.replace_shards(items, s.ids.clone());
+            }
+            None => self.fifo.replace(items),
         }
-        self.fifo.replace(items);
         Ok(rv)
     }
 
@@ -364,12 +367,13 @@ impl<L: ListerWatcher> Reflector<L> {
         for o in added {
             s.mirror.insert(mirror_key(&o), o);
         }
-        s.ids = now;
+        s.ids = now.clone();
         tracing::info!(
             resource = %self.what, gained = ?gained, lost = ?lost, dropped,
             objects = s.mirror.len(), "shards changed"
         );
-        self.fifo.replace(s.mirror.values().cloned().collect());
+        self.fifo
+            .replace_shards(s.mirror.values().cloned().collect(), now);
         Ok(())
     }
 
@@ -577,7 +581,7 @@ mod tests {
                 .expect("the reflector queued too little")
                 .unwrap();
             out.push(match popped {
-                Popped::Replace(objs) => format!(
+                Popped::Replace(objs, _) => format!(
                     "replace {}",
                     objs.iter()
                         .map(|o| o["metadata"]["name"].as_str().unwrap())
@@ -750,7 +754,7 @@ mod tests {
                 .unwrap()
                 .unwrap()
             {
-                Popped::Replace(objs) => objs
+                Popped::Replace(objs, _) => objs
                     .iter()
                     .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
                     .collect::<Vec<_>>()

@@ -64,12 +64,16 @@ impl Context {
     }
 }
 
+/// How soon a key of a shard whose caches are still loading comes back.
+const SHARD_SYNC_WAIT: Duration = Duration::from_millis(100);
+
 /// Wraps each reconcile: it begins only while the key's shard is held (and the handover of
 /// the shard waits for it to end), is counted by shard, logged to `--reconcile-log`, and
 /// delayed by `--simulated-latency`.
 #[derive(Clone)]
 pub struct Gate {
     shards: ShardHandle,
+    factory: InformerFactory,
     latency: Duration,
     log: Option<Arc<ReconcileLog>>,
     reconciles: Family<ShardLabels, Counter>,
@@ -90,6 +94,7 @@ struct ControllerLabel {
 impl Gate {
     pub fn new(
         shards: ShardHandle,
+        factory: InformerFactory,
         config: &Config,
         registry: &mut Registry,
     ) -> std::io::Result<Gate> {
@@ -99,6 +104,7 @@ impl Gate {
         };
         let gate = Gate {
             shards,
+            factory,
             latency: config.simulated_latency,
             log,
             reconciles: Family::default(),
@@ -118,7 +124,8 @@ impl Gate {
     }
 
     /// Runs `work` if `shard` is active here, holding the shard for its duration; otherwise
-    /// the key is dropped: its shard's holder reconciles it.
+    /// the key is dropped: its shard's holder reconciles it. A shard just gained waits
+    /// (the key comes back shortly) until every informer holds it in full.
     async fn run<K, Fut, E>(
         &self,
         controller: &str,
@@ -131,6 +138,11 @@ impl Gate {
         Fut: Future<Output = Result<Action, E>>,
     {
         let guard = shard.and_then(|s| self.shards.begin(s));
+        if let Some(g) = &guard
+            && !self.factory.shard_synced(g.shard())
+        {
+            return Ok(Action::requeue(SHARD_SYNC_WAIT));
+        }
         let Some(guard) = guard else {
             self.skipped
                 .get_or_create(&ControllerLabel {
