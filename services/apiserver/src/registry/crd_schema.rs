@@ -1,0 +1,1281 @@
+//! Custom resources' OpenAPI v3 schemas, as Kubernetes' apiextensions-apiserver applies them: a
+//! CRD version's `openAPIV3Schema` checked and compiled once ([`CrdSchema::new`]), then every
+//! object of that version pruned of the fields it does not declare ([`CrdSchema::prune`]) and
+//! validated ([`CrdSchema::validate`]). Pure: no I/O.
+//!
+//! Validation is JSON Schema Draft 4 (the `jsonschema` crate) on a translation of the OpenAPI
+//! dialect: `nullable` and `x-kubernetes-int-or-string` become types, annotations and
+//! `x-kubernetes-*` extensions are left out. Pruning and field naming walk a structural tree of
+//! the same schema ([`Node`]), so both agree on which fields are declared.
+//!
+//! Schemas come from users: every walk of a schema is bounded by [`MAX_DEPTH`], which
+//! [`CrdSchema::new`] enforces, and no walk of an object recurses deeper than its schema.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use jsonschema::{PatternOptions, ValidationError, Validator};
+use keel_api::FieldCause;
+use serde_json::{Map, Value};
+
+/// How deep schemas may nest (one level per `properties` entry, `items`, `additionalProperties`,
+/// `allOf`/`anyOf`/`oneOf` member or `not`). A deeper schema is refused when the CRD is
+/// validated, so pruning and validation never recurse further. 64 schema levels are about the
+/// 128 JSON levels serde_json parses at most; real CRDs stay far below.
+pub const MAX_DEPTH: usize = 64;
+
+/// Kubernetes' schema types (`JSONSchemaProps.type`).
+const TYPES: [&str; 6] = ["array", "boolean", "integer", "number", "object", "string"];
+
+/// Fields every object (and every `x-kubernetes-embedded-resource`) keeps whatever its schema.
+const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
+
+/// JSON Schema keywords Kubernetes refuses in CRD schemas: references, and applicators a
+/// structural schema cannot prune by.
+const UNSUPPORTED: [&str; 7] = [
+    "$ref",
+    "$schema",
+    "id",
+    "definitions",
+    "dependencies",
+    "patternProperties",
+    "additionalItems",
+];
+
+/// Value validations copied as they are into the Draft 4 schema; the meta-schema checks their
+/// values (a negative `maxLength`, a `required` that is not a list).
+const VALUE_KEYWORDS: [&str; 15] = [
+    "format",
+    "maximum",
+    "exclusiveMaximum",
+    "minimum",
+    "exclusiveMinimum",
+    "maxLength",
+    "minLength",
+    "pattern",
+    "maxItems",
+    "minItems",
+    "uniqueItems",
+    "multipleOf",
+    "required",
+    "maxProperties",
+    "minProperties",
+];
+
+/// Longest value quoted in a message: a wrong object can be the whole spec.
+const MAX_QUOTED: usize = 256;
+
+/// A CRD version's schema, compiled once, applied to every object of that version.
+#[derive(Debug, Clone)]
+pub struct CrdSchema {
+    /// The structural part: what pruning keeps and how fields are named.
+    root: Node,
+    /// The same schema as JSON Schema Draft 4, root `metadata` left out (ObjectMeta is
+    /// validated with every object's).
+    validator: Validator,
+}
+
+/// One schema node, as pruning reads it; the logical junctors (`allOf`, ...) only validate.
+#[derive(Debug, Clone, Default)]
+struct Node {
+    properties: BTreeMap<String, Node>,
+    additional: Additional,
+    items: Option<Box<Node>>,
+    /// `x-kubernetes-preserve-unknown-fields: true`.
+    preserve_unknown: bool,
+    /// `x-kubernetes-embedded-resource: true`: keeps apiVersion, kind and metadata.
+    embedded: bool,
+}
+
+/// `additionalProperties`: what the keys not in `properties` are.
+#[derive(Debug, Clone, Default)]
+enum Additional {
+    /// Absent or `false`: undeclared, so pruned.
+    #[default]
+    None,
+    /// `true`: kept as they are.
+    Any,
+    /// Each value follows this schema.
+    Schema(Box<Node>),
+}
+
+impl CrdSchema {
+    /// Checks and compiles `spec.versions[i].schema.openAPIV3Schema`. `Err` lists what is wrong
+    /// with the schema itself, with paths under `field` (e.g.
+    /// `spec.versions[0].schema.openAPIV3Schema.properties[spec].type`): a node that is not an
+    /// object, a type Kubernetes does not know, `$ref` and the other keywords Kubernetes refuses,
+    /// a pattern that is not a regular expression, `properties` beside `additionalProperties`,
+    /// an array without `items`, nesting deeper than [`MAX_DEPTH`], a root whose type is not
+    /// `object`, and whatever the Draft 4 meta-schema refuses.
+    pub fn new(openapi_v3: &Value, field: &str) -> Result<CrdSchema, Vec<FieldCause>> {
+        let mut causes = Vec::new();
+        match openapi_v3.get("type") {
+            // Not an object at all: `compile` says so.
+            None if !openapi_v3.is_object() => {}
+            None => causes.push(FieldCause::required(child(field, "type"))),
+            Some(Value::String(t)) if t == "object" => {}
+            Some(t) => causes.push(FieldCause::invalid(
+                child(field, "type"),
+                &quoted(t),
+                "must be object at the root",
+            )),
+        }
+        let (root, mut translated) = compile(openapi_v3, field, 0, &mut causes);
+        if !causes.is_empty() {
+            return Err(causes);
+        }
+        // Root metadata is ObjectMeta, validated elsewhere whatever the schema says of it.
+        if let Some(Value::Object(properties)) = translated.get_mut("properties") {
+            properties.remove("metadata");
+        }
+        if let Some(Value::Array(required)) = translated.get_mut("required") {
+            required.retain(|r| r != "metadata");
+        }
+        let translated = Value::Object(translated);
+        let meta = jsonschema::draft4::meta::validator();
+        let causes: Vec<FieldCause> = meta
+            .iter_errors(&translated)
+            .map(|e| schema_cause(field, &translated, &e))
+            .collect();
+        if !causes.is_empty() {
+            return Err(causes);
+        }
+        let validator = options()
+            .build(&translated)
+            .map_err(|e| vec![schema_cause(field, &translated, &e)])?;
+        Ok(CrdSchema { root, validator })
+    }
+
+    /// Drops every field the schema does not declare, as Kubernetes prunes: keys of an object
+    /// not in its `properties` go, unless `additionalProperties` (`true`, or a schema each value
+    /// is pruned by) or `x-kubernetes-preserve-unknown-fields: true` keeps them (everything under
+    /// such a node is kept, except below the properties and items it declares, which are pruned
+    /// by their own schemas). An object with none of these, or with no schema at all (an array
+    /// without `items`), loses every key. Arrays prune each item by `items`. At the root and in
+    /// `x-kubernetes-embedded-resource` objects, apiVersion, kind and metadata stay; root
+    /// metadata is never pruned. Returns the paths of the dropped fields, in the order met.
+    pub fn prune(&self, obj: &mut Value) -> Vec<String> {
+        let mut pruned = Vec::new();
+        let Value::Object(map) = obj else {
+            return pruned;
+        };
+        if self.root.preserve_unknown {
+            for (k, v) in map.iter_mut() {
+                if !META_FIELDS.contains(&k.as_str()) {
+                    keep_unknown_below(v, &self.root, "", k, &mut pruned);
+                }
+            }
+        } else {
+            prune_keys(map, &self.root, "", &mut pruned, true);
+        }
+        pruned
+    }
+
+    /// Validates a (pruned) object: every violation, with Kubernetes' field paths
+    /// (`spec.ports[2].port`, `spec.labels[key]` for the keys of a map) and reasons: a wrong
+    /// type is `FieldValueTypeInvalid`, a missing required field `FieldValueRequired` at the
+    /// field's path, a value outside `enum` `FieldValueNotSupported`, any other rule
+    /// `FieldValueInvalid` with a message that says the rule. `metadata` is not validated here.
+    pub fn validate(&self, obj: &Value) -> Vec<FieldCause> {
+        self.validator
+            .iter_errors(obj)
+            .filter_map(|e| {
+                let path = self.field_path(obj, e.instance_path().as_str());
+                let cause = value_cause(path, &e);
+                let in_metadata = cause.field == "metadata"
+                    || cause.field.starts_with("metadata.")
+                    || cause.field.starts_with("metadata[");
+                (!in_metadata).then_some(cause)
+            })
+            .collect()
+    }
+
+    /// The field path of a JSON pointer into `obj`: indices of arrays in brackets, declared
+    /// properties after a dot, keys of an `additionalProperties` map in brackets.
+    fn field_path(&self, obj: &Value, pointer: &str) -> String {
+        let mut path = String::new();
+        let mut value = Some(obj);
+        let mut node = Some(&self.root);
+        for raw in pointer.split('/').skip(1) {
+            let segment = unescape(raw);
+            if let Some(Value::Array(items)) = value {
+                path = format!("{path}[{segment}]");
+                value = segment.parse::<usize>().ok().and_then(|i| items.get(i));
+                node = node.and_then(|n| n.items.as_deref());
+                continue;
+            }
+            value = value.and_then(|v| v.get(segment.as_str()));
+            let declared = node.and_then(|n| n.properties.get(segment.as_str()));
+            match (declared, node.map(|n| &n.additional)) {
+                (None, Some(Additional::Schema(s))) => {
+                    path = format!("{path}[{segment}]");
+                    node = Some(s);
+                }
+                (None, Some(Additional::Any)) => {
+                    path = format!("{path}[{segment}]");
+                    node = None;
+                }
+                (declared, _) => {
+                    path = child(&path, &segment);
+                    node = declared;
+                }
+            }
+        }
+        path
+    }
+}
+
+/// The options every schema (and every pattern alone) compiles with: Draft 4, as OpenAPI 3.0
+/// reads `exclusiveMinimum`; linear-time regular expressions, close to Go's RE2 that Kubernetes
+/// uses and safe from catastrophic backtracking on user patterns; known formats checked,
+/// unknown ones ignored, plus Kubernetes' `byte` and `uuid`.
+fn options() -> jsonschema::ValidationOptions<'static> {
+    jsonschema::draft4::options()
+        .with_pattern_options(PatternOptions::regex())
+        .should_validate_formats(true)
+        .should_ignore_unknown_formats(true)
+        .with_format("byte", |s: &str| {
+            base64::engine::general_purpose::STANDARD.decode(s).is_ok()
+        })
+        .with_format("uuid", is_uuid)
+}
+
+/// Kubernetes' `uuid` format: 32 hex digits, the four hyphens of the usual grouping optional.
+fn is_uuid(s: &str) -> bool {
+    let mut rest = s;
+    for (i, len) in [8, 4, 4, 4, 12].into_iter().enumerate() {
+        if i > 0 {
+            rest = rest.strip_prefix('-').unwrap_or(rest);
+        }
+        let Some((group, after)) = rest.split_at_checked(len) else {
+            return false;
+        };
+        if !group.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return false;
+        }
+        rest = after;
+    }
+    rest.is_empty()
+}
+
+/// Walks one schema node at `path`, `depth` levels below the root: its structural [`Node`] and
+/// its Draft 4 translation, with what is wrong in `causes`.
+fn compile(
+    schema: &Value,
+    path: &str,
+    depth: usize,
+    causes: &mut Vec<FieldCause>,
+) -> (Node, Map<String, Value>) {
+    let mut node = Node::default();
+    let mut out = Map::new();
+    if depth > MAX_DEPTH {
+        causes.push(FieldCause::forbidden(
+            path,
+            format!("schemas may nest at most {MAX_DEPTH} levels"),
+        ));
+        return (node, out);
+    }
+    let Value::Object(schema) = schema else {
+        causes.push(FieldCause::type_error(path, "an object"));
+        return (node, out);
+    };
+    for keyword in UNSUPPORTED {
+        if schema.contains_key(keyword) {
+            causes.push(FieldCause::forbidden(
+                child(path, keyword),
+                format!("{keyword} is not supported"),
+            ));
+        }
+    }
+    let is_true = |key: &str| schema.get(key) == Some(&Value::Bool(true));
+    node.preserve_unknown = is_true("x-kubernetes-preserve-unknown-fields");
+    node.embedded = is_true("x-kubernetes-embedded-resource");
+    let nullable = is_true("nullable");
+
+    let mut types: Vec<Value> = Vec::new();
+    match schema.get("type") {
+        None => {}
+        Some(Value::String(t)) if TYPES.contains(&t.as_str()) => types.push(t.as_str().into()),
+        Some(Value::String(t)) => {
+            causes.push(FieldCause::not_supported(child(path, "type"), t, &TYPES));
+        }
+        Some(_) => causes.push(FieldCause::type_error(child(path, "type"), "a string")),
+    }
+    if is_true("x-kubernetes-int-or-string") {
+        types = vec!["integer".into(), "string".into()];
+    }
+    if nullable && !types.is_empty() {
+        types.push("null".into());
+    }
+    match types.len() {
+        0 => {}
+        1 => {
+            out.insert("type".into(), types.swap_remove(0));
+        }
+        _ => {
+            out.insert("type".into(), Value::Array(types));
+        }
+    }
+    if let Some(values) = schema.get("enum") {
+        let mut values = values.clone();
+        if let Value::Array(list) = &mut values
+            && nullable
+            && !list.contains(&Value::Null)
+        {
+            list.push(Value::Null);
+        }
+        out.insert("enum".into(), values);
+    }
+    for keyword in VALUE_KEYWORDS {
+        if let Some(v) = schema.get(keyword) {
+            out.insert(keyword.into(), v.clone());
+        }
+    }
+    if let Some(Value::String(pattern)) = schema.get("pattern")
+        && options()
+            .build(&serde_json::json!({ "pattern": pattern }))
+            .is_err()
+    {
+        causes.push(FieldCause::invalid(
+            child(path, "pattern"),
+            pattern,
+            "must be a valid regular expression",
+        ));
+    }
+
+    match schema.get("properties") {
+        None => {}
+        Some(Value::Object(properties)) => {
+            let mut translated = Map::new();
+            for (name, sub) in properties {
+                let sub_path = child(path, &format!("properties[{name}]"));
+                let (sub_node, sub_out) = compile(sub, &sub_path, depth + 1, causes);
+                node.properties.insert(name.clone(), sub_node);
+                translated.insert(name.clone(), Value::Object(sub_out));
+            }
+            out.insert("properties".into(), Value::Object(translated));
+        }
+        Some(_) => causes.push(FieldCause::type_error(
+            child(path, "properties"),
+            "an object",
+        )),
+    }
+    let additional_path = child(path, "additionalProperties");
+    match schema.get("additionalProperties") {
+        None | Some(Value::Bool(false)) => {}
+        Some(Value::Bool(true)) => node.additional = Additional::Any,
+        Some(sub @ Value::Object(_)) => {
+            let (sub_node, sub_out) = compile(sub, &additional_path, depth + 1, causes);
+            node.additional = Additional::Schema(Box::new(sub_node));
+            out.insert("additionalProperties".into(), Value::Object(sub_out));
+        }
+        Some(_) => causes.push(FieldCause::type_error(
+            additional_path.clone(),
+            "a boolean or an object",
+        )),
+    }
+    if !node.properties.is_empty() && !matches!(node.additional, Additional::None) {
+        causes.push(FieldCause::forbidden(
+            additional_path,
+            "additionalProperties and properties are mutual exclusive",
+        ));
+    }
+    let items_path = child(path, "items");
+    match schema.get("items") {
+        None if schema.get("type") == Some(&Value::from("array")) => {
+            causes.push(FieldCause::required(items_path));
+        }
+        None => {}
+        Some(sub @ Value::Object(_)) => {
+            let (sub_node, sub_out) = compile(sub, &items_path, depth + 1, causes);
+            node.items = Some(Box::new(sub_node));
+            out.insert("items".into(), Value::Object(sub_out));
+        }
+        Some(Value::Array(_)) => causes.push(FieldCause::forbidden(
+            items_path,
+            "items must be a schema object and not an array",
+        )),
+        Some(_) => causes.push(FieldCause::type_error(items_path, "an object")),
+    }
+    for junctor in ["allOf", "anyOf", "oneOf"] {
+        match schema.get(junctor) {
+            None => {}
+            Some(Value::Array(subs)) => {
+                let translated = subs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, sub)| {
+                        let sub_path = child(path, &format!("{junctor}[{i}]"));
+                        Value::Object(compile(sub, &sub_path, depth + 1, causes).1)
+                    })
+                    .collect();
+                out.insert(junctor.into(), Value::Array(translated));
+            }
+            Some(_) => causes.push(FieldCause::type_error(
+                child(path, junctor),
+                "a list of schemas",
+            )),
+        }
+    }
+    if let Some(sub) = schema.get("not") {
+        let (_, sub_out) = compile(sub, &child(path, "not"), depth + 1, causes);
+        out.insert("not".into(), Value::Object(sub_out));
+    }
+    (node, out)
+}
+
+/// Prunes the keys of `map`, an object that `node` describes, at `path` (`root`: the object
+/// itself, whose apiVersion, kind and metadata always stay).
+fn prune_keys(
+    map: &mut Map<String, Value>,
+    node: &Node,
+    path: &str,
+    pruned: &mut Vec<String>,
+    root: bool,
+) {
+    map.retain(|k, v| {
+        if (root || node.embedded) && META_FIELDS.contains(&k.as_str()) {
+            return true;
+        }
+        if let Some(sub) = node.properties.get(k) {
+            prune(v, Some(sub), &child(path, k), pruned);
+            return true;
+        }
+        match &node.additional {
+            Additional::Schema(sub) => {
+                prune(v, Some(sub), &format!("{path}[{k}]"), pruned);
+                true
+            }
+            Additional::Any => true,
+            Additional::None => {
+                pruned.push(child(path, k));
+                false
+            }
+        }
+    });
+}
+
+/// Prunes `value` at `path` by `node`; `None`: nothing under it is declared.
+fn prune(value: &mut Value, node: Option<&Node>, path: &str, pruned: &mut Vec<String>) {
+    let Some(node) = node else {
+        prune_undeclared(value, path, pruned);
+        return;
+    };
+    if node.preserve_unknown {
+        keep_unknown(value, node, path, pruned);
+        return;
+    }
+    match value {
+        Value::Object(map) => prune_keys(map, node, path, pruned, false),
+        Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                prune(item, node.items.as_deref(), &format!("{path}[{i}]"), pruned);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Below `x-kubernetes-preserve-unknown-fields`: unknown keys stay, the properties, map values
+/// and items the node declares are pruned by their own schemas.
+fn keep_unknown(value: &mut Value, node: &Node, path: &str, pruned: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                if node.embedded && META_FIELDS.contains(&k.as_str()) {
+                    continue;
+                }
+                keep_unknown_below(v, node, path, k, pruned);
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_node) = node.items.as_deref() {
+                for (i, item) in items.iter_mut().enumerate() {
+                    keep_unknown(item, item_node, &format!("{path}[{i}]"), pruned);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The value `v` of key `k` of an object at `path` that keeps unknown fields.
+fn keep_unknown_below(v: &mut Value, node: &Node, path: &str, k: &str, pruned: &mut Vec<String>) {
+    if let Some(sub) = node.properties.get(k) {
+        prune(v, Some(sub), &child(path, k), pruned);
+    } else if let Additional::Schema(sub) = &node.additional {
+        prune(v, Some(sub), &format!("{path}[{k}]"), pruned);
+    }
+}
+
+/// Prunes a value no schema describes (the items of an array without `items`): objects lose
+/// every key, arrays are walked. Iterative: such a value may nest deeper than any schema.
+fn prune_undeclared(value: &mut Value, path: &str, pruned: &mut Vec<String>) {
+    let mut stack = vec![(value, path.to_string())];
+    while let Some((value, path)) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                pruned.extend(map.keys().map(|k| child(&path, k)));
+                map.clear();
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter_mut().enumerate().rev() {
+                    stack.push((item, format!("{path}[{i}]")));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The cause of one violation of an object, at `path`.
+fn value_cause(path: String, e: &ValidationError<'_>) -> FieldCause {
+    let value = quoted(e.instance().as_ref());
+    let invalid = |why: String| FieldCause::invalid(path.clone(), &value, why);
+    match e.kind() {
+        ValidationErrorKind::Type { kind } => {
+            let want = match kind {
+                TypeKind::Single(t) => t.to_string(),
+                TypeKind::Multiple(ts) => {
+                    // "string or null": null last, as `nullable` reads.
+                    let mut names: Vec<String> = ts.iter().map(|t| t.to_string()).collect();
+                    names.sort_by_key(|n| n == "null");
+                    names.join(" or ")
+                }
+            };
+            FieldCause::type_error(path, &format!("of type {want}"))
+        }
+        ValidationErrorKind::Required { property } => {
+            let name = property
+                .as_str()
+                .map_or_else(|| property.to_string(), str::to_string);
+            FieldCause::required(child(&path, &name))
+        }
+        ValidationErrorKind::Enum { options } => {
+            let allowed: Vec<String> = match options.as_ref() {
+                Value::Array(list) => list.iter().map(quoted).collect(),
+                other => vec![quoted(other)],
+            };
+            let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
+            FieldCause::not_supported(path, &value, &allowed)
+        }
+        ValidationErrorKind::Pattern { pattern } => invalid(format!("should match '{pattern}'")),
+        ValidationErrorKind::Minimum { limit } => {
+            invalid(format!("should be greater than or equal to {limit}"))
+        }
+        ValidationErrorKind::ExclusiveMinimum { limit } => {
+            invalid(format!("should be greater than {limit}"))
+        }
+        ValidationErrorKind::Maximum { limit } => {
+            invalid(format!("should be less than or equal to {limit}"))
+        }
+        ValidationErrorKind::ExclusiveMaximum { limit } => {
+            invalid(format!("should be less than {limit}"))
+        }
+        ValidationErrorKind::MinLength { limit } => {
+            invalid(format!("should be at least {limit} chars long"))
+        }
+        ValidationErrorKind::MaxLength { limit } => {
+            invalid(format!("should be at most {limit} chars long"))
+        }
+        ValidationErrorKind::MinItems { limit } => {
+            invalid(format!("should have at least {limit} items"))
+        }
+        ValidationErrorKind::MaxItems { limit } => {
+            invalid(format!("should have at most {limit} items"))
+        }
+        ValidationErrorKind::MinProperties { limit } => {
+            invalid(format!("should have at least {limit} properties"))
+        }
+        ValidationErrorKind::MaxProperties { limit } => {
+            invalid(format!("should have at most {limit} properties"))
+        }
+        ValidationErrorKind::MultipleOf { multiple_of } => {
+            invalid(format!("should be a multiple of {multiple_of}"))
+        }
+        ValidationErrorKind::UniqueItems => invalid("shouldn't contain duplicates".into()),
+        ValidationErrorKind::Format { format } => invalid(format!("must be of format {format}")),
+        ValidationErrorKind::AnyOf { .. } => {
+            invalid("must validate at least one schema (anyOf)".into())
+        }
+        ValidationErrorKind::OneOfNotValid { .. }
+        | ValidationErrorKind::OneOfMultipleValid { .. } => {
+            invalid("must validate one and only one schema (oneOf)".into())
+        }
+        ValidationErrorKind::Not { .. } => invalid("must not validate the schema (not)".into()),
+        _ => invalid(e.masked().to_string()),
+    }
+}
+
+/// The cause of a schema the meta-schema (or the compiler) refuses; its instance path points
+/// into the translated schema, whose keywords sit where the user's do.
+fn schema_cause(field: &str, schema: &Value, e: &ValidationError<'_>) -> FieldCause {
+    let mut path = field.to_string();
+    let mut value = Some(schema);
+    let mut in_properties = false;
+    for raw in e.instance_path().as_str().split('/').skip(1) {
+        let segment = unescape(raw);
+        match value {
+            Some(Value::Array(items)) => {
+                path = format!("{path}[{segment}]");
+                value = segment.parse::<usize>().ok().and_then(|i| items.get(i));
+                in_properties = false;
+            }
+            _ if in_properties => {
+                path = format!("{path}[{segment}]");
+                value = value.and_then(|v| v.get(segment.as_str()));
+                in_properties = false;
+            }
+            _ => {
+                path = child(&path, &segment);
+                value = value.and_then(|v| v.get(segment.as_str()));
+                in_properties = segment == "properties";
+            }
+        }
+    }
+    FieldCause::invalid(path, &quoted(e.instance().as_ref()), e.masked().to_string())
+}
+
+/// `parent.key`, or `key` at the root.
+fn child(parent: &str, key: &str) -> String {
+    if parent.is_empty() {
+        key.to_string()
+    } else {
+        format!("{parent}.{key}")
+    }
+}
+
+/// A JSON pointer segment's text (RFC 6901: `~1` is `/`, `~0` is `~`).
+fn unescape(segment: &str) -> String {
+    segment.replace("~1", "/").replace("~0", "~")
+}
+
+/// A value as messages quote it: a string as itself, anything else as JSON, cut to
+/// [`MAX_QUOTED`] bytes.
+fn quoted(value: &Value) -> String {
+    let mut text = match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if text.len() > MAX_QUOTED {
+        let mut end = MAX_QUOTED;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("...");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const FIELD: &str = "spec.versions[0].schema.openAPIV3Schema";
+
+    /// The seeds' Network schema (deploy/examples/network-crd.yaml), with a few more rules.
+    fn network_schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "required": ["cidr"],
+                    "properties": {
+                        "cidr": {
+                            "type": "string",
+                            "description": "The network's IPv4 range.",
+                            "pattern": "^([0-9]{1,3}\\.){3}[0-9]{1,3}/([0-9]|[12][0-9]|3[0-2])$"
+                        },
+                        "gateway": {"type": "string"},
+                        "mode": {"type": "string", "enum": ["bridge", "overlay"]},
+                        "mtu": {"type": "integer", "minimum": 576, "maximum": 9000},
+                        "vlan": {
+                            "type": "integer",
+                            "minimum": 0, "exclusiveMinimum": true,
+                            "maximum": 4095, "exclusiveMaximum": true
+                        },
+                        "ports": {
+                            "type": "array",
+                            "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["port"],
+                            "maxItems": 3,
+                            "items": {
+                                "type": "object",
+                                "required": ["port"],
+                                "properties": {
+                                    "port": {"type": "integer", "minimum": 1},
+                                    "name": {"type": "string", "maxLength": 5}
+                                }
+                            }
+                        },
+                        "labels": {
+                            "type": "object",
+                            "additionalProperties": {
+                                "type": "object",
+                                "properties": {"value": {"type": "string", "minLength": 1}}
+                            }
+                        }
+                    }
+                },
+                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+            }
+        })
+    }
+
+    fn network() -> CrdSchema {
+        CrdSchema::new(&network_schema(), FIELD).unwrap()
+    }
+
+    fn good_network() -> Value {
+        json!({
+            "apiVersion": "samplecrd.k8s.io/v1",
+            "kind": "Network",
+            "metadata": {"name": "example-network", "namespace": "default"},
+            "spec": {"cidr": "192.168.0.0/16", "gateway": "192.168.0.1"}
+        })
+    }
+
+    fn fields(causes: &[FieldCause]) -> Vec<&str> {
+        causes.iter().map(|c| c.field.as_str()).collect()
+    }
+
+    fn schema_errors(schema: Value) -> Vec<FieldCause> {
+        match CrdSchema::new(&schema, FIELD) {
+            Ok(_) => panic!("schema accepted: {schema}"),
+            Err(causes) => causes,
+        }
+    }
+
+    #[test]
+    fn a_good_network_passes() {
+        let mut obj = good_network();
+        obj["status"] = json!({"phase": "Ready", "anything": {"goes": [1, 2]}});
+        assert_eq!(network().validate(&obj), vec![]);
+    }
+
+    #[test]
+    fn a_missing_required_field_is_required_at_its_own_path() {
+        let mut obj = good_network();
+        obj["spec"] = json!({"gateway": "192.168.0.1"});
+        assert_eq!(
+            network().validate(&obj),
+            vec![FieldCause::required("spec.cidr")]
+        );
+    }
+
+    #[test]
+    fn a_wrong_type_is_a_type_error() {
+        let mut obj = good_network();
+        obj["spec"]["gateway"] = json!(7);
+        let causes = network().validate(&obj);
+        assert_eq!(
+            causes,
+            vec![FieldCause::type_error("spec.gateway", "of type string")]
+        );
+        assert_eq!(causes[0].reason, "FieldValueTypeInvalid");
+        assert_eq!(causes[0].message, "Invalid value: must be of type string");
+    }
+
+    #[test]
+    fn a_value_not_matching_the_pattern_is_invalid() {
+        let mut obj = good_network();
+        obj["spec"]["cidr"] = json!("192.168.0.0/33");
+        let causes = network().validate(&obj);
+        assert_eq!(fields(&causes), ["spec.cidr"]);
+        assert_eq!(causes[0].reason, "FieldValueInvalid");
+        assert_eq!(
+            causes[0].message,
+            "Invalid value: \"192.168.0.0/33\": should match \
+             '^([0-9]{1,3}\\.){3}[0-9]{1,3}/([0-9]|[12][0-9]|3[0-2])$'"
+        );
+    }
+
+    #[test]
+    fn a_value_outside_the_enum_is_not_supported() {
+        let mut obj = good_network();
+        obj["spec"]["mode"] = json!("mesh");
+        assert_eq!(
+            network().validate(&obj),
+            vec![FieldCause::not_supported(
+                "spec.mode",
+                "mesh",
+                &["bridge", "overlay"]
+            )]
+        );
+    }
+
+    #[test]
+    fn bounds_are_checked_and_worded_as_the_rule() {
+        let schema = network();
+        let message = |field: &str, value: Value| {
+            let mut obj = good_network();
+            obj["spec"][field] = value;
+            let causes = schema.validate(&obj);
+            assert_eq!(fields(&causes), [format!("spec.{field}")], "{causes:?}");
+            causes[0].message.clone()
+        };
+        assert_eq!(
+            message("mtu", json!(100)),
+            "Invalid value: \"100\": should be greater than or equal to 576"
+        );
+        assert_eq!(
+            message("mtu", json!(9001)),
+            "Invalid value: \"9001\": should be less than or equal to 9000"
+        );
+        assert_eq!(
+            message("vlan", json!(0)),
+            "Invalid value: \"0\": should be greater than 0"
+        );
+        assert_eq!(
+            message("vlan", json!(4095)),
+            "Invalid value: \"4095\": should be less than 4095"
+        );
+        let mut obj = good_network();
+        obj["spec"]["mtu"] = json!(576);
+        obj["spec"]["vlan"] = json!(4094);
+        assert_eq!(schema.validate(&obj), vec![]);
+    }
+
+    #[test]
+    fn every_error_is_reported_with_its_field_path() {
+        let obj = json!({
+            "apiVersion": "samplecrd.k8s.io/v1",
+            "kind": "Network",
+            "metadata": {"name": "bad"},
+            "spec": {
+                "gateway": 7,
+                "mtu": 100,
+                "ports": [{"port": 80}, {"port": 0, "name": "toolong"}, {"name": "x"}, {"port": 1}],
+                "labels": {"tier": {"value": ""}}
+            }
+        });
+        let causes = network().validate(&obj);
+        let mut got = fields(&causes);
+        got.sort_unstable();
+        assert_eq!(
+            got,
+            [
+                "spec.cidr",
+                "spec.gateway",
+                "spec.labels[tier].value",
+                "spec.mtu",
+                "spec.ports",
+                "spec.ports[1].name",
+                "spec.ports[1].port",
+                "spec.ports[2].port",
+            ],
+            "{causes:#?}"
+        );
+        let cause = |f: &str| causes.iter().find(|c| c.field == f).unwrap();
+        assert_eq!(
+            cause("spec.ports[2].port"),
+            &FieldCause::required("spec.ports[2].port")
+        );
+        assert_eq!(
+            cause("spec.ports").message,
+            format!(
+                "Invalid value: {:?}: should have at most 3 items",
+                quoted(&obj["spec"]["ports"])
+            )
+        );
+        assert!(
+            cause("spec.ports[1].name")
+                .message
+                .ends_with("should be at most 5 chars long")
+        );
+        assert!(
+            cause("spec.labels[tier].value")
+                .message
+                .ends_with("should be at least 1 chars long")
+        );
+    }
+
+    #[test]
+    fn metadata_is_not_validated_here() {
+        let mut schema = network_schema();
+        schema["properties"]["metadata"] = json!({
+            "type": "object",
+            "properties": {"name": {"type": "string", "maxLength": 3}}
+        });
+        schema["required"] = json!(["metadata", "spec"]);
+        let schema = CrdSchema::new(&schema, FIELD).unwrap();
+        assert_eq!(schema.validate(&good_network()), vec![]);
+        let mut no_meta = good_network();
+        no_meta.as_object_mut().unwrap().remove("metadata");
+        no_meta.as_object_mut().unwrap().remove("spec");
+        assert_eq!(
+            schema.validate(&no_meta),
+            vec![FieldCause::required("spec")]
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_pruned_and_reported() {
+        let mut obj = good_network();
+        obj["extra"] = json!(1);
+        obj["spec"]["unknown"] = json!({"a": 1});
+        obj["spec"]["ports"] = json!([{"port": 80, "protocol": "TCP"}, {"port": 81}]);
+        let pruned = network().prune(&mut obj);
+        assert_eq!(pruned, ["extra", "spec.ports[0].protocol", "spec.unknown"]);
+        let mut want = good_network();
+        want["spec"]["ports"] = json!([{"port": 80}, {"port": 81}]);
+        assert_eq!(obj, want);
+        assert_eq!(network().prune(&mut obj), Vec::<String>::new());
+    }
+
+    #[test]
+    fn api_version_kind_and_metadata_are_kept_at_the_root() {
+        let mut obj = good_network();
+        obj["metadata"]["labels"] = json!({"app": "net"});
+        obj["metadata"]["unknownToTheSchema"] = json!(true);
+        let want = obj.clone();
+        assert_eq!(network().prune(&mut obj), Vec::<String>::new());
+        assert_eq!(obj, want);
+    }
+
+    #[test]
+    fn preserve_unknown_fields_keeps_them_but_prunes_declared_properties() {
+        let schema = CrdSchema::new(
+            &json!({
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": true,
+                "properties": {
+                    "spec": {"type": "object", "properties": {"a": {"type": "string"}}},
+                    "status": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true,
+                        "properties": {
+                            "inner": {"type": "object", "properties": {"b": {"type": "integer"}}}
+                        }
+                    }
+                }
+            }),
+            FIELD,
+        )
+        .unwrap();
+        let mut obj = json!({
+            "apiVersion": "v1", "kind": "K", "metadata": {},
+            "free": {"x": [1, {"y": 2}]},
+            "spec": {"a": "1", "dropped": true},
+            "status": {"phase": "Ready", "inner": {"b": 1, "c": 2}}
+        });
+        let pruned = schema.prune(&mut obj);
+        assert_eq!(pruned, ["spec.dropped", "status.inner.c"]);
+        assert_eq!(obj["free"], json!({"x": [1, {"y": 2}]}));
+        assert_eq!(obj["status"], json!({"phase": "Ready", "inner": {"b": 1}}));
+    }
+
+    #[test]
+    fn additional_properties_keep_map_values_and_prune_within_them() {
+        let mut obj = good_network();
+        obj["spec"]["labels"] =
+            json!({"tier": {"value": "web", "junk": 1}, "zone": {"value": "a"}});
+        let pruned = network().prune(&mut obj);
+        assert_eq!(pruned, ["spec.labels[tier].junk"]);
+        assert_eq!(
+            obj["spec"]["labels"],
+            json!({"tier": {"value": "web"}, "zone": {"value": "a"}})
+        );
+        let free_map = CrdSchema::new(
+            &json!({"type": "object", "properties": {
+                "data": {"type": "object", "additionalProperties": true}
+            }}),
+            FIELD,
+        )
+        .unwrap();
+        let mut obj = json!({"data": {"a": {"b": [1]}}});
+        assert_eq!(free_map.prune(&mut obj), Vec::<String>::new());
+        assert_eq!(obj, json!({"data": {"a": {"b": [1]}}}));
+    }
+
+    #[test]
+    fn an_object_schema_without_properties_keeps_nothing() {
+        let schema = CrdSchema::new(
+            &json!({"type": "object", "properties": {"spec": {"type": "object"}}}),
+            FIELD,
+        )
+        .unwrap();
+        let mut obj = json!({"spec": {"a": 1, "b": {"c": 2}}});
+        assert_eq!(schema.prune(&mut obj), ["spec.a", "spec.b"]);
+        assert_eq!(obj, json!({"spec": {}}));
+    }
+
+    #[test]
+    fn embedded_resources_keep_api_version_kind_and_metadata() {
+        let schema = CrdSchema::new(
+            &json!({"type": "object", "properties": {
+                "template": {
+                    "type": "object",
+                    "x-kubernetes-embedded-resource": true,
+                    "properties": {"spec": {"type": "object", "properties": {"a": {"type": "string"}}}}
+                }
+            }}),
+            FIELD,
+        )
+        .unwrap();
+        let mut obj = json!({"template": {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"a": "x", "b": "y"}, "other": 1
+        }});
+        assert_eq!(
+            schema.prune(&mut obj),
+            ["template.other", "template.spec.b"]
+        );
+        assert_eq!(
+            obj["template"],
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"a": "x"}})
+        );
+    }
+
+    #[test]
+    fn nullable_allows_null_besides_the_type() {
+        let schema = CrdSchema::new(
+            &json!({"type": "object", "properties": {
+                "a": {"type": "string", "nullable": true, "enum": ["x", "y"]},
+                "b": {"type": "string"}
+            }}),
+            FIELD,
+        )
+        .unwrap();
+        assert_eq!(schema.validate(&json!({"a": null, "b": "s"})), vec![]);
+        assert_eq!(schema.validate(&json!({"a": "x"})), vec![]);
+        assert_eq!(
+            schema.validate(&json!({"a": 1, "b": null})),
+            vec![
+                FieldCause::type_error("a", "of type string or null"),
+                FieldCause::not_supported("a", "1", &["x", "y", "null"]),
+                FieldCause::type_error("b", "of type string"),
+            ]
+        );
+    }
+
+    #[test]
+    fn int_or_string_takes_an_integer_or_a_string() {
+        let schema = CrdSchema::new(
+            &json!({"type": "object", "properties": {
+                "maxSurge": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+            }}),
+            FIELD,
+        )
+        .unwrap();
+        assert_eq!(schema.validate(&json!({"maxSurge": 1})), vec![]);
+        assert_eq!(schema.validate(&json!({"maxSurge": "25%"})), vec![]);
+        let causes = schema.validate(&json!({"maxSurge": 1.5}));
+        assert_eq!(fields(&causes), ["maxSurge", "maxSurge"], "{causes:?}");
+        assert_eq!(
+            causes[0],
+            FieldCause::type_error("maxSurge", "of type integer or string")
+        );
+    }
+
+    #[test]
+    fn formats_jsonschema_or_kubernetes_knows_are_checked_unknown_ones_ignored() {
+        let schema = CrdSchema::new(
+            &json!({"type": "object", "properties": {
+                "at": {"type": "string", "format": "date-time"},
+                "id": {"type": "string", "format": "uuid"},
+                "data": {"type": "string", "format": "byte"},
+                "count": {"type": "integer", "format": "int32"},
+                "other": {"type": "string", "format": "no-such-format"}
+            }}),
+            FIELD,
+        )
+        .unwrap();
+        let good = json!({
+            "at": "2024-05-01T10:00:00Z", "id": "123e4567-e89b-12d3-a456-426614174000",
+            "data": "aGVsbG8=", "count": 3, "other": "anything"
+        });
+        assert_eq!(schema.validate(&good), vec![]);
+        let bad = json!({"at": "yesterday", "id": "123e4567", "data": "not base64!"});
+        let causes = schema.validate(&bad);
+        assert_eq!(fields(&causes), ["at", "data", "id"]);
+        assert_eq!(
+            causes[0].message,
+            "Invalid value: \"yesterday\": must be of format date-time"
+        );
+    }
+
+    #[test]
+    fn a_ref_is_refused_at_its_path() {
+        let causes = schema_errors(json!({"type": "object", "properties": {
+            "spec": {"$ref": "#/definitions/Spec"}
+        }}));
+        assert_eq!(
+            causes,
+            vec![FieldCause::forbidden(
+                format!("{FIELD}.properties[spec].$ref"),
+                "$ref is not supported"
+            )]
+        );
+    }
+
+    #[test]
+    fn an_unknown_type_is_not_supported() {
+        let causes = schema_errors(json!({"type": "object", "properties": {
+            "spec": {"type": "hashmap"}
+        }}));
+        assert_eq!(fields(&causes), [format!("{FIELD}.properties[spec].type")]);
+        assert_eq!(causes[0].reason, "FieldValueNotSupported");
+    }
+
+    #[test]
+    fn a_bad_regex_is_invalid_at_its_pattern() {
+        let causes = schema_errors(json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "a": {"type": "string", "pattern": "^[0-9"},
+                "b": {"type": "string", "pattern": "(unclosed"}
+            }}
+        }}));
+        assert_eq!(
+            fields(&causes),
+            [
+                format!("{FIELD}.properties[spec].properties[a].pattern"),
+                format!("{FIELD}.properties[spec].properties[b].pattern"),
+            ]
+        );
+        assert_eq!(
+            causes[0].message,
+            "Invalid value: \"^[0-9\": must be a valid regular expression"
+        );
+    }
+
+    #[test]
+    fn the_root_must_be_an_object_schema() {
+        assert_eq!(
+            fields(&schema_errors(json!({"type": "string"}))),
+            [format!("{FIELD}.type")]
+        );
+        assert_eq!(
+            schema_errors(json!({"properties": {}})),
+            vec![FieldCause::required(format!("{FIELD}.type"))]
+        );
+        assert_eq!(
+            schema_errors(json!(["not", "an", "object"])),
+            vec![FieldCause::type_error(FIELD, "an object")]
+        );
+        assert_eq!(
+            fields(&schema_errors(
+                json!({"type": "object", "properties": {"a": "string"}})
+            )),
+            [format!("{FIELD}.properties[a]")]
+        );
+    }
+
+    #[test]
+    fn what_the_meta_schema_refuses_is_named() {
+        let causes = schema_errors(json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {"n": {"type": "string", "maxLength": -1}}},
+            "list": {"type": "array", "items": {"type": "string"}, "minItems": "one"}
+        }}));
+        let mut got = fields(&causes);
+        got.sort_unstable();
+        assert_eq!(
+            got,
+            [
+                format!("{FIELD}.properties[list].minItems"),
+                format!("{FIELD}.properties[spec].properties[n].maxLength"),
+            ]
+        );
+    }
+
+    #[test]
+    fn kubernetes_structural_rules_are_enforced() {
+        let causes = schema_errors(json!({"type": "object", "properties": {
+            "m": {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "string"}},
+            "l": {"type": "array"},
+            "t": {"type": "array", "items": [{"type": "string"}]}
+        }}));
+        assert_eq!(
+            fields(&causes),
+            [
+                format!("{FIELD}.properties[l].items"),
+                format!("{FIELD}.properties[m].additionalProperties"),
+                format!("{FIELD}.properties[t].items"),
+            ]
+        );
+    }
+
+    #[test]
+    fn annotations_and_extensions_do_not_fail_compiling() {
+        let schema = json!({
+            "type": "object",
+            "description": "d", "example": {"a": 1}, "externalDocs": {"url": "x"}, "title": "t",
+            "properties": {
+                "list": {
+                    "type": "array", "default": [], "x-kubernetes-list-type": "set",
+                    "items": {"type": "string", "default": "x"}
+                },
+                "map": {
+                    "type": "object", "x-kubernetes-map-type": "granular",
+                    "additionalProperties": {"type": "string"}
+                },
+                "any": {"x-kubernetes-preserve-unknown-fields": true},
+                "when": {"type": "string", "format": "something-custom"}
+            }
+        });
+        assert!(CrdSchema::new(&schema, FIELD).is_ok());
+    }
+
+    /// `{"type": "object", "properties": {"a": inner}}`, built without `json!`, which would
+    /// copy `inner` recursively.
+    fn nest(inner: Value) -> Value {
+        let mut properties = Map::new();
+        properties.insert("a".into(), inner);
+        let mut schema = Map::new();
+        schema.insert("type".into(), "object".into());
+        schema.insert("properties".into(), Value::Object(properties));
+        Value::Object(schema)
+    }
+
+    /// Takes a deep value apart level by level: serde_json drops recursively.
+    fn dismantle(mut v: Value) {
+        while let Some(next) = v
+            .get_mut("properties")
+            .and_then(|p| p.get_mut("a"))
+            .map(Value::take)
+        {
+            v = next;
+        }
+    }
+
+    #[test]
+    fn a_deeply_nested_schema_is_refused_without_recursing_through_it() {
+        let mut schema = json!({"type": "string"});
+        for _ in 0..10_000 {
+            schema = nest(schema);
+        }
+        let causes = CrdSchema::new(&schema, FIELD).err().unwrap_or_default();
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes[0].reason, "FieldValueForbidden");
+        assert_eq!(
+            causes[0].field,
+            format!("{FIELD}{}", ".properties[a]".repeat(MAX_DEPTH + 1))
+        );
+        dismantle(schema);
+
+        // As deep as allowed still compiles, prunes and validates.
+        let mut schema = json!({"type": "object", "properties": {"leaf": {"type": "integer"}}});
+        let mut obj = json!({"leaf": "x", "drop": 1});
+        for _ in 0..MAX_DEPTH - 1 {
+            schema = nest(schema);
+            obj = json!({ "a": obj });
+        }
+        let compiled = CrdSchema::new(&schema, FIELD).unwrap();
+        let prefix = "a.".repeat(MAX_DEPTH - 1);
+        assert_eq!(compiled.prune(&mut obj), [format!("{prefix}drop")]);
+        assert_eq!(fields(&compiled.validate(&obj)), [format!("{prefix}leaf")]);
+    }
+
+    #[test]
+    fn an_array_without_items_schema_loses_the_keys_of_its_objects() {
+        let schema =
+            CrdSchema::new(&json!({"type": "object", "properties": {"l": {}}}), FIELD).unwrap();
+        let mut obj = json!({"l": [1, {"a": 1}, [{"b": 2}]]});
+        assert_eq!(schema.prune(&mut obj), ["l[1].a", "l[2][0].b"]);
+        assert_eq!(obj, json!({"l": [1, {}, [{}]]}));
+    }
+}
