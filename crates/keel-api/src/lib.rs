@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod conversion;
 pub mod error;
 pub mod object;
 pub mod resource;

@@ -68,6 +68,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         tokio::spawn(async move { registry.bootstrap().await });
     }
     tokio::spawn(registry.clone().enforce_initializer_timeouts());
+    tokio::spawn(registry.clone().serve_custom_resources());
     if !config.compaction_interval.is_zero() {
         tokio::spawn(storage::compactor::run(
             etcd.clone(),

@@ -8,6 +8,9 @@
 
 mod admission;
 mod bootstrap;
+pub mod crd;
+pub mod crd_schema;
+mod crd_serving;
 pub mod deletion;
 mod initialization;
 pub mod initializers;

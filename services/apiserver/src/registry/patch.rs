@@ -7,6 +7,7 @@ use keel_api::{ApiError, Object, ObjectError, ResourceInfo, Target};
 use keel_patch::PatchError;
 use serde_json::Value;
 
+use super::crd::CustomResource;
 use super::strategy::{self, Subresource};
 use super::validation::validate;
 use crate::storage::{Change, Mutation, target};
@@ -81,6 +82,7 @@ pub fn precondition(kind: PatchType, patch: &Value) -> Option<String> {
 /// The mutation applying `patch` of type `kind` to the current object.
 pub fn mutation(
     info: &Arc<ResourceInfo>,
+    custom: Option<Arc<CustomResource>>,
     kind: PatchType,
     sub: Subresource,
     patch: Value,
@@ -108,7 +110,15 @@ pub fn mutation(
                     "a strategic merge patch must be a JSON object",
                 ));
             }
-            let schema = keel_patch::BuiltinSchema::for_kind(&info.api_version(), &info.kind).ok_or_else(|| {
+            if let Some(custom) = &custom {
+                // Merge keys from the CRD's schema (x-kubernetes-list-map-keys): keel's
+                // extension, since Kubernetes refuses strategic patches of custom objects.
+                let custom = custom.clone();
+                Box::new(move |doc| {
+                    keel_patch::apply_strategic_merge_patch(doc, &patch, &custom.merge)
+                })
+            } else {
+                let schema = keel_patch::BuiltinSchema::for_kind(&info.api_version(), &info.kind).ok_or_else(|| {
                 ApiError::new(
                     keel_api::Reason::MethodNotAllowed,
                     t.clone(),
@@ -118,7 +128,8 @@ pub fn mutation(
                     ),
                 )
             })?;
-            Box::new(move |doc| keel_patch::apply_strategic_merge_patch(doc, &patch, &schema))
+                Box::new(move |doc| keel_patch::apply_strategic_merge_patch(doc, &patch, &schema))
+            }
         }
         PatchType::Unspecified => {
             return Err(ApiError::bad_request(
@@ -129,6 +140,14 @@ pub fn mutation(
     };
     let info = info.clone();
     Ok(Box::new(move |current: &Object| {
+        // In a coalesced batch, the previous patch's result is at the storage version.
+        let converted;
+        let current = if current.api_version() != info.api_version() {
+            converted = super::crd::to_request_version(&info, current.clone());
+            &converted
+        } else {
+            current
+        };
         let t = target(&info, current.name());
         let patched = apply(&Value::Object(current.as_map().clone()))
             .map_err(|e| patch_error(&t, &info.kind, e))?;
@@ -145,8 +164,13 @@ pub fn mutation(
                 "a patch may not change apiVersion or kind",
             ));
         }
-        let new = strategy::prepare_for_update(&info, patched, current, sub)?;
+        let mut new = strategy::prepare_for_update(&info, patched, current, sub)?;
+        keel_api::conversion::to_stored(&info, &mut new);
         validate(&info, &new)?;
+        if let Some(custom) = &custom {
+            super::store::validate_custom(custom, &mut new)?;
+            super::crd::to_storage_version(custom, &mut new);
+        }
         Ok(Change::Put(new))
     }))
 }
@@ -171,6 +195,7 @@ mod tests {
     fn strategic_patches_need_known_merge_keys() {
         let e = mutation(
             &custom_kind(),
+            None,
             PatchType::Strategic,
             Subresource::Main,
             json!({"spec": {}}),
@@ -192,13 +217,23 @@ mod tests {
         assert!(
             mutation(
                 &pods,
+                None,
                 PatchType::Strategic,
                 Subresource::Main,
                 json!({"spec": {}})
             )
             .is_ok()
         );
-        assert!(mutation(&pods, PatchType::Strategic, Subresource::Main, json!([])).is_err());
+        assert!(
+            mutation(
+                &pods,
+                None,
+                PatchType::Strategic,
+                Subresource::Main,
+                json!([])
+            )
+            .is_err()
+        );
     }
 
     #[test]

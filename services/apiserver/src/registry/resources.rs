@@ -5,10 +5,15 @@ use std::sync::{Arc, RwLock};
 
 use keel_api::{ApiError, GroupVersionResource, ResourceInfo, Target, builtin_resources};
 
-/// The served resources by group, version and resource. Read on every request, written only
-/// when the set of resources changes (custom resources, later), hence a `RwLock`.
+use super::crd::CustomResource;
+
+/// The served resources by group, version and resource: the built-in ones, and those of the
+/// CustomResourceDefinitions this replica has seen. Read on every request, written only when
+/// the set of CRDs changes, hence `RwLock`s.
 pub struct Resources {
     by_gvr: RwLock<HashMap<GroupVersionResource, Arc<ResourceInfo>>>,
+    /// The custom ones, with their rules (schema, merge keys, printer columns).
+    custom: RwLock<HashMap<GroupVersionResource, Arc<CustomResource>>>,
 }
 
 impl Resources {
@@ -19,7 +24,52 @@ impl Resources {
             .collect();
         Resources {
             by_gvr: RwLock::new(by_gvr),
+            custom: RwLock::new(HashMap::new()),
         }
+    }
+
+    /// The rules of a custom resource; `None` for a built-in one.
+    pub fn custom(&self, gvr: &GroupVersionResource) -> Option<Arc<CustomResource>> {
+        self.custom
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(gvr)
+            .cloned()
+    }
+
+    /// Serves exactly these custom resources from now on (those of the CRDs that exist);
+    /// built-in resources are never replaced. Returns the resources added and removed.
+    pub fn set_custom(
+        &self,
+        resources: Vec<CustomResource>,
+    ) -> (Vec<GroupVersionResource>, Vec<GroupVersionResource>) {
+        let builtin: Vec<GroupVersionResource> =
+            builtin_resources().into_iter().map(|r| r.gvr).collect();
+        let mut by_gvr = self.by_gvr.write().unwrap_or_else(|e| e.into_inner());
+        let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
+        let next: HashMap<GroupVersionResource, Arc<CustomResource>> = resources
+            .into_iter()
+            .filter(|r| !builtin.contains(&r.info.gvr))
+            .map(|r| (r.info.gvr.clone(), Arc::new(r)))
+            .collect();
+        let removed: Vec<GroupVersionResource> = custom
+            .keys()
+            .filter(|g| !next.contains_key(*g))
+            .cloned()
+            .collect();
+        let added: Vec<GroupVersionResource> = next
+            .keys()
+            .filter(|g| !custom.contains_key(*g))
+            .cloned()
+            .collect();
+        for gvr in &removed {
+            by_gvr.remove(gvr);
+        }
+        for (gvr, r) in &next {
+            by_gvr.insert(gvr.clone(), r.info.clone());
+        }
+        *custom = next;
+        (added, removed)
     }
 
     /// The resource a request names, or `NotFound` naming it.

@@ -12,6 +12,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::admission;
+use super::crd::{self, CustomResource};
 use super::deletion::{self, DeleteOptions};
 use super::initializers::{self, CONFIG_GROUP, CONFIG_VERSION, Initializers};
 use super::patch::{self, PatchType};
@@ -77,6 +78,14 @@ impl Registry {
         self.resources.all()
     }
 
+    /// A custom resource's `additionalPrinterColumns` (none for a built-in one).
+    pub fn printer_columns(&self, gvr: &GroupVersionResource) -> Vec<Value> {
+        self.resources
+            .custom(gvr)
+            .map(|c| c.printer_columns.clone())
+            .unwrap_or_default()
+    }
+
     /// Whether this replica can serve: storage is ready and the built-in namespaces exist;
     /// else why not.
     pub async fn readiness(&self) -> Result<(), String> {
@@ -91,6 +100,10 @@ impl Registry {
 
     pub(super) fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    pub(super) fn resources_mut(&self) -> &Resources {
+        &self.resources
     }
 
     pub(super) fn set_bootstrapped(&self) {
@@ -108,9 +121,27 @@ impl Registry {
         deadline: Instant,
     ) -> Result<Object, ApiError> {
         let requested_rv = obj.resource_version().to_string();
+        keel_api::conversion::to_stored(info, &mut obj);
         strategy::prepare_for_create(info, &mut obj);
+        if crd::is_crd(info) {
+            crd::prepare_for_create(&mut obj);
+        }
         validate(info, &obj)?;
         let t = target(info, obj.name());
+        if let Some(custom) = self.resources.custom(&info.gvr) {
+            if custom.terminating {
+                return Err(ApiError::new(
+                    keel_api::Reason::MethodNotAllowed,
+                    t,
+                    format!(
+                        "create not allowed while custom resource definition {} is terminating",
+                        custom.crd
+                    ),
+                ));
+            }
+            validate_custom(&custom, &mut obj)?;
+        }
+        let custom = self.resources.custom(&info.gvr);
         let namespace = async {
             if !info.namespaced {
                 return Ok(());
@@ -124,8 +155,12 @@ impl Registry {
         let pending = initializers.pending_for_create(info, &obj);
         initializers::set_pending(&mut obj, &pending);
         strategy::check_create_resource_version(&t, &requested_rv)?;
+        if let Some(custom) = &custom {
+            crd::to_storage_version(custom, &mut obj);
+        }
         let key = self.store.key(info, obj.namespace(), obj.name());
-        self.store.create(&key, obj, deadline).await
+        let created = self.store.create(&key, obj, deadline).await?;
+        Ok(crd::to_request_version(info, created))
     }
 
     /// Reads an object: from etcd, or from the watch cache for `resourceVersion: "0"`. Any other
@@ -234,13 +269,25 @@ impl Registry {
         let key = self.store.key(info, obj.namespace(), obj.name());
         let expected_revision = resource_version::parse(obj.resource_version())
             .map_err(|e| e.invalid_field(kind_target(info, obj.name())))?;
-        let mutation = update_mutation(info, obj, sub);
+        let custom = self.resources.custom(&info.gvr);
+        if custom.is_some() && expected_revision.is_none() {
+            // As Kubernetes: an unconditional replace of a custom object is refused.
+            return Err(ApiError::invalid(
+                kind_target(info, obj.name()),
+                vec![keel_api::FieldCause::invalid(
+                    "metadata.resourceVersion",
+                    "",
+                    "must be specified for an update",
+                )],
+            ));
+        }
+        let mutation = update_mutation(info, custom, obj, sub);
         let opts = UpdateOptions {
             expected_revision,
             ..UpdateOptions::default()
         };
         let committed = self.store.update(&key, opts, mutation, deadline).await?;
-        Ok(committed.object)
+        Ok(crd::to_request_version(info, committed.object))
     }
 
     /// Patches an object. A patch that pins `metadata.resourceVersion` is a precondition (one
@@ -263,7 +310,9 @@ impl Registry {
             Some(rv) => resource_version::parse(&rv)
                 .map_err(|e| e.invalid_field(kind_target(info, name)))?,
         };
-        let mutation = patch::mutation(info, kind, sub, body).map_err(|e| e.with_target(&t))?;
+        let custom = self.resources.custom(&info.gvr);
+        let mutation =
+            patch::mutation(info, custom, kind, sub, body).map_err(|e| e.with_target(&t))?;
         let key = self.store.key(info, namespace, name);
         match expected_revision {
             Some(_) => {
@@ -272,9 +321,13 @@ impl Registry {
                     ..UpdateOptions::default()
                 };
                 let committed = self.store.update(&key, opts, mutation, deadline).await?;
-                Ok(committed.object)
+                Ok(crd::to_request_version(info, committed.object))
             }
-            None => self.coalescer.mutate(key, mutation, deadline).await,
+            None => self
+                .coalescer
+                .mutate(key, mutation, deadline)
+                .await
+                .map(|o| crd::to_request_version(info, o)),
         }
     }
 
@@ -321,11 +374,42 @@ impl Registry {
 }
 
 /// The mutation of an Update: the client's object, made a valid successor of the current one.
-fn update_mutation(info: &Arc<ResourceInfo>, obj: Object, sub: Subresource) -> Mutation {
+fn update_mutation(
+    info: &Arc<ResourceInfo>,
+    custom: Option<Arc<CustomResource>>,
+    obj: Object,
+    sub: Subresource,
+) -> Mutation {
     let info = info.clone();
     Box::new(move |current: &Object| {
-        let new = strategy::prepare_for_update(&info, obj.clone(), current, sub)?;
+        let converted;
+        let current = if current.api_version() != info.api_version() {
+            converted = crd::to_request_version(&info, current.clone());
+            &converted
+        } else {
+            current
+        };
+        let mut new = strategy::prepare_for_update(&info, obj.clone(), current, sub)?;
+        keel_api::conversion::to_stored(&info, &mut new);
         validate(&info, &new)?;
+        if let Some(custom) = &custom {
+            validate_custom(custom, &mut new)?;
+            crd::to_storage_version(custom, &mut new);
+        }
         Ok(Change::Put(new))
     })
+}
+
+/// A custom object pruned and checked against its version's schema, or `Invalid` naming each
+/// wrong field.
+pub(super) fn validate_custom(custom: &CustomResource, obj: &mut Object) -> Result<(), ApiError> {
+    let causes = crd::prune_and_validate(custom, obj);
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            kind_target(&custom.info, obj.name()),
+            causes,
+        ))
+    }
 }

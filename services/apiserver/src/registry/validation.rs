@@ -29,6 +29,9 @@ pub fn validate(info: &ResourceInfo, obj: &Object) -> Result<(), ApiError> {
         "Namespace" => namespace_spec(root.get("spec"), &mut causes),
         "ConfigMap" => config_map(root, &mut causes),
         "InitializerConfiguration" => initializers::validate_config(root, &mut causes),
+        "CustomResourceDefinition" if info.gvr.group == super::crd::GROUP => {
+            causes.extend(super::crd::validate(obj))
+        }
         _ => {}
     }
     initializers::validate_pending(obj, &mut causes);

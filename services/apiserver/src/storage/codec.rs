@@ -41,6 +41,8 @@ pub fn from_storage(info: &ResourceInfo, bytes: &[u8], revision: i64) -> Result<
         ))
     })?;
     obj.set_resource_version(&revision.to_string());
+    // A resource served at several versions stores its objects at one of them.
+    keel_api::conversion::to_served(info, &mut obj);
     Ok(obj)
 }
 

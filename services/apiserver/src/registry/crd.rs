@@ -1,0 +1,536 @@
+//! CustomResourceDefinitions (`apiextensions.k8s.io/v1`): what a CRD must say, what it is
+//! given on create (its cleanup finalizer, its status), and the resources it defines: one per
+//! served version, with its schema compiled for validation, pruning and strategic merge keys.
+//! Pure functions; the registry serves what they derive ([`super::crd_serving`]).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use keel_api::validation::{dns1123_label, dns1123_subdomain};
+use keel_api::{FieldCause, GroupVersionResource, Object, ResourceInfo};
+use serde_json::{Map, Value, json};
+
+use super::crd_schema::CrdSchema;
+
+pub const GROUP: &str = "apiextensions.k8s.io";
+pub const RESOURCE: &str = "customresourcedefinitions";
+/// Held by every CRD until the objects of its resource are gone (Kubernetes' name).
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+/// Groups of built-in resources: a CRD may not define resources in them.
+const BUILTIN_GROUPS: [&str; 4] = [
+    "apps",
+    "coordination.k8s.io",
+    "admissionregistration.k8s.io",
+    GROUP,
+];
+
+/// Whether `info` is the CRD resource itself.
+pub fn is_crd(info: &ResourceInfo) -> bool {
+    info.gvr.group == GROUP && info.gvr.resource == RESOURCE
+}
+
+/// One served version of a custom resource, as the registry applies it.
+pub struct CustomResource {
+    pub info: Arc<ResourceInfo>,
+    /// The CRD's name (`<plural>.<group>`).
+    pub crd: String,
+    /// The version objects are stored at; reads of another version change only `apiVersion`.
+    pub storage_version: String,
+    /// Validation and pruning; `None` when the version has no schema (anything goes).
+    pub schema: Option<CrdSchema>,
+    /// Merge keys for strategic merge patch (`x-kubernetes-list-map-keys`).
+    pub merge: keel_patch::OpenApiSchema,
+    /// `additionalPrinterColumns`, as the CRD has them.
+    pub printer_columns: Vec<Value>,
+    /// The CRD is being deleted: no new objects.
+    pub terminating: bool,
+}
+
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
+    let mut cur = v;
+    for p in path {
+        cur = &cur[*p];
+    }
+    cur.as_str().unwrap_or("")
+}
+
+/// Everything wrong with a CRD, with Kubernetes' field paths.
+pub fn validate(crd: &Object) -> Vec<FieldCause> {
+    let root = Value::Object(crd.as_map().clone());
+    let spec = &root["spec"];
+    let mut causes = Vec::new();
+    if !spec.is_object() {
+        causes.push(FieldCause::required("spec"));
+        return causes;
+    }
+    let group = str_at(spec, &["group"]);
+    if group.is_empty() {
+        causes.push(FieldCause::required("spec.group"));
+    } else {
+        for e in dns1123_subdomain(group) {
+            causes.push(FieldCause::invalid("spec.group", group, e));
+        }
+        if !group.contains('.') {
+            causes.push(FieldCause::invalid(
+                "spec.group",
+                group,
+                "should be a domain with at least one dot",
+            ));
+        }
+        if BUILTIN_GROUPS.contains(&group) {
+            causes.push(FieldCause::forbidden(
+                "spec.group",
+                format!("{group} is the group of built-in resources"),
+            ));
+        }
+    }
+    let names = &spec["names"];
+    let plural = str_at(names, &["plural"]);
+    let kind = str_at(names, &["kind"]);
+    for (field, value) in [
+        ("plural", plural),
+        ("singular", str_at(names, &["singular"])),
+    ] {
+        let path = format!("spec.names.{field}");
+        if value.is_empty() {
+            if field == "plural" {
+                causes.push(FieldCause::required(path));
+            }
+            continue;
+        }
+        for e in dns1123_label(value) {
+            causes.push(FieldCause::invalid(path.clone(), value, e));
+        }
+    }
+    if kind.is_empty() {
+        causes.push(FieldCause::required("spec.names.kind"));
+    } else if !kind.starts_with(|c: char| c.is_ascii_alphabetic())
+        || !kind.chars().all(|c| c.is_ascii_alphanumeric())
+    {
+        causes.push(FieldCause::invalid(
+            "spec.names.kind",
+            kind,
+            "must be a letter followed by letters and digits (CamelCase)",
+        ));
+    }
+    match names["shortNames"].as_array() {
+        None if names["shortNames"].is_null() => {}
+        None => causes.push(FieldCause::type_error(
+            "spec.names.shortNames",
+            "a list of strings",
+        )),
+        Some(list) => {
+            for (i, s) in list.iter().enumerate() {
+                let path = format!("spec.names.shortNames[{i}]");
+                match s.as_str() {
+                    Some(s) => {
+                        for e in dns1123_label(s) {
+                            causes.push(FieldCause::invalid(path.clone(), s, e));
+                        }
+                    }
+                    None => causes.push(FieldCause::type_error(path, "a string")),
+                }
+            }
+        }
+    }
+    if !plural.is_empty() && !group.is_empty() && crd.name() != format!("{plural}.{group}") {
+        causes.push(FieldCause::invalid(
+            "metadata.name",
+            crd.name(),
+            "must be spec.names.plural+\".\"+spec.group",
+        ));
+    }
+    let scope = str_at(spec, &["scope"]);
+    if !matches!(scope, "Namespaced" | "Cluster") {
+        causes.push(FieldCause::not_supported(
+            "spec.scope",
+            scope,
+            &["Cluster", "Namespaced"],
+        ));
+    }
+    versions(spec, &mut causes);
+    causes
+}
+
+fn versions(spec: &Value, causes: &mut Vec<FieldCause>) {
+    let Some(versions) = spec["versions"].as_array().filter(|v| !v.is_empty()) else {
+        causes.push(FieldCause::required("spec.versions"));
+        return;
+    };
+    let mut seen = BTreeSet::new();
+    let mut storage = 0;
+    for (i, v) in versions.iter().enumerate() {
+        let path = format!("spec.versions[{i}]");
+        let name = str_at(v, &["name"]);
+        if name.is_empty() {
+            causes.push(FieldCause::required(format!("{path}.name")));
+        } else {
+            for e in dns1123_label(name) {
+                causes.push(FieldCause::invalid(format!("{path}.name"), name, e));
+            }
+            if !seen.insert(name) {
+                causes.push(FieldCause::duplicate(format!("{path}.name"), name));
+            }
+        }
+        for flag in ["served", "storage"] {
+            if !v[flag].is_boolean() {
+                causes.push(FieldCause::required(format!("{path}.{flag}")));
+            }
+        }
+        if v["storage"] == json!(true) {
+            storage += 1;
+        }
+        let schema = &v["schema"]["openAPIV3Schema"];
+        let schema_path = format!("{path}.schema.openAPIV3Schema");
+        if schema.is_null() {
+            causes.push(FieldCause::required(schema_path));
+        } else if let Err(errs) = CrdSchema::new(schema, &schema_path) {
+            causes.extend(errs);
+        }
+        let status = &v["subresources"]["status"];
+        if !status.is_null() && !status.is_object() {
+            causes.push(FieldCause::type_error(
+                format!("{path}.subresources.status"),
+                "an object",
+            ));
+        }
+        printer_columns(&v["additionalPrinterColumns"], &path, causes);
+    }
+    if storage != 1 {
+        causes.push(FieldCause::invalid(
+            "spec.versions",
+            &storage.to_string(),
+            "must have exactly one version marked as storage version",
+        ));
+    }
+}
+
+fn printer_columns(columns: &Value, path: &str, causes: &mut Vec<FieldCause>) {
+    let Some(columns) = columns.as_array() else {
+        if !columns.is_null() {
+            causes.push(FieldCause::type_error(
+                format!("{path}.additionalPrinterColumns"),
+                "a list",
+            ));
+        }
+        return;
+    };
+    for (i, c) in columns.iter().enumerate() {
+        let p = format!("{path}.additionalPrinterColumns[{i}]");
+        for field in ["name", "type", "jsonPath"] {
+            if str_at(c, &[field]).is_empty() {
+                causes.push(FieldCause::required(format!("{p}.{field}")));
+            }
+        }
+        let t = str_at(c, &["type"]);
+        if !t.is_empty() && !matches!(t, "integer" | "number" | "string" | "boolean" | "date") {
+            causes.push(FieldCause::not_supported(
+                format!("{p}.type"),
+                t,
+                &["boolean", "date", "integer", "number", "string"],
+            ));
+        }
+        let j = str_at(c, &["jsonPath"]);
+        if !j.is_empty() && !j.starts_with('.') {
+            causes.push(FieldCause::invalid(
+                format!("{p}.jsonPath"),
+                j,
+                "must be a simple JSON path starting with '.'",
+            ));
+        }
+    }
+}
+
+/// What a new CRD is given: its cleanup finalizer, `singular` defaulted from the kind, and
+/// a status that says its names are accepted and it is established (every API server serves
+/// it within a second).
+pub fn prepare_for_create(crd: &mut Object) {
+    let finalizers = crd
+        .metadata_mut()
+        .entry("finalizers")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Some(list) = finalizers.as_array_mut()
+        && !list.iter().any(|f| f == CLEANUP_FINALIZER)
+    {
+        list.push(json!(CLEANUP_FINALIZER));
+    }
+    let root = crd.as_map_mut();
+    if let Some(names) = root
+        .get_mut("spec")
+        .and_then(|s| s.get_mut("names"))
+        .and_then(Value::as_object_mut)
+    {
+        let kind = names
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let singular = names.get("singular").and_then(Value::as_str).unwrap_or("");
+        if singular.is_empty() && !kind.is_empty() {
+            names.insert("singular".into(), json!(kind));
+        }
+    }
+    let accepted = root
+        .get("spec")
+        .map(|s| s["names"].clone())
+        .unwrap_or(Value::Null);
+    let stored: Vec<Value> = root
+        .get("spec")
+        .and_then(|s| s["versions"].as_array())
+        .map(|vs| {
+            vs.iter()
+                .filter(|v| v["storage"] == json!(true))
+                .map(|v| v["name"].clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    root.insert(
+        "status".into(),
+        json!({
+            "acceptedNames": accepted,
+            "storedVersions": stored,
+            "conditions": [
+                condition("NamesAccepted", "True", "NoConflicts", "no conflicts found"),
+                condition("Established", "True", "InitialNamesAccepted", "the initial names have been accepted"),
+            ],
+        }),
+    );
+}
+
+fn condition(kind: &str, status: &str, reason: &str, message: &str) -> Value {
+    json!({
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": chrono_now(),
+    })
+}
+
+fn chrono_now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// The resources a (valid) CRD defines: one per served version. A version whose schema no
+/// longer compiles (a CRD stored before a rule) is served without one.
+pub fn resources(crd: &Object) -> Vec<CustomResource> {
+    let root = Value::Object(crd.as_map().clone());
+    let spec = &root["spec"];
+    let group = str_at(spec, &["group"]);
+    let names = &spec["names"];
+    let plural = str_at(names, &["plural"]);
+    let kind = str_at(names, &["kind"]);
+    if group.is_empty() || plural.is_empty() || kind.is_empty() {
+        return Vec::new();
+    }
+    let singular = match str_at(names, &["singular"]) {
+        "" => kind.to_ascii_lowercase(),
+        s => s.to_string(),
+    };
+    let short_names: Vec<String> = names["shortNames"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let namespaced = str_at(spec, &["scope"]) != "Cluster";
+    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
+    let storage_version = versions
+        .iter()
+        .find(|v| v["storage"] == json!(true))
+        .map(|v| str_at(v, &["name"]).to_string())
+        .unwrap_or_default();
+    let terminating = crd.deletion_timestamp().is_some();
+    versions
+        .iter()
+        .filter(|v| v["served"] == json!(true))
+        .map(|v| {
+            let version = str_at(v, &["name"]);
+            let schema_value = v["schema"]["openAPIV3Schema"].clone();
+            let schema = if schema_value.is_object() {
+                CrdSchema::new(&schema_value, "").ok()
+            } else {
+                None
+            };
+            CustomResource {
+                info: Arc::new(ResourceInfo {
+                    gvr: GroupVersionResource::new(group, version, plural),
+                    singular: singular.clone(),
+                    kind: kind.to_string(),
+                    short_names: short_names.clone(),
+                    namespaced,
+                    status_subresource: v["subresources"]["status"].is_object(),
+                }),
+                crd: crd.name().to_string(),
+                storage_version: storage_version.clone(),
+                schema,
+                merge: keel_patch::OpenApiSchema::new(schema_value),
+                printer_columns: v["additionalPrinterColumns"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+                terminating,
+            }
+        })
+        .collect()
+}
+
+/// `obj` at the version its resource stores objects at.
+pub fn to_storage_version(custom: &CustomResource, obj: &mut Object) {
+    if custom.info.gvr.version != custom.storage_version {
+        let v = format!("{}/{}", custom.info.gvr.group, custom.storage_version);
+        obj.as_map_mut()
+            .insert("apiVersion".into(), Value::String(v));
+    }
+}
+
+/// `obj`, as stored, at the version the request named.
+pub fn to_request_version(info: &ResourceInfo, mut obj: Object) -> Object {
+    keel_api::conversion::to_served(info, &mut obj);
+    obj
+}
+
+/// A custom object made ready for storage: unknown fields pruned, then validated against its
+/// version's schema (metadata is validated with every object's).
+pub fn prune_and_validate(custom: &CustomResource, obj: &mut Object) -> Vec<FieldCause> {
+    let Some(schema) = &custom.schema else {
+        return Vec::new();
+    };
+    let mut value = Value::Object(std::mem::take(obj.as_map_mut()));
+    let pruned = schema.prune(&mut value);
+    if !pruned.is_empty() {
+        tracing::debug!(resource = %custom.info.gvr, name = obj.name(), ?pruned, "unknown fields pruned");
+    }
+    let causes = schema.validate(&value);
+    if let Value::Object(map) = value {
+        *obj.as_map_mut() = map;
+    } else {
+        *obj.as_map_mut() = Map::new();
+    }
+    causes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn network_crd() -> Value {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "networks.samplecrd.k8s.io"},
+            "spec": {
+                "group": "samplecrd.k8s.io",
+                "scope": "Namespaced",
+                "names": {"kind": "Network", "plural": "networks", "shortNames": ["net"]},
+                "versions": [{
+                    "name": "v1", "served": true, "storage": true,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [{"name": "CIDR", "type": "string", "jsonPath": ".spec.cidr"}],
+                    "schema": {"openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "required": ["cidr"], "properties": {
+                                "cidr": {"type": "string"}, "gateway": {"type": "string"}}},
+                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+                        }
+                    }}
+                }]
+            }
+        })
+    }
+
+    fn obj(v: Value) -> Object {
+        Object::from_value(v).unwrap()
+    }
+
+    fn fields(causes: &[FieldCause]) -> Vec<&str> {
+        causes.iter().map(|c| c.field.as_str()).collect()
+    }
+
+    #[test]
+    fn the_network_crd_is_valid_and_defines_one_resource_per_served_version() {
+        let crd = obj(network_crd());
+        assert_eq!(validate(&crd), vec![]);
+        let rs = resources(&crd);
+        assert_eq!(rs.len(), 1);
+        let r = &rs[0];
+        assert_eq!(
+            r.info.gvr,
+            GroupVersionResource::new("samplecrd.k8s.io", "v1", "networks")
+        );
+        assert_eq!(r.info.kind, "Network");
+        assert_eq!(r.info.singular, "network");
+        assert_eq!(r.info.short_names, ["net"]);
+        assert!(r.info.namespaced && r.info.status_subresource);
+        assert!(r.schema.is_some());
+        assert_eq!(r.printer_columns.len(), 1);
+    }
+
+    #[test]
+    fn a_crd_names_every_wrong_field() {
+        let mut v = network_crd();
+        v["metadata"]["name"] = json!("nets.samplecrd.k8s.io");
+        v["spec"]["group"] = json!("apps");
+        v["spec"]["scope"] = json!("Everywhere");
+        v["spec"]["names"]["kind"] = json!("net-work");
+        v["spec"]["versions"][0]["storage"] = json!(false);
+        v["spec"]["versions"][0]["additionalPrinterColumns"][0]["type"] = json!("color");
+        let causes = validate(&obj(v));
+        let f = fields(&causes);
+        for want in [
+            "metadata.name",
+            "spec.group",
+            "spec.scope",
+            "spec.names.kind",
+            "spec.versions",
+            "spec.versions[0].additionalPrinterColumns[0].type",
+        ] {
+            assert!(f.contains(&want), "{want} missing from {f:?}");
+        }
+        let mut v = network_crd();
+        v["spec"]["versions"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("schema");
+        assert_eq!(
+            fields(&validate(&obj(v))),
+            ["spec.versions[0].schema.openAPIV3Schema"]
+        );
+        let mut v = network_crd();
+        v["spec"]["versions"] = json!([]);
+        assert_eq!(fields(&validate(&obj(v))), ["spec.versions"]);
+    }
+
+    #[test]
+    fn a_new_crd_holds_its_cleanup_finalizer_and_says_it_is_established() {
+        let mut crd = obj(network_crd());
+        prepare_for_create(&mut crd);
+        assert_eq!(crd.finalizers(), [CLEANUP_FINALIZER]);
+        let v = crd.into_value();
+        assert_eq!(v["spec"]["names"]["singular"], "network");
+        assert_eq!(v["status"]["acceptedNames"]["kind"], "Network");
+        assert_eq!(v["status"]["storedVersions"], json!(["v1"]));
+        assert_eq!(v["status"]["conditions"][1]["type"], "Established");
+        assert_eq!(v["status"]["conditions"][1]["status"], "True");
+    }
+
+    #[test]
+    fn custom_objects_are_pruned_then_validated() {
+        let rs = resources(&obj(network_crd()));
+        let mut o = obj(json!({
+            "apiVersion": "samplecrd.k8s.io/v1", "kind": "Network",
+            "metadata": {"name": "n", "labels": {"a": "b"}},
+            "spec": {"gateway": "10.0.0.1", "color": "blue"},
+            "extra": 1
+        }));
+        let causes = prune_and_validate(&rs[0], &mut o);
+        assert_eq!(fields(&causes), ["spec.cidr"]);
+        let v = o.into_value();
+        assert!(v.get("extra").is_none() && v["spec"].get("color").is_none());
+        assert_eq!(v["metadata"]["labels"]["a"], "b");
+    }
+}

@@ -1,0 +1,147 @@
+//! Serving custom resources live. Every replica follows the CRDs in its watch cache: a new CRD's
+//! resources are served within a sync period, a deleted CRD's objects are deleted (their own
+//! finalizers honoured) and then its cleanup finalizer removed, after which its resources are no
+//! longer served. Replicas do the cleanup side by side: each delete is idempotent and the
+//! finalizer's removal is a compare-and-swap on the CRD's revision.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use keel_api::{ApiError, GroupVersionResource, Object, Reason};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::crd::{self, CLEANUP_FINALIZER};
+use super::deletion::DeleteOptions;
+use super::patch::PatchType;
+use super::store::{ListOptions, Registry};
+use super::strategy::Subresource;
+
+/// How often each replica compares the CRDs in its cache with what it serves.
+const SYNC_EVERY: Duration = Duration::from_millis(200);
+/// How long one cleanup step (a list and its deletes) may take.
+const CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The CRD resource itself.
+pub fn crd_gvr() -> GroupVersionResource {
+    GroupVersionResource::new(crd::GROUP, "v1", crd::RESOURCE)
+}
+
+impl Registry {
+    /// Follows the CRDs until the process ends.
+    pub async fn serve_custom_resources(self: Arc<Self>) {
+        let Ok(info) = self.lookup(Some(&crd_gvr())) else {
+            return;
+        };
+        let mut tick = tokio::time::interval(SYNC_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The CRDs served, by name and resourceVersion: rebuilt only when one changes.
+        let mut served: BTreeMap<String, String> = BTreeMap::new();
+        loop {
+            tick.tick().await;
+            let crds = self.store().cached(&info, |_| true);
+            let now: BTreeMap<String, String> = crds
+                .iter()
+                .map(|c| (c.name().to_string(), c.resource_version().to_string()))
+                .collect();
+            if now != served {
+                let resources = crds.iter().flat_map(|c| crd::resources(c)).collect();
+                let (added, removed) = self.resources_mut().set_custom(resources);
+                for gvr in &added {
+                    tracing::info!(resource = %gvr, "serving a custom resource");
+                }
+                for gvr in &removed {
+                    tracing::info!(resource = %gvr, "no longer serving a custom resource");
+                }
+                served = now;
+            }
+            for c in crds.iter().filter(|c| {
+                c.deletion_timestamp().is_some() && c.finalizers().contains(&CLEANUP_FINALIZER)
+            }) {
+                if let Err(e) = self.clean_up(c).await {
+                    tracing::warn!(crd = c.name(), error = %e, "cleaning up a deleted CRD");
+                }
+            }
+        }
+    }
+
+    /// One step of a deleted CRD's cleanup: deletes its objects; once none is left, removes
+    /// the cleanup finalizer.
+    async fn clean_up(&self, crd: &Object) -> Result<(), ApiError> {
+        let deadline = Instant::now() + CLEANUP_TIMEOUT;
+        let resources = crd::resources(crd);
+        // Objects are stored once, whatever the version: list them at the storage version.
+        let Some(custom) = resources
+            .iter()
+            .find(|r| r.info.gvr.version == r.storage_version)
+            .or(resources.first())
+        else {
+            return self.remove_cleanup_finalizer(crd, deadline).await;
+        };
+        let Ok(info) = self.lookup(Some(&custom.info.gvr)) else {
+            // Not served here yet (the next sync serves it).
+            return Ok(());
+        };
+        let list = self.list(&info, ListOptions::default(), deadline).await?;
+        if list.items.is_empty() {
+            return self.remove_cleanup_finalizer(crd, deadline).await;
+        }
+        for item in &list.items {
+            let Ok(obj) = serde_json::from_slice::<Value>(item) else {
+                continue;
+            };
+            let ns = obj["metadata"]["namespace"].as_str().unwrap_or("");
+            let name = obj["metadata"]["name"].as_str().unwrap_or("");
+            if obj["metadata"]["deletionTimestamp"].is_string() {
+                continue;
+            }
+            match self
+                .delete(&info, ns, name, DeleteOptions::default(), deadline)
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.reason == Reason::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    async fn remove_cleanup_finalizer(
+        &self,
+        crd: &Object,
+        deadline: Instant,
+    ) -> Result<(), ApiError> {
+        let Ok(info) = self.lookup(Some(&crd_gvr())) else {
+            return Ok(());
+        };
+        let rest: Vec<&str> = crd
+            .finalizers()
+            .into_iter()
+            .filter(|f| *f != CLEANUP_FINALIZER)
+            .collect();
+        let body =
+            json!({"metadata": {"finalizers": rest, "resourceVersion": crd.resource_version()}});
+        match self
+            .patch(
+                &info,
+                "",
+                crd.name(),
+                Subresource::Main,
+                PatchType::Merge,
+                &serde_json::to_vec(&body).unwrap_or_default(),
+                deadline,
+            )
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(crd = crd.name(), "objects deleted; the CRD goes");
+                Ok(())
+            }
+            // Another replica was first, or the CRD changed: the next sync looks again.
+            Err(e) if matches!(e.reason, Reason::Conflict | Reason::NotFound) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
