@@ -1,7 +1,7 @@
 //! Which resource a name means, from the server's Discovery, so that custom resources resolve
 //! as soon as their CRD is served.
 
-use keel_api::proto::ApiResource;
+use keel_api::proto::{ApiResource, PrinterColumn};
 use keel_api::{GroupVersionResource, ResourceInfo};
 use keel_client::Client;
 
@@ -16,6 +16,8 @@ pub struct Resource {
     pub short_names: Vec<String>,
     pub namespaced: bool,
     pub verbs: Vec<String>,
+    /// A custom resource's `additionalPrinterColumns`.
+    pub printer_columns: Vec<PrinterColumn>,
 }
 
 impl Resource {
@@ -27,6 +29,7 @@ impl Resource {
             short_names: r.short_names,
             namespaced: r.namespaced,
             verbs: r.verbs,
+            printer_columns: r.printer_columns,
         }
     }
 
@@ -133,6 +136,7 @@ mod tests {
                 namespaced: true,
                 verbs: vec![],
                 subresources: vec![],
+                printer_columns: vec![],
             };
         Resources::from_list(vec![
             r("", "pods", "pod", "Pod", &["po"]),

@@ -36,6 +36,9 @@ impl Layout {
 /// The columns of one resource's table.
 pub struct Columns {
     layout: Layout,
+    /// A custom resource's `additionalPrinterColumns` (priority 0, or all with `-o wide`):
+    /// they replace AGE, as in kubectl.
+    custom: Vec<keel_api::proto::PrinterColumn>,
     wide: bool,
     /// `-A`: a NAMESPACE column first.
     namespace: bool,
@@ -48,6 +51,12 @@ impl Columns {
     pub fn new(resource: &Resource, wide: bool, all_namespaces: bool, show_kind: bool) -> Self {
         Columns {
             layout: Layout::of(resource),
+            custom: resource
+                .printer_columns
+                .iter()
+                .filter(|c| wide || c.priority == 0)
+                .cloned()
+                .collect(),
             wide,
             namespace: all_namespaces && resource.namespaced,
             kind_prefix: show_kind.then(|| resource.kind_name()),
@@ -60,6 +69,11 @@ impl Columns {
             h.push("NAMESPACE");
         }
         h.push("NAME");
+        if !self.custom.is_empty() {
+            let mut h: Vec<String> = h.into_iter().map(String::from).collect();
+            h.extend(self.custom.iter().map(|c| c.name.to_ascii_uppercase()));
+            return h;
+        }
         h.extend_from_slice(match self.layout {
             Layout::Pod => &["READY", "STATUS", "RESTARTS", "AGE"],
             Layout::Deployment => &["READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
@@ -90,6 +104,10 @@ impl Columns {
             Some(kind) => format!("{kind}/{name}"),
             None => name,
         });
+        if !self.custom.is_empty() {
+            row.extend(self.custom.iter().map(|c| column(o, c, now)));
+            return row;
+        }
         let age = age::since(meta["creationTimestamp"].as_str(), now);
         let (spec, status) = (&o["spec"], &o["status"]);
         match self.layout {
@@ -151,6 +169,41 @@ impl Columns {
         }
         row
     }
+}
+
+/// One printer column's cell: the value at its JSON path (`.spec.cidr`, `.spec.ports[0].port`),
+/// a date as an age; empty when the path finds nothing, as kubectl shows it.
+fn column(o: &Value, c: &keel_api::proto::PrinterColumn, now: SystemTime) -> String {
+    let value = json_path(o, &c.json_path);
+    match (c.r#type.as_str(), value) {
+        (_, None) => String::new(),
+        ("date", Some(v)) => age::since(v.as_str(), now),
+        (_, Some(v)) => text(v),
+    }
+}
+
+/// The value at a simple JSON path: fields after dots, list indexes in brackets.
+fn json_path<'a>(o: &'a Value, path: &str) -> Option<&'a Value> {
+    let path = path.trim().trim_start_matches('{').trim_end_matches('}');
+    let mut cur = o;
+    for part in path
+        .trim_start_matches('.')
+        .split('.')
+        .filter(|p| !p.is_empty())
+    {
+        let (field, indexes) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if !field.is_empty() {
+            cur = cur.get(field)?;
+        }
+        for index in indexes.split('[').filter(|i| !i.is_empty()) {
+            let n: usize = index.trim_end_matches(']').parse().ok()?;
+            cur = cur.get(n)?;
+        }
+    }
+    (!cur.is_null()).then_some(cur)
 }
 
 fn text(v: &Value) -> String {
@@ -325,7 +378,48 @@ mod tests {
             short_names: vec![],
             namespaced: true,
             verbs: vec![],
+            printer_columns: vec![],
         }
+    }
+
+    #[test]
+    fn custom_resources_show_their_printer_columns() {
+        let column =
+            |name: &str, t: &str, path: &str, priority: i32| keel_api::proto::PrinterColumn {
+                name: name.into(),
+                r#type: t.into(),
+                json_path: path.into(),
+                priority,
+                description: String::new(),
+            };
+        let mut r = resource("samplecrd.k8s.io", "networks", "Network");
+        r.printer_columns = vec![
+            column("CIDR", "string", ".spec.cidr", 0),
+            column("First-Route", "string", ".spec.routes[0].via", 0),
+            column("Phase", "string", ".status.phase", 1),
+            column("Age", "date", ".metadata.creationTimestamp", 0),
+        ];
+        let net = serde_json::json!({
+            "metadata": {"name": "example-network", "creationTimestamp": "2026-11-23T10:00:00Z"},
+            "spec": {"cidr": "192.168.0.0/16", "routes": [{"via": "192.168.0.1"}]},
+            "status": {"phase": "Ready"}
+        });
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_795_435_200);
+        let c = Columns::new(&r, false, false, false);
+        assert_eq!(c.header(), ["NAME", "CIDR", "FIRST-ROUTE", "AGE"]);
+        let row = c.row(&net, now);
+        assert_eq!(
+            row[..3],
+            ["example-network", "192.168.0.0/16", "192.168.0.1"]
+        );
+        let wide = Columns::new(&r, true, false, false);
+        assert_eq!(
+            wide.header(),
+            ["NAME", "CIDR", "FIRST-ROUTE", "PHASE", "AGE"]
+        );
+        assert_eq!(wide.row(&net, now)[3], "Ready");
+        // A path that finds nothing is an empty cell.
+        assert_eq!(json_path(&net, ".spec.missing[2]"), None);
     }
 
     #[test]

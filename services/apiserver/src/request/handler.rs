@@ -83,6 +83,11 @@ impl Handler {
         self.registry.resources()
     }
 
+    /// A custom resource's `additionalPrinterColumns` (none for a built-in one).
+    pub fn printer_columns(&self, gvr: &GroupVersionResource) -> Vec<serde_json::Value> {
+        self.registry.printer_columns(gvr)
+    }
+
     /// Whether this replica can serve; else why not.
     pub async fn readiness(&self) -> Result<(), String> {
         self.registry.readiness().await

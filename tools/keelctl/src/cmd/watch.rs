@@ -159,6 +159,7 @@ mod tests {
             short_names: vec![],
             namespaced: true,
             verbs: vec![],
+            printer_columns: vec![],
         };
         let w = Watch {
             resource: &r,
