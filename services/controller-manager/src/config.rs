@@ -16,7 +16,7 @@ pub struct Config {
     )]
     pub server: Vec<String>,
     /// Controllers to run, comma-separated: replicaset, deployment, podlifecycle,
-    /// garbagecollector, namespace; `*` is every one, `-name` leaves one out.
+    /// garbagecollector, namespace, network; `*` is every one, `-name` leaves one out.
     #[arg(
         long,
         env = "KEEL_CONTROLLERS",

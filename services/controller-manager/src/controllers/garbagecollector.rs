@@ -303,7 +303,12 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
     let queue: WorkQueue<Item> = WorkQueue::default_controller_queue();
     let mut informers = Vec::new();
     let (mut dependents, mut owners) = (HashMap::new(), HashMap::new());
+    let mut seen = HashSet::new();
     for r in keel_api::builtin_resources() {
+        // A resource served at several versions is watched at one.
+        if !seen.insert((r.gvr.group.clone(), r.gvr.resource.clone())) {
+            continue;
+        }
         // Uninitialized objects have owners too.
         let base = crate::objects::including_uninitialized();
         let as_dependents = ctx

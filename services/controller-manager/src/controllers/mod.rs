@@ -4,6 +4,7 @@ pub mod deployment;
 pub mod expectations;
 pub mod garbagecollector;
 pub mod namespace;
+pub mod network;
 pub mod podlifecycle;
 pub mod replicaset;
 
@@ -29,12 +30,13 @@ use crate::config::Config;
 use crate::shutdown::Shutdown;
 
 /// Every controller, by the name `--controllers` uses.
-pub const ALL: [&str; 5] = [
+pub const ALL: [&str; 6] = [
     "replicaset",
     "deployment",
     "podlifecycle",
     "garbagecollector",
     "namespace",
+    "network",
 ];
 
 /// What every controller is set up with.
@@ -243,7 +245,34 @@ where
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     E: Display + Send + 'static,
 {
-    let gate = ctx.gate.clone();
+    start_gated(
+        ctx.gate.clone(),
+        name,
+        controller,
+        this,
+        shard_of,
+        reconcile,
+    )
+}
+
+/// [`start`], with the gate given (a controller that starts after setup, e.g. once its
+/// resource is served).
+pub fn start_gated<K, T, F, Fut, E, S>(
+    gate: Gate,
+    name: &'static str,
+    controller: Controller<K>,
+    this: Arc<T>,
+    shard_of: S,
+    reconcile: F,
+) -> Start
+where
+    K: Clone + Eq + Hash + Display + Send + Sync + 'static,
+    T: Send + Sync + 'static,
+    S: Fn(&T, &K) -> Option<u32> + Send + Sync + 'static,
+    F: Fn(Arc<T>, K) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    E: Display + Send + 'static,
+{
     let shard_of = Arc::new(shard_of);
     let reconcile = Arc::new(reconcile);
     Box::new(move |shutdown| {
@@ -345,6 +374,7 @@ pub fn setup(name: &str, ctx: &Context, registry: &mut Registry) -> Result<Start
         "podlifecycle" => podlifecycle::setup(ctx, registry),
         "garbagecollector" => garbagecollector::setup(ctx, registry),
         "namespace" => namespace::setup(ctx, registry),
+        "network" => network::setup(ctx, registry),
         other => Err(SetupError::Unknown(other.to_string())),
     }
 }
@@ -373,8 +403,10 @@ mod tests {
             names(&["deployment", "replicaset"]).unwrap(),
             vec!["replicaset", "deployment"]
         );
-        assert_eq!(names(&["*", "-namespace"]).unwrap(), ALL[..4].to_vec());
-        assert_eq!(names(&["-namespace"]).unwrap(), ALL[..4].to_vec());
+        let without_namespace: Vec<&str> =
+            ALL.iter().copied().filter(|c| *c != "namespace").collect();
+        assert_eq!(names(&["*", "-namespace"]).unwrap(), without_namespace);
+        assert_eq!(names(&["-namespace"]).unwrap(), without_namespace);
         assert!(matches!(names(&["kubelet"]), Err(SetupError::Unknown(_))));
     }
 }
