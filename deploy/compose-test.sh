@@ -179,6 +179,17 @@ check "keelctl create returns once the initializer is done" \
 check "myapp-pod runs with the envoy sidecar it never asked for" \
   "kc get pod myapp-pod -o json | grep -q '\"name\": *\"envoy\"'"
 
+echo "==> the README's Network story: the CRD, example-network, the controller's allocation"
+kc apply -f deploy/examples/network-crd.yaml >/dev/null
+served() { kc get networks >/dev/null 2>&1; }
+wait_for() { local deadline=$((SECONDS + $2)); while ! eval "$1" && [ $SECONDS -lt $deadline ]; do sleep 0.5; done; eval "$1"; }
+check "the API servers serve Networks" "wait_for served 10"
+kc apply -f deploy/examples/example-network.yaml >/dev/null
+ready() { kc get network example-network -o json 2>/dev/null | grep -q '"phase": *"Ready"'; }
+check "example-network is Ready, its range allocated" "wait_for ready 60"
+check "keelctl get networks shows the CRD's columns" \
+  "kc get networks | grep -Eq '^example-network +192\.168\.0\.0/16 +192\.168\.0\.1 +Ready'"
+
 trap - EXIT
 teardown
 echo "compose test: $passed passed, $failed failed"

@@ -403,17 +403,12 @@ async fn the_seeds_v1beta1_crd_is_served_and_read_back_in_its_own_form() {
         "v1beta1",
         "customresourcedefinitions",
     );
-    let seeds = json!({
-        "apiVersion": "apiextensions.k8s.io/v1beta1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "networks.samplecrd.k8s.io"},
-        "spec": {
-            "group": "samplecrd.k8s.io",
-            "version": "v1",
-            "names": {"kind": "Network", "plural": "networks"},
-            "scope": "Namespaced"
-        }
-    });
+    let text = std::fs::read_to_string(format!(
+        "{}/../deploy/examples/network-crd-v1beta1.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let seeds: Value = serde_saphyr::from_str(&text).unwrap();
     let created = ca.create(&v1beta1, "", &seeds).await.unwrap();
     assert_eq!(created["apiVersion"], "apiextensions.k8s.io/v1beta1");
     assert_eq!(created["spec"]["version"], "v1");
