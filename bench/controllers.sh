@@ -27,15 +27,8 @@ kc() { ./target/release/keelctl --server http://127.0.0.1:36443 "$@"; }
 start=$(date +%s.%N)
 kc apply -f "$work/deployments.yaml" >/dev/null
 echo "==> applied $N Deployments x $R replicas; waiting until all are available" >&2
-while :; do
-  done_count=$(kc get deployments -o json | grep -o '"availableReplicas": *[0-9]*' |
-    grep -c ": *$R\$" || true)
-  printf '\r    %d/%d available' "$done_count" "$N" >&2
-  [ "$done_count" = "$N" ] && break
-  sleep 0.2
-done
+wait_available "$N" "$R"
 end=$(date +%s.%N)
-echo >&2
 seconds=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')
 cpu_used=$(awk -v a="$cpu_before" -v b="$(cpu)" 'BEGIN {printf "%.2f", b - a}')
 rss_mb=$(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$cm/status")

@@ -42,3 +42,17 @@ spec:
 YAML
   done
 }
+
+# Waits, showing progress, until N Deployments report R available replicas ($3: a namespace, or
+# none for the current one).
+wait_available() {
+  local n=$1 r=$2 ns=${3:-} done_count
+  while :; do
+    done_count=$(./target/release/keelctl --server http://127.0.0.1:36443 get deployments \
+      ${ns:+-n "$ns"} -o json | grep -o '"availableReplicas": *[0-9]*' | grep -c ": *$r\$" || true)
+    printf '\r    %d/%d available' "$done_count" "$n" >&2
+    [ "$done_count" = "$n" ] && break
+    sleep 0.2
+  done
+  echo >&2
+}

@@ -64,15 +64,8 @@ for latency in $LATENCIES; do
     deployments_yaml "$N" "$R" >"$work/deployments.yaml"
     start=$(date +%s.%N)
     kc apply -n "$ns" -f "$work/deployments.yaml" >/dev/null
-    while :; do
-      done_count=$(kc get deployments -n "$ns" -o json | grep -o '"availableReplicas": *[0-9]*' |
-        grep -c ": *$R\$" || true)
-      printf '\r    %d/%d available' "$done_count" "$N" >&2
-      [ "$done_count" = "$N" ] && break
-      sleep 0.2
-    done
+    wait_available "$N" "$R" "$ns"
     end=$(date +%s.%N)
-    echo >&2
     seconds=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')
     [ -z "$base" ] && base=$seconds
     speedup=$(awk -v a="$base" -v b="$seconds" 'BEGIN {printf "%.2f", a / b}')

@@ -107,6 +107,25 @@ fn info(
     }
 }
 
+fn crd(version: &str) -> ResourceInfo {
+    ResourceInfo {
+        gvr: GroupVersionResource::new(
+            "apiextensions.k8s.io",
+            version,
+            "customresourcedefinitions",
+        ),
+        ..info(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "customresourcedefinition",
+            "CustomResourceDefinition",
+            &["crd", "crds"],
+            false,
+            true,
+        )
+    }
+}
+
 /// The built-in resources, under Kubernetes' own groups and versions.
 pub fn builtin_resources() -> Vec<ResourceInfo> {
     vec![
@@ -157,34 +176,11 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             true,
             false,
         ),
-        // The definitions of custom resources, served live.
-        info(
-            "apiextensions.k8s.io",
-            "customresourcedefinitions",
-            "customresourcedefinition",
-            "CustomResourceDefinition",
-            &["crd", "crds"],
-            false,
-            true,
-        ),
-        // The same, in the form the seeds write (one `version`, schema under `validation`):
-        // stored as v1, converted both ways (`conversion`).
-        ResourceInfo {
-            gvr: GroupVersionResource::new(
-                "apiextensions.k8s.io",
-                "v1beta1",
-                "customresourcedefinitions",
-            ),
-            ..info(
-                "apiextensions.k8s.io",
-                "customresourcedefinitions",
-                "customresourcedefinition",
-                "CustomResourceDefinition",
-                &["crd", "crds"],
-                false,
-                true,
-            )
-        },
+        // The definitions of custom resources, served live, and the same in the form the
+        // seeds write (one `version`, schema under `validation`): stored as v1, converted both
+        // ways (`conversion`).
+        crd("v1"),
+        crd("v1beta1"),
         // Dynamic admission as Kubernetes 1.7-1.13 served it (alpha, removed in 1.14).
         ResourceInfo {
             gvr: GroupVersionResource::new(

@@ -345,7 +345,7 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
         .metrics(registry);
     let shards = ctx.shards.clone();
     Ok(super::start(
-        ctx,
+        ctx.gate.clone(),
         "garbagecollector",
         controller,
         this,

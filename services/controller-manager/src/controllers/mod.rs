@@ -227,37 +227,9 @@ pub fn by_name<T>(ctx: &Context) -> impl Fn(&T, &ObjectKey) -> Option<u32> + use
 pub type Start = Box<dyn FnOnce(Shutdown) -> BoxFuture<'static, ()> + Send>;
 
 /// The [`Start`] of controller `name` whose reconcile is `reconcile(this, key)`, run through
-/// the context's [`Gate`] for the shard `shard_of(this, key)` gives (`None`: nothing to do
+/// `gate` (the context's) for the shard `shard_of(this, key)` gives (`None`: nothing to do
 /// here), on the controller's workers until the shutdown signal, then drained.
 pub fn start<K, T, F, Fut, E, S>(
-    ctx: &Context,
-    name: &'static str,
-    controller: Controller<K>,
-    this: Arc<T>,
-    shard_of: S,
-    reconcile: F,
-) -> Start
-where
-    K: Clone + Eq + Hash + Display + Send + Sync + 'static,
-    T: Send + Sync + 'static,
-    S: Fn(&T, &K) -> Option<u32> + Send + Sync + 'static,
-    F: Fn(Arc<T>, K) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action, E>> + Send + 'static,
-    E: Display + Send + 'static,
-{
-    start_gated(
-        ctx.gate.clone(),
-        name,
-        controller,
-        this,
-        shard_of,
-        reconcile,
-    )
-}
-
-/// [`start`], with the gate given (a controller that starts after setup, e.g. once its
-/// resource is served).
-pub fn start_gated<K, T, F, Fut, E, S>(
     gate: Gate,
     name: &'static str,
     controller: Controller<K>,

@@ -225,7 +225,7 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
         .workers(ctx.config.workers)
         .metrics(registry);
     Ok(super::start(
-        ctx,
+        ctx.gate.clone(),
         "namespace",
         controller,
         this,

@@ -309,7 +309,7 @@ fn run(
     controller: Controller<ObjectKey>,
     this: Arc<NetworkController>,
 ) -> Start {
-    super::start_gated(
+    super::start(
         gate,
         "network",
         controller,

@@ -64,7 +64,7 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
         .workers(ctx.config.workers)
         .metrics(registry);
     Ok(super::start(
-        ctx,
+        ctx.gate.clone(),
         "replicaset",
         controller,
         this,
