@@ -439,4 +439,21 @@ async fn the_seeds_v1beta1_crd_is_served_and_read_back_in_its_own_form() {
         .unwrap();
     assert_eq!(patched["spec"]["version"], "v1");
     assert_eq!(patched["spec"]["names"]["shortNames"], json!(["net"]));
+    // Deleted through v1beta1, as it was created: marked (at v1, as stored), cleaned up, gone.
+    ca.delete(
+        &v1beta1,
+        "",
+        "networks.samplecrd.k8s.io",
+        &DeleteParams::default(),
+    )
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(20), "the CRD to be gone", || async {
+        let e = cb
+            .get(&crds(), "", "networks.samplecrd.k8s.io")
+            .await
+            .err()?;
+        (e.reason == Reason::NotFound).then_some(())
+    })
+    .await;
 }

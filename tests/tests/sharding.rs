@@ -396,3 +396,51 @@ async fn three_hundred_deployments_converge_across_three_replicas_each_caching_i
         .await;
     }
 }
+
+/// `--shards 1` is leader election: one replica acts; when it dies the other takes the lease
+/// and picks up what changed meanwhile (its informer lists again on gaining the shard).
+#[tokio::test]
+async fn with_one_shard_a_standby_takes_over_and_catches_up() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let logs = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let mut cms = Vec::new();
+    for log in ["first.jsonl", "second.jsonl"] {
+        let log = logs.path().join(log);
+        cms.push(
+            ControllerManager::start(
+                &[&api],
+                &["--shards", "1", "--reconcile-log", log.to_str().unwrap()],
+            )
+            .await,
+        );
+    }
+    let names = vec!["solo".to_string()];
+    create_all(&c, &names, 2).await;
+    converged(&c, &names, 2, Duration::from_secs(60)).await;
+    let holder = shard_lease_holders(&c).await[&0].clone();
+    let log = read_logs(logs.path());
+    assert!(
+        !log.is_empty() && log.iter().all(|r| r.replica == holder),
+        "only the holder of the one shard reconciles"
+    );
+    let at = cms.iter().position(|cm| cm.id == holder).unwrap();
+    let mut dead = cms.remove(at);
+    let standby = cms.remove(0);
+    dead.kill9();
+    // A change while nobody holds the shard: the standby must see it once it takes over.
+    c.patch(
+        &deployments(),
+        "default",
+        "solo",
+        PatchType::Merge,
+        &json!({"spec": {"replicas": 3}}),
+    )
+    .await
+    .unwrap();
+    converged(&c, &names, 3, Duration::from_secs(60)).await;
+    assert_eq!(shard_lease_holders(&c).await[&0], standby.id);
+    assert_never_at_once(&read_logs(logs.path()));
+}

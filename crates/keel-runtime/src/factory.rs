@@ -134,17 +134,6 @@ impl InformerFactory {
         }
     }
 
-    /// Whether every started informer holds `shard` in full: work on a shard just gained must
-    /// wait for this, or it would act on some caches that have the shard and others that do
-    /// not yet (a ReplicaSet seen before its Pods would create them again).
-    pub fn shard_synced(&self, shard: u32) -> bool {
-        self.state()
-            .informers
-            .values()
-            .filter(|i| i.is_started())
-            .all(|i| i.has_synced_shard(shard))
-    }
-
     /// Whether every started informer has its first full list.
     pub fn has_synced(&self) -> bool {
         self.state()

@@ -132,7 +132,6 @@ impl Informer {
         handlers.push(handler);
     }
 
-    /// Whether the first full list is in the store (and its handlers were told of it).
     /// Objects received from the API server so far: each watch event, each object listed.
     pub fn received(&self) -> u64 {
         self.shared.received.load(Ordering::Relaxed)
@@ -152,6 +151,7 @@ impl Informer {
         }
     }
 
+    /// Whether the first full list is in the store (and its handlers were told of it).
     pub fn has_synced(&self) -> bool {
         self.shared.store.has_synced()
     }

@@ -586,7 +586,7 @@ impl<S: LeaseStore> Manager<S> {
                 self.draining.insert(*s, now);
                 self.shared.set_draining(*s, true);
             }
-            // Informers stop following draining shards at once, not at the end of the round.
+            // New work stops at once on draining shards (informers keep them until given up).
             self.shared.publish(now);
             ops.extend(plan.acquire.iter().map(|s| Op::Acquire(*s)));
         }

@@ -50,7 +50,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         factory: factory.clone(),
         config: config.clone(),
         shards: shards.clone(),
-        gate: controllers::Gate::new(shards.clone(), factory.clone(), &config, &mut registry)?,
+        gate: controllers::Gate::new(shards.clone(), &config, &mut registry)?,
     };
     let mut starts = Vec::new();
     for name in &names {

@@ -38,8 +38,12 @@ pub(crate) struct Shared {
     /// One entry per shard. A std mutex: held for a few field reads, never across an await,
     /// and taken on every `begin`, so it must be cheap.
     shards: Mutex<Vec<ShardState>>,
-    /// The shards open for new work, for informers to follow; sent only when it changes.
+    /// The shards open for new work; sent only when it changes.
     active: watch::Sender<BTreeSet<u32>>,
+    /// The shards held, draining ones included: what informers cache. A shard being handed
+    /// over stays cached until it is given up, so the reconciles still draining on it see all
+    /// of it.
+    cached: watch::Sender<BTreeSet<u32>>,
     /// Woken whenever a shard's in-flight work reaches zero.
     idle: Notify,
     /// Shards held within their renew deadline.
@@ -53,6 +57,7 @@ impl Shared {
             identity,
             shards: Mutex::new(vec![ShardState::default(); count as usize]),
             active: watch::channel(BTreeSet::new()).0,
+            cached: watch::channel(BTreeSet::new()).0,
             idle: Notify::new(),
             held,
         }
@@ -128,7 +133,7 @@ impl Shared {
     /// Returns the shards that lapsed since the last send (open then, past their renew
     /// deadline now).
     pub fn publish(&self, now: Instant) -> BTreeSet<u32> {
-        let (active, held, lapsed) = {
+        let (active, cached, held, lapsed) = {
             let shards = self.lock();
             let before = self.active.borrow();
             let lapsed: BTreeSet<u32> = before
@@ -147,13 +152,23 @@ impl Shared {
                 .filter(|(_, s)| s.valid_at(now) && !s.draining)
                 .map(|(i, _)| i)
                 .collect();
-            let held = shards.iter().filter(|s| s.valid_at(now)).count();
-            (active, held, lapsed)
+            let cached: BTreeSet<u32> = (0..self.count)
+                .zip(shards.iter())
+                .filter(|(_, s)| s.valid_at(now))
+                .map(|(i, _)| i)
+                .collect();
+            let held = cached.len();
+            (active, cached, held, lapsed)
         };
         self.held.set(i64::try_from(held).unwrap_or(i64::MAX));
         self.active.send_if_modified(|current| {
             let changed = *current != active;
             *current = active;
+            changed
+        });
+        self.cached.send_if_modified(|current| {
+            let changed = *current != cached;
+            *current = cached;
             changed
         });
         lapsed
@@ -262,12 +277,12 @@ impl ShardHandle {
         self.shared.active.subscribe()
     }
 
-    /// The active shards as a sharded informer factory follows them:
-    /// `InformerFactory::new(client).with_shards(handle.feed())`.
+    /// The held shards (draining ones included, until given up) as a sharded informer
+    /// factory follows them: `InformerFactory::new(client).with_shards(handle.feed())`.
     pub fn feed(&self) -> ShardFeed {
         ShardFeed {
             count: self.shared.count,
-            held: self.subscribe(),
+            held: self.shared.cached.subscribe(),
         }
     }
 

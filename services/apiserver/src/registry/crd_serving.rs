@@ -4,7 +4,7 @@
 //! longer served. Replicas do the cleanup side by side: each delete is idempotent and the
 //! finalizer's removal is a compare-and-swap on the CRD's revision.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +20,8 @@ use super::strategy::Subresource;
 
 /// How often each replica compares the CRDs in its cache with what it serves.
 const SYNC_EVERY: Duration = Duration::from_millis(200);
+/// The pause between two cleanup steps of one deleted CRD (each lists its objects from etcd).
+const CLEANUP_PAUSE: Duration = Duration::from_secs(1);
 /// How long one cleanup step (a list and its deletes) may take.
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -38,6 +40,10 @@ impl Registry {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // The CRDs served, by name and resourceVersion: rebuilt only when one changes.
         let mut served: BTreeMap<String, String> = BTreeMap::new();
+        // Deleted CRDs being cleaned up; their tasks say when a step is done (at most one
+        // message per entry of `cleaning`, so the channel stays as small as the set).
+        let mut cleaning: BTreeSet<String> = BTreeSet::new();
+        let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
         loop {
             tick.tick().await;
             let crds = self.store().cached(&info, |_| true);
@@ -59,9 +65,22 @@ impl Registry {
             for c in crds.iter().filter(|c| {
                 c.deletion_timestamp().is_some() && c.finalizers().contains(&CLEANUP_FINALIZER)
             }) {
-                if let Err(e) = self.clean_up(c).await {
-                    tracing::warn!(crd = c.name(), error = %e, "cleaning up a deleted CRD");
+                // One cleanup task per CRD at a time, off this loop: a CRD with many objects
+                // or objects held by finalizers must not hold up the serving of others.
+                if !cleaning.insert(c.name().to_string()) {
+                    continue;
                 }
+                let (this, crd, done) = (self.clone(), c.clone(), done_tx.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = this.clean_up(&crd).await {
+                        tracing::warn!(crd = crd.name(), error = %e, "cleaning up a deleted CRD");
+                    }
+                    tokio::time::sleep(CLEANUP_PAUSE).await;
+                    let _ = done.send(crd.name().to_string());
+                });
+            }
+            while let Ok(name) = done_rx.try_recv() {
+                cleaning.remove(&name);
             }
         }
     }

@@ -128,7 +128,8 @@ impl Registry {
         }
         validate(info, &obj)?;
         let t = target(info, obj.name());
-        if let Some(custom) = self.resources.custom(&info.gvr) {
+        let custom = self.resources.custom(&info.gvr);
+        if let Some(custom) = &custom {
             if custom.terminating {
                 return Err(ApiError::new(
                     keel_api::Reason::MethodNotAllowed,
@@ -139,9 +140,8 @@ impl Registry {
                     ),
                 ));
             }
-            validate_custom(&custom, &mut obj)?;
+            validate_custom(custom, &mut obj)?;
         }
-        let custom = self.resources.custom(&info.gvr);
         let namespace = async {
             if !info.namespaced {
                 return Ok(());
@@ -344,13 +344,20 @@ impl Registry {
         let expected_revision = resource_version::parse(&opts.resource_version)
             .map_err(|e| e.bad_request(&target(info, name)))?;
         let key = self.store.key(info, namespace, name);
-        let mutation = deletion::deletion(info, opts, expected_revision);
+        let mutation = stored_form(
+            info,
+            self.resources.custom(&info.gvr),
+            deletion::deletion(info, opts, expected_revision),
+        );
         let update = UpdateOptions {
             read_etcd: true,
             ..UpdateOptions::default()
         };
         let committed = self.store.update(&key, update, mutation, deadline).await?;
-        Ok((committed.object, committed.removed))
+        Ok((
+            crd::to_request_version(info, committed.object),
+            committed.removed,
+        ))
     }
 
     /// Watches objects after `resource_version` (empty or `"0"`: the current objects first).
@@ -397,6 +404,29 @@ fn update_mutation(
             crd::to_storage_version(custom, &mut new);
         }
         Ok(Change::Put(new))
+    })
+}
+
+/// `mutation`, whose object it writes put in the form objects are stored in: a v1beta1 CRD as
+/// v1, a custom object at its storage version. (Reads come back converted by storage; a delete
+/// that only marks the object writes what it read, at the request's version.)
+fn stored_form(
+    info: &Arc<ResourceInfo>,
+    custom: Option<Arc<CustomResource>>,
+    mutation: Mutation,
+) -> Mutation {
+    let info = info.clone();
+    Box::new(move |current: &Object| {
+        Ok(match mutation(current)? {
+            Change::Put(mut obj) => {
+                keel_api::conversion::to_stored(&info, &mut obj);
+                if let Some(custom) = &custom {
+                    crd::to_storage_version(custom, &mut obj);
+                }
+                Change::Put(obj)
+            }
+            removed => removed,
+        })
     })
 }
 

@@ -335,17 +335,20 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
         kinds: Kinds::builtin(),
         absent: Mutex::new(HashSet::new()),
     });
+    let mut read = Vec::new();
     for (gvr, as_dependents, as_owners) in informers {
-        // With one shard both are one informer, which then has both handlers.
         as_dependents.add_handler(dependent_handler(this.clone(), gvr.clone()));
         as_owners.add_handler(owner_handler(this.clone(), gvr));
+        read.push(as_dependents);
+        read.push(as_owners);
     }
+    let gate = ctx.gate.reading(&read.iter().collect::<Vec<_>>());
     let controller = Controller::new("garbagecollector", queue)
         .workers(ctx.config.workers)
         .metrics(registry);
     let shards = ctx.shards.clone();
     Ok(super::start(
-        ctx.gate.clone(),
+        gate,
         "garbagecollector",
         controller,
         this,

@@ -18,7 +18,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use keel_client::{ApiError, Client, GroupVersionResource, PatchType, Reason};
 use keel_runtime::{
-    Action, Controller, InformerFactory, ObjectKey, ShardBy, ShardHandle, WatchOptions,
+    Action, Controller, Informer, InformerFactory, ObjectKey, ShardBy, ShardHandle, WatchOptions,
 };
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -54,15 +54,11 @@ pub struct Context {
 }
 
 impl Context {
-    /// `base`, caching only this replica's shards (by `by`) when there is more than one shard.
-    /// With one shard every replica would cache everything anyway, and informers that differ
-    /// only in how they shard share one watch.
+    /// `base`, caching only this replica's shards (by `by`). Even with one shard: an informer
+    /// that follows the held set lists again when the shard is gained, so keys dropped while
+    /// it was not held come back.
     pub fn options(&self, base: WatchOptions, by: ShardBy) -> WatchOptions {
-        if self.shards.count() > 1 {
-            base.sharded(by)
-        } else {
-            base
-        }
+        base.sharded(by)
     }
 }
 
@@ -75,7 +71,9 @@ const SHARD_SYNC_WAIT: Duration = Duration::from_millis(100);
 #[derive(Clone)]
 pub struct Gate {
     shards: ShardHandle,
-    factory: InformerFactory,
+    /// The informers the controller reads: a shard just gained is worked on only once each
+    /// of them holds it in full.
+    informers: Arc<Vec<Informer>>,
     latency: Duration,
     log: Option<Arc<ReconcileLog>>,
     reconciles: Family<ShardLabels, Counter>,
@@ -96,7 +94,6 @@ struct ControllerLabel {
 impl Gate {
     pub fn new(
         shards: ShardHandle,
-        factory: InformerFactory,
         config: &Config,
         registry: &mut Registry,
     ) -> std::io::Result<Gate> {
@@ -106,7 +103,7 @@ impl Gate {
         };
         let gate = Gate {
             shards,
-            factory,
+            informers: Arc::new(Vec::new()),
             latency: config.simulated_latency,
             log,
             reconciles: Family::default(),
@@ -125,6 +122,14 @@ impl Gate {
         Ok(gate)
     }
 
+    /// This gate for a controller that reads these informers.
+    pub fn reading(&self, informers: &[&Informer]) -> Gate {
+        Gate {
+            informers: Arc::new(informers.iter().map(|i| (*i).clone()).collect()),
+            ..self.clone()
+        }
+    }
+
     /// Runs `work` if `shard` is active here, holding the shard for its duration; otherwise
     /// the key is dropped: its shard's holder reconciles it. A shard just gained waits
     /// (the key comes back shortly) until every informer holds it in full.
@@ -141,7 +146,7 @@ impl Gate {
     {
         let guard = shard.and_then(|s| self.shards.begin(s));
         if let Some(g) = &guard
-            && !self.factory.shard_synced(g.shard())
+            && !self.informers.iter().all(|i| i.has_synced_shard(g.shard()))
         {
             return Ok(Action::requeue(SHARD_SYNC_WAIT));
         }

@@ -225,7 +225,7 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
         .workers(ctx.config.workers)
         .metrics(registry);
     Ok(super::start(
-        ctx.gate.clone(),
+        ctx.gate.reading(&[&informer]),
         "namespace",
         controller,
         this,

@@ -22,8 +22,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use keel_client::{ApiError, Client, GroupVersionResource, PatchType, Reason, gvr};
 use keel_runtime::{
-    Action, Controller, InformerFactory, ObjectKey, ShardBy, ShardHandle, Store, WatchOptions,
-    WorkQueue, enqueue_handler,
+    Action, Controller, ObjectKey, ShardBy, ShardHandle, Store, WatchOptions, WorkQueue,
+    enqueue_handler,
 };
 use prometheus_client::registry::Registry;
 use serde_json::{Map, Value, json};
@@ -264,7 +264,16 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
                 return;
             }
             info!("Networks are served: starting the network controller");
-            let this = start(client, &factory, options, controller.queue().clone());
+            let informer = factory.informer_with(&networks(), options);
+            informer.add_handler(enqueue_handler(controller.queue().clone()));
+            let gate = gate.reading(&[&informer]);
+            let this = Arc::new(NetworkController {
+                ipam: Ipam {
+                    client: client.clone(),
+                },
+                client,
+                networks: informer.store(),
+            });
             let start = run(gate, shards, controller, this);
             start(shutdown).await;
         }
@@ -284,23 +293,6 @@ async fn wait_for_networks(client: &Client) {
         }
         tokio::time::sleep(DISCOVERY_EVERY).await;
     }
-}
-
-fn start(
-    client: Client,
-    factory: &InformerFactory,
-    options: WatchOptions,
-    queue: WorkQueue<ObjectKey>,
-) -> Arc<NetworkController> {
-    let informer = factory.informer_with(&networks(), options);
-    informer.add_handler(enqueue_handler(queue));
-    Arc::new(NetworkController {
-        ipam: Ipam {
-            client: client.clone(),
-        },
-        client,
-        networks: informer.store(),
-    })
 }
 
 fn run(
@@ -350,6 +342,8 @@ impl NetworkController {
         }
         let spec_cidr = net["spec"]["cidr"].as_str().unwrap_or("");
         let Some(cidr) = Cidr::parse(spec_cidr) else {
+            // A range it held before the change is given back.
+            self.ipam.release(uid(&net)).await?;
             let status = json!({"phase": "Failed", "conditions": condition("False", "InvalidCIDR",
                 &format!("spec.cidr {spec_cidr:?} is not an IPv4 range"))});
             self.write_status(&net, status).await?;
@@ -358,6 +352,7 @@ impl NetworkController {
         if let Some(g) = net["spec"]["gateway"].as_str().filter(|g| !g.is_empty())
             && !g.parse::<Ipv4Addr>().is_ok_and(|a| cidr.contains(a))
         {
+            self.ipam.release(uid(&net)).await?;
             let status = json!({"phase": "Failed", "conditions": condition("False", "InvalidGateway",
                 &format!("spec.gateway {g:?} is not an address of {cidr}"))});
             self.write_status(&net, status).await?;

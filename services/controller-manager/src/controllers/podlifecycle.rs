@@ -46,7 +46,7 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
         .metrics(registry);
     let shards = ctx.shards.clone();
     Ok(super::start(
-        ctx.gate.clone(),
+        ctx.gate.reading(&[&informer]),
         "podlifecycle",
         controller,
         this,

@@ -64,7 +64,7 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
         .workers(ctx.config.workers)
         .metrics(registry);
     Ok(super::start(
-        ctx.gate.clone(),
+        ctx.gate.reading(&[&rs_informer, &pod_informer]),
         "replicaset",
         controller,
         this,

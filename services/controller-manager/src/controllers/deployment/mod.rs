@@ -84,7 +84,7 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
         .workers(ctx.config.workers)
         .metrics(registry);
     Ok(super::start(
-        ctx.gate.clone(),
+        ctx.gate.reading(&[&d_informer, &rs_informer]),
         "deployment",
         controller,
         this,
