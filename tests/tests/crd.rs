@@ -118,6 +118,18 @@ async fn serving(c: &Client) {
     .await;
 }
 
+/// Waits until the Network CRD, deleted, is gone (its cleanup done).
+async fn crd_gone(c: &Client) {
+    eventually(Duration::from_secs(20), "the CRD to be gone", || async {
+        let e = c
+            .get(&crds(), "", "networks.samplecrd.k8s.io")
+            .await
+            .err()?;
+        (e.reason == Reason::NotFound).then_some(())
+    })
+    .await;
+}
+
 fn fields(e: &keel_client::ApiError) -> Vec<String> {
     e.causes.iter().map(|c| c.field.clone()).collect()
 }
@@ -362,14 +374,7 @@ async fn deleting_the_crd_deletes_its_objects_and_stops_serving_it() {
     )
     .await
     .unwrap();
-    eventually(Duration::from_secs(20), "the CRD to be gone", || async {
-        let e = ca
-            .get(&crds(), "", "networks.samplecrd.k8s.io")
-            .await
-            .err()?;
-        (e.reason == Reason::NotFound).then_some(())
-    })
-    .await;
+    crd_gone(&ca).await;
     for c in [&ca, &cb] {
         eventually(
             Duration::from_secs(5),
@@ -448,12 +453,5 @@ async fn the_seeds_v1beta1_crd_is_served_and_read_back_in_its_own_form() {
     )
     .await
     .unwrap();
-    eventually(Duration::from_secs(20), "the CRD to be gone", || async {
-        let e = cb
-            .get(&crds(), "", "networks.samplecrd.k8s.io")
-            .await
-            .err()?;
-        (e.reason == Reason::NotFound).then_some(())
-    })
-    .await;
+    crd_gone(&cb).await;
 }

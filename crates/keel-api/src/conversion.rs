@@ -3,6 +3,8 @@
 //! `apiVersion`; the CRD resource itself is stored at `apiextensions.k8s.io/v1` and also served
 //! at `v1beta1`, the form the seeds use (one `version`, schema under `validation`).
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value, json};
 
 use crate::{Object, ResourceInfo};
@@ -20,14 +22,22 @@ fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }
 
+/// Whether `obj` already has the `apiVersion` `info` serves (checked without allocating: this
+/// runs for every object read).
+fn is_served(info: &ResourceInfo, obj: &Object) -> bool {
+    match obj.api_version().rsplit_once('/') {
+        Some((group, version)) => group == info.gvr.group && version == info.gvr.version,
+        None => info.gvr.group.is_empty() && obj.api_version() == info.gvr.version,
+    }
+}
+
 /// A stored object as `info`'s version serves it. An object of another group is left alone.
 pub fn to_served(info: &ResourceInfo, obj: &mut Object) {
-    let want = info.api_version();
-    if obj.api_version() == want || group_of(obj.api_version()) != info.gvr.group {
+    if is_served(info, obj) || group_of(obj.api_version()) != info.gvr.group {
         return;
     }
     obj.as_map_mut()
-        .insert("apiVersion".into(), Value::String(want));
+        .insert("apiVersion".into(), Value::String(info.api_version()));
     if is_crd_v1beta1(info)
         && let Some(spec) = obj
             .as_map_mut()
@@ -35,6 +45,18 @@ pub fn to_served(info: &ResourceInfo, obj: &mut Object) {
             .and_then(Value::as_object_mut)
     {
         crd_v1_to_v1beta1(spec);
+    }
+}
+
+/// `obj` as `info`'s version serves it, copied only when it is not already (a mutation may be
+/// handed the previous one's result, which is in the stored form).
+pub fn served<'a>(info: &ResourceInfo, obj: &'a Object) -> Cow<'a, Object> {
+    if is_served(info, obj) {
+        Cow::Borrowed(obj)
+    } else {
+        let mut owned = obj.clone();
+        to_served(info, &mut owned);
+        Cow::Owned(owned)
     }
 }
 

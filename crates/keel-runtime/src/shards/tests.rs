@@ -264,15 +264,21 @@ async fn three_replicas_converge_to_10_11_11_with_one_holder_per_shard() {
     );
 }
 
+/// Replicas a, b and c, once they hold 10, 11 and 11 shards.
+async fn three(store: &MemLeases) -> (Replica, Replica, Replica) {
+    let (a, b, c) = (
+        Replica::start(store, "a"),
+        Replica::start(store, "b"),
+        Replica::start(store, "c"),
+    );
+    assert!(until(secs(60), || sorted_counts(&[&a, &b, &c]) == [10, 11, 11]).await);
+    (a, b, c)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_fourth_replica_gets_8_and_no_shard_is_ever_held_twice() {
     let store = MemLeases::default();
-    let (a, b, c) = (
-        Replica::start(&store, "a"),
-        Replica::start(&store, "b"),
-        Replica::start(&store, "c"),
-    );
-    assert!(until(secs(60), || sorted_counts(&[&a, &b, &c]) == [10, 11, 11]).await);
+    let (a, b, c) = three(&store).await;
     let d = Replica::start(&store, "d");
     let all = [&a, &b, &c, &d];
     let joined = Instant::now();
@@ -298,12 +304,7 @@ async fn a_fourth_replica_gets_8_and_no_shard_is_ever_held_twice() {
 #[tokio::test(start_paused = true)]
 async fn a_crashed_replicas_shards_are_taken_once_its_leases_expire() {
     let store = MemLeases::default();
-    let (a, b, c) = (
-        Replica::start(&store, "a"),
-        Replica::start(&store, "b"),
-        Replica::start(&store, "c"),
-    );
-    assert!(until(secs(60), || sorted_counts(&[&a, &b, &c]) == [10, 11, 11]).await);
+    let (a, b, c) = three(&store).await;
     let lost = c.held();
     c.task.abort();
     let died = Instant::now();

@@ -140,14 +140,8 @@ pub fn mutation(
     };
     let info = info.clone();
     Ok(Box::new(move |current: &Object| {
-        // In a coalesced batch, the previous patch's result is at the storage version.
-        let converted;
-        let current = if current.api_version() != info.api_version() {
-            converted = super::crd::to_request_version(&info, current.clone());
-            &converted
-        } else {
-            current
-        };
+        let current = keel_api::conversion::served(&info, current);
+        let current: &Object = &current;
         let t = target(&info, current.name());
         let patched = apply(&Value::Object(current.as_map().clone()))
             .map_err(|e| patch_error(&t, &info.kind, e))?;

@@ -389,13 +389,8 @@ fn update_mutation(
 ) -> Mutation {
     let info = info.clone();
     Box::new(move |current: &Object| {
-        let converted;
-        let current = if current.api_version() != info.api_version() {
-            converted = crd::to_request_version(&info, current.clone());
-            &converted
-        } else {
-            current
-        };
+        let current = keel_api::conversion::served(&info, current);
+        let current: &Object = &current;
         let mut new = strategy::prepare_for_update(&info, obj.clone(), current, sub)?;
         keel_api::conversion::to_stored(&info, &mut new);
         validate(&info, &new)?;

@@ -22,14 +22,13 @@ use std::time::Duration;
 use futures::FutureExt;
 use keel_client::{ApiError, Client, GroupVersionResource, PatchType, Reason, gvr};
 use keel_runtime::{
-    Action, Controller, ObjectKey, ShardBy, ShardHandle, Store, WatchOptions, WorkQueue,
-    enqueue_handler,
+    Action, Controller, ObjectKey, ShardBy, Store, WatchOptions, WorkQueue, enqueue_handler,
 };
 use prometheus_client::registry::Registry;
 use serde_json::{Map, Value, json};
 use tracing::info;
 
-use super::{Context, Gate, SetupError, Start};
+use super::{Context, SetupError, Start};
 use crate::objects::{self, name, namespace, uid};
 
 /// Held by each Network until its range is released.
@@ -253,7 +252,7 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
     let factory = ctx.factory.clone();
     let options = ctx.options(WatchOptions::default(), ShardBy::Name);
     let gate = ctx.gate.clone();
-    let shards = ctx.shards.clone();
+    let shard_of = super::by_name(ctx);
     Ok(Box::new(move |shutdown| {
         async move {
             let served = tokio::select! {
@@ -274,7 +273,14 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
                 client,
                 networks: informer.store(),
             });
-            let start = run(gate, shards, controller, this);
+            let start = super::start(
+                gate,
+                "network",
+                controller,
+                this,
+                shard_of,
+                |this, key| async move { this.reconcile(key).await },
+            );
             start(shutdown).await;
         }
         .boxed()
@@ -293,22 +299,6 @@ async fn wait_for_networks(client: &Client) {
         }
         tokio::time::sleep(DISCOVERY_EVERY).await;
     }
-}
-
-fn run(
-    gate: Gate,
-    shards: ShardHandle,
-    controller: Controller<ObjectKey>,
-    this: Arc<NetworkController>,
-) -> Start {
-    super::start(
-        gate,
-        "network",
-        controller,
-        this,
-        move |_, key: &ObjectKey| Some(shards.shard_for(&key.namespace, &key.name)),
-        |this, key| async move { this.reconcile(key).await },
-    )
 }
 
 fn condition(status: &str, reason: &str, message: &str) -> Value {
