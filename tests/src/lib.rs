@@ -183,6 +183,156 @@ impl Etcd {
     }
 }
 
+/// A three-member etcd cluster on loopback, each member with its own data directory; members
+/// can be killed, restarted (same ports and data), paused (SIGSTOP) and resumed.
+pub struct EtcdCluster {
+    /// Each member's client URL.
+    pub endpoints: Vec<String>,
+    peers: Vec<String>,
+    procs: Vec<Option<Proc>>,
+    dir: tempfile::TempDir,
+}
+
+impl EtcdCluster {
+    pub async fn start() -> EtcdCluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+        let mut c = EtcdCluster {
+            endpoints: ports
+                .iter()
+                .map(|(client, _)| format!("http://127.0.0.1:{client}"))
+                .collect(),
+            peers: ports
+                .iter()
+                .map(|(_, peer)| format!("http://127.0.0.1:{peer}"))
+                .collect(),
+            procs: vec![None, None, None],
+            dir,
+        };
+        for i in 0..3 {
+            c.spawn(i);
+        }
+        let endpoints = c.endpoints.clone();
+        eventually(
+            Duration::from_secs(30),
+            "the etcd cluster to elect a leader",
+            || {
+                let endpoints = endpoints.clone();
+                async move {
+                    let mut client = etcd_client::Client::connect(&endpoints, None).await.ok()?;
+                    let put = client.put("health", "ok", None);
+                    tokio::time::timeout(Duration::from_secs(2), put)
+                        .await
+                        .ok()?
+                        .ok()
+                        .map(|_| ())
+                }
+            },
+        )
+        .await;
+        c
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let etcd = std::env::var("ETCD_BIN").unwrap_or_else(|_| "etcd".into());
+        let name = format!("m{i}");
+        let cluster: Vec<String> = self
+            .peers
+            .iter()
+            .enumerate()
+            .map(|(k, p)| format!("m{k}={p}"))
+            .collect();
+        let data = self.dir.path().join(&name);
+        // A restarted member rejoins with its data; only a new one bootstraps the cluster.
+        let state = if data.exists() { "existing" } else { "new" };
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("{name}.log")))
+            .expect("log");
+        let child = Command::new(&etcd)
+            .args(["--name", &name, "--data-dir"])
+            .arg(&data)
+            .args(["--listen-client-urls", &self.endpoints[i]])
+            .args(["--advertise-client-urls", &self.endpoints[i]])
+            .args(["--listen-peer-urls", &self.peers[i]])
+            .args(["--initial-advertise-peer-urls", &self.peers[i]])
+            .args(["--initial-cluster", &cluster.join(",")])
+            .args(["--initial-cluster-state", state])
+            .args(["--initial-cluster-token", "keel-test"])
+            .args(["--max-request-bytes", "2097152", "--log-level", "error"])
+            .args(["--experimental-watch-progress-notify-interval", "1s"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start {etcd}: {e} (install Debian's etcd-server or set ETCD_BIN)")
+            });
+        self.procs[i] = Some(Proc(child));
+    }
+
+    /// The members' client URLs, comma-separated, for `--etcd-servers`.
+    pub fn servers(&self) -> String {
+        self.endpoints.join(",")
+    }
+
+    fn pid(&self, i: usize) -> u32 {
+        self.procs[i].as_ref().expect("member running").0.id()
+    }
+
+    /// SIGKILL member `i`.
+    pub fn kill(&mut self, i: usize) {
+        self.procs[i].take();
+    }
+
+    /// Starts member `i` again with its data (after `kill`).
+    pub fn restart(&mut self, i: usize) {
+        self.procs[i].take();
+        self.spawn(i);
+    }
+
+    /// SIGSTOP: the member keeps its connections open and answers nothing.
+    pub fn pause(&self, i: usize) {
+        signal(self.pid(i), Signal::STOP);
+    }
+
+    pub fn resume(&self, i: usize) {
+        signal(self.pid(i), Signal::CONT);
+    }
+
+    /// Waits until member `i` serves linearizable reads again (it has rejoined the cluster).
+    pub async fn wait_healthy(&self, i: usize) {
+        let endpoint = self.endpoints[i].clone();
+        eventually(Duration::from_secs(30), "the etcd member to rejoin", || {
+            let endpoint = endpoint.clone();
+            async move {
+                let mut client = etcd_client::Client::connect([endpoint], None).await.ok()?;
+                let get = client.get("health", None);
+                tokio::time::timeout(Duration::from_secs(1), get)
+                    .await
+                    .ok()?
+                    .ok()
+                    .map(|_| ())
+            }
+        })
+        .await;
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        // A paused member cannot die until it is resumed.
+        for p in self.procs.iter().flatten() {
+            if let Some(pid) = i32::try_from(p.0.id())
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+            {
+                let _ = rustix::process::kill_process(pid, Signal::CONT);
+            }
+        }
+    }
+}
+
 /// A `keel-apiserver` process.
 pub struct ApiServer {
     pub grpc: SocketAddr,

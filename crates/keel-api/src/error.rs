@@ -32,6 +32,9 @@ pub enum Reason {
     Timeout,
     /// The server cannot reach its storage.
     ServiceUnavailable,
+    /// The storage is full (etcd's `NOSPACE` alarm): writes fail until an operator frees space;
+    /// reads and watches go on.
+    InsufficientStorage,
     /// The verb is not supported on this resource.
     MethodNotAllowed,
     /// A bug or an unexpected state on the server.
@@ -48,7 +51,9 @@ impl Reason {
             Reason::Conflict => Code::Aborted,
             Reason::Invalid | Reason::BadRequest => Code::InvalidArgument,
             Reason::Expired => Code::OutOfRange,
-            Reason::RequestEntityTooLarge | Reason::TooManyRequests => Code::ResourceExhausted,
+            Reason::RequestEntityTooLarge
+            | Reason::TooManyRequests
+            | Reason::InsufficientStorage => Code::ResourceExhausted,
             Reason::Unauthorized => Code::Unauthenticated,
             Reason::Forbidden => Code::PermissionDenied,
             Reason::Timeout => Code::DeadlineExceeded,
@@ -72,6 +77,7 @@ impl Reason {
             Reason::Forbidden => 403,
             Reason::Timeout => 504,
             Reason::ServiceUnavailable => 503,
+            Reason::InsufficientStorage => 507,
             Reason::MethodNotAllowed => 405,
             Reason::InternalError => 500,
         }
@@ -315,6 +321,10 @@ impl ApiError {
 
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(Reason::ServiceUnavailable, Target::default(), message)
+    }
+
+    pub fn insufficient_storage(message: impl Into<String>) -> Self {
+        Self::new(Reason::InsufficientStorage, Target::default(), message)
     }
 
     pub fn internal(message: impl Into<String>) -> Self {

@@ -35,6 +35,11 @@ struct OperationLabels {
     operation: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndpointLabels {
+    endpoint: String,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -52,6 +57,8 @@ struct Inner {
     request_duration: HistogramFamily<VerbLabels>,
     etcd_requests: Family<OperationLabels, Counter>,
     etcd_duration: HistogramFamily<OperationLabels>,
+    etcd_retries: Family<OperationLabels, Counter>,
+    etcd_member_up: Family<EndpointLabels, Gauge>,
     patch_retries: Family<ResourceLabels, Counter>,
     patch_batch_size: HistogramFamily<ResourceLabels>,
     watches: Family<ResourceLabels, Gauge>,
@@ -97,6 +104,18 @@ impl Metrics {
             "etcd round-trip latency",
             etcd_duration.clone(),
         );
+        let etcd_retries = Family::<OperationLabels, Counter>::default();
+        registry.register(
+            "etcd_retries",
+            "etcd calls sent again to another member after one failed or stopped answering",
+            etcd_retries.clone(),
+        );
+        let etcd_member_up = Family::<EndpointLabels, Gauge>::default();
+        registry.register(
+            "etcd_member_up",
+            "1 while the etcd member answers its health probes and gets calls, else 0",
+            etcd_member_up.clone(),
+        );
         let patch_retries = Family::<ResourceLabels, Counter>::default();
         registry.register(
             "patch_retries",
@@ -124,6 +143,8 @@ impl Metrics {
             request_duration,
             etcd_requests,
             etcd_duration,
+            etcd_retries,
+            etcd_member_up,
             patch_retries,
             patch_batch_size,
             watches,
@@ -165,6 +186,18 @@ impl Metrics {
             .etcd_duration
             .get_or_create(&l)
             .observe(took.as_secs_f64());
+    }
+
+    pub fn etcd_retry(&self, operation: &'static str) {
+        let l = OperationLabels { operation };
+        self.0.etcd_retries.get_or_create(&l).inc();
+    }
+
+    pub fn etcd_member_up(&self, endpoint: &str, up: bool) {
+        let l = EndpointLabels {
+            endpoint: endpoint.to_string(),
+        };
+        self.0.etcd_member_up.get_or_create(&l).set(i64::from(up));
     }
 
     pub fn patch_retry(&self, resource: &str) {

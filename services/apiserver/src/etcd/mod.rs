@@ -1,18 +1,26 @@
 //! etcd, the layer below storage: key-value reads, compare-and-swap transactions, watches and
 //! compaction, each under a deadline and counted in the metrics. It knows keys and bytes, not
 //! objects; etcd's own errors become `ApiError`s here.
+//!
+//! A call goes to one healthy member and moves to another when that one fails or stops
+//! answering (`members`), before the caller's deadline. A write whose first attempt may have
+//! landed is sent again as the same transaction, and the key's history tells whether the
+//! write that won was ours ([`Etcd::settle`]).
 
+mod members;
 mod watch;
 
 pub use watch::{Event, EventKind, Watch, WatchEnd, WatchResponse};
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, KvClient, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
 use keel_api::ApiError;
 use tokio::time::Instant;
 
 use crate::metrics::Metrics;
+use members::Members;
 
 /// One stored key: its value bytes and revisions.
 #[derive(Debug, Clone)]
@@ -20,8 +28,9 @@ pub struct Stored {
     pub key: String,
     pub value: Vec<u8>,
     pub mod_revision: i64,
+    /// The revision that created the key.
+    pub create_revision: i64,
 }
-
 /// The outcome of a compare-and-swap.
 #[derive(Debug)]
 pub enum Cas {
@@ -41,33 +50,72 @@ pub struct Page {
     pub count: i64,
 }
 
-/// etcd, as the API server uses it. Cheap to clone: the client multiplexes one connection per
-/// endpoint.
+/// etcd, as the API server uses it. Cheap to clone: the members' clients multiplex one
+/// connection each.
 #[derive(Clone)]
 pub struct Etcd {
-    client: Client,
+    members: Arc<Members>,
     metrics: Metrics,
 }
 
-fn map_err(e: etcd_client::Error) -> ApiError {
+/// The message of etcd's `NOSPACE` alarm, refusing every write until it is disarmed.
+const NOSPACE: &str = "database space exceeded";
+
+/// What to do after one attempt failed.
+enum Failure {
+    /// Another member may succeed (this one is down, has no leader, or lost the connection).
+    Retry(String),
+    /// An answer every member would give: return it.
+    Final(ApiError),
+}
+
+fn classify(e: etcd_client::Error) -> Failure {
     use etcd_client::Error as E;
+    use tonic::Code;
     match e {
         E::GRpcStatus(s) => match s.code() {
-            tonic::Code::OutOfRange => ApiError::expired(format!(
+            Code::ResourceExhausted if s.message().contains(NOSPACE) => {
+                Failure::Final(ApiError::insufficient_storage(format!(
+                    "etcd is out of space ({}): writes fail until an operator compacts, \
+                     defragments and disarms the NOSPACE alarm; reads and watches go on",
+                    s.message()
+                )))
+            }
+            Code::OutOfRange => Failure::Final(ApiError::expired(format!(
                 "the requested resourceVersion is too old or not yet reached: {}",
                 s.message()
-            )),
-            tonic::Code::DeadlineExceeded => ApiError::timeout(Default::default(), s.message()),
-            tonic::Code::InvalidArgument if s.message().contains("too large") => {
-                ApiError::too_large(Default::default(), s.message())
+            ))),
+            Code::InvalidArgument if s.message().contains("too large") => {
+                Failure::Final(ApiError::too_large(Default::default(), s.message()))
             }
-            tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled => {
-                ApiError::unavailable(format!("etcd: {}", s.message()))
-            }
-            _ => ApiError::internal(format!("etcd: {}", s.message())),
+            // "no leader", "leader changed", "request timed out", "too many requests", a
+            // broken connection, a member shutting down: all on this member, not on the
+            // cluster.
+            Code::Unavailable
+            | Code::Unknown
+            | Code::Cancelled
+            | Code::Aborted
+            | Code::DeadlineExceeded
+            | Code::ResourceExhausted => Failure::Retry(s.message().to_string()),
+            _ => Failure::Final(ApiError::internal(format!("etcd: {}", s.message()))),
         },
-        other => ApiError::unavailable(format!("etcd: {other}")),
+        E::TransportError(t) => Failure::Retry(error_chain(&t)),
+        E::IoError(io) => Failure::Retry(io.to_string()),
+        E::WatchError(w) => Failure::Retry(w),
+        other => Failure::Final(ApiError::internal(format!("etcd: {other}"))),
     }
+}
+
+/// An error and its sources, for a log line that says what actually broke.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
 }
 
 fn stored(kv: &etcd_client::KeyValue) -> Stored {
@@ -75,6 +123,7 @@ fn stored(kv: &etcd_client::KeyValue) -> Stored {
         key: String::from_utf8_lossy(kv.key()).into_owned(),
         value: kv.value().to_vec(),
         mod_revision: kv.mod_revision(),
+        create_revision: kv.create_revision(),
     }
 }
 
@@ -90,47 +139,93 @@ pub fn prefix_end(prefix: &str) -> Vec<u8> {
     vec![0]
 }
 
+/// Pause before sending a failed call again: short, and longer with each attempt, so members
+/// that all refuse ("too many requests") are not hammered.
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis(10u64.saturating_mul(1 << attempt.min(4)))
+}
+
+/// A compare-and-swap as sent: what it writes, to recognise it in the key's history if an
+/// attempt failed without an answer.
+enum Write<'a> {
+    Create(&'a [u8]),
+    Put(&'a [u8]),
+    Delete,
+}
+
 impl Etcd {
-    /// Connects lazily: the API server starts even while etcd is down, and requests fail with
-    /// `ServiceUnavailable` until it is back.
+    /// Connects lazily: the API server starts even while etcd is down, and requests wait for
+    /// a member (up to their deadline) until one answers.
     pub async fn connect(endpoints: &[String], metrics: Metrics) -> Result<Etcd, ApiError> {
-        let opts = etcd_client::ConnectOptions::new()
-            .with_connect_timeout(Duration::from_secs(2))
-            .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
-            .with_keep_alive_while_idle(true);
-        let client = Client::connect(endpoints, Some(opts))
+        let members = Members::connect(endpoints, metrics.clone())
             .await
-            .map_err(map_err)?;
-        Ok(Etcd { client, metrics })
+            .map_err(|e| ApiError::unavailable(format!("etcd: {e}")))?;
+        Ok(Etcd { members, metrics })
     }
 
-    fn kv(&self) -> KvClient {
-        self.client.kv_client()
-    }
-
-    /// Runs one etcd call under the request's deadline, counting it in the metrics.
-    async fn call<T>(
+    /// Runs one etcd call under the request's deadline on a healthy member, moving to another
+    /// when it fails there or the member stops answering. Also says whether an earlier attempt
+    /// failed after it may have been sent (a write must then be settled, see [`Etcd::settle`]).
+    async fn call<T, F, Fut>(
         &self,
         op: &'static str,
         deadline: Instant,
-        fut: impl Future<Output = Result<T, etcd_client::Error>>,
-    ) -> Result<T, ApiError> {
+        mut f: F,
+    ) -> Result<(T, bool), ApiError>
+    where
+        F: FnMut(etcd_client::Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
         let start = Instant::now();
-        let out = tokio::time::timeout_at(deadline, fut).await;
+        let mut retried = false;
+        let mut cause = String::from("no etcd member answers");
+        let mut attempt = 0;
+        let out = loop {
+            let Some(i) = self.members.pick(deadline).await else {
+                break Err(timeout(&cause));
+            };
+            let member = &self.members.members[i];
+            let mut health = self.members.health();
+            let failure = tokio::select! {
+                biased;
+                r = tokio::time::timeout_at(deadline, f(member.client.clone())) => match r {
+                    Err(_) => break Err(timeout(&cause)),
+                    Ok(Ok(v)) => break Ok((v, retried)),
+                    Ok(Err(e)) => classify(e),
+                },
+                _ = Members::down(&mut health, i) => {
+                    Failure::Retry(format!("{} stopped answering", member.endpoint))
+                }
+            };
+            match failure {
+                Failure::Final(e) => break Err(e),
+                Failure::Retry(why) => {
+                    self.members.mark_down(i, &why);
+                    self.metrics.etcd_retry(op);
+                    tracing::debug!(op, endpoint = %member.endpoint, %why, "etcd call sent again");
+                    cause = format!("{}: {why}", member.endpoint);
+                    retried = true;
+                    attempt += 1;
+                    if tokio::time::timeout_at(deadline, tokio::time::sleep(backoff(attempt)))
+                        .await
+                        .is_err()
+                    {
+                        break Err(timeout(&cause));
+                    }
+                }
+            }
+        };
         self.metrics.etcd_request(op, start.elapsed());
-        match out {
-            Err(_) => Err(ApiError::timeout(
-                Default::default(),
-                "the request did not complete within its deadline (etcd did not answer)",
-            )),
-            Ok(r) => r.map_err(map_err),
-        }
+        out
     }
 
     /// Reads one key (linearizable).
     pub async fn get(&self, key: &str, deadline: Instant) -> Result<Option<Stored>, ApiError> {
-        let mut kv = self.kv();
-        let resp = self.call("get", deadline, kv.get(key, None)).await?;
+        let (resp, _) = self
+            .call("get", deadline, |c| async move {
+                c.kv_client().get(key, None).await
+            })
+            .await?;
         Ok(resp.kvs().first().map(stored))
     }
 
@@ -147,9 +242,11 @@ impl Etcd {
         if revision > 0 {
             opts = opts.with_revision(revision);
         }
-        let mut kv = self.kv();
-        let resp = self
-            .call("range", deadline, kv.get(start.to_vec(), Some(opts)))
+        let (resp, _) = self
+            .call("range", deadline, |c| {
+                let opts = opts.clone();
+                async move { c.kv_client().get(start, Some(opts)).await }
+            })
             .await?;
         Ok(Page {
             kvs: resp.kvs().iter().map(stored).collect(),
@@ -166,21 +263,94 @@ impl Etcd {
 
     /// The current revision of the store.
     pub async fn current_revision(&self, deadline: Instant) -> Result<i64, ApiError> {
-        let mut kv = self.kv();
-        let opts = GetOptions::new().with_count_only();
-        let resp = self.call("get", deadline, kv.get("/", Some(opts))).await?;
+        let (resp, _) = self
+            .call("get", deadline, |c| async move {
+                let opts = GetOptions::new().with_count_only();
+                c.kv_client().get("/", Some(opts)).await
+            })
+            .await?;
         Ok(resp.header().map(|h| h.revision()).unwrap_or(0))
     }
 
-    fn stale_of(resp: &etcd_client::TxnResponse) -> Option<Stored> {
-        resp.op_responses().into_iter().find_map(|r| match r {
+    /// Sends a compare-and-swap whose `or_else` reads the key, and says how it ended: when an
+    /// attempt failed without an answer and the compare of a later one failed, the first may
+    /// have landed, and [`Etcd::settle`] finds out from the key's history.
+    async fn cas(
+        &self,
+        op: &'static str,
+        key: &str,
+        expected: i64,
+        write: Write<'_>,
+        txn: Txn,
+        deadline: Instant,
+    ) -> Result<Cas, ApiError> {
+        let (resp, retried) = self
+            .call(op, deadline, |c| {
+                let txn = txn.clone();
+                async move { c.kv_client().txn(txn).await }
+            })
+            .await?;
+        if resp.succeeded() {
+            return Ok(Cas::Done(resp.header().map(|h| h.revision()).unwrap_or(0)));
+        }
+        let current = resp.op_responses().into_iter().find_map(|r| match r {
             TxnOpResponse::Get(g) => g.kvs().first().map(stored),
             _ => None,
-        })
+        });
+        if !retried {
+            return Ok(Cas::Stale(current));
+        }
+        self.settle(key, expected, write, current, deadline).await
     }
 
-    fn revision_of(resp: &etcd_client::TxnResponse) -> i64 {
-        resp.header().map(|h| h.revision()).unwrap_or(0)
+    /// A write was sent, its answer lost, and the same compare-and-swap sent again failed its
+    /// compare: either the first attempt landed, or another writer got there first. The first
+    /// change of the key after `expected` (the create revision, for a create) tells which.
+    async fn settle(
+        &self,
+        key: &str,
+        expected: i64,
+        write: Write<'_>,
+        current: Option<Stored>,
+        deadline: Instant,
+    ) -> Result<Cas, ApiError> {
+        // A create compared "the key does not exist": the change to look at is the one that
+        // created what is there now.
+        let after = match (&write, &current) {
+            (Write::Create(_), Some(c)) => c.create_revision - 1,
+            (Write::Create(_), None) => return Ok(Cas::Stale(None)),
+            _ => expected,
+        };
+        let first = match self.first_change_after(key, after, deadline).await? {
+            Some(first) => first,
+            None => {
+                // History compacted: the key as it is now is all there is to go on.
+                let ours = match (&write, &current) {
+                    (Write::Create(v) | Write::Put(v), Some(c)) => c.value == *v,
+                    (Write::Delete, None) => true,
+                    _ => false,
+                };
+                if !ours {
+                    return Err(ApiError::timeout(
+                        Default::default(),
+                        "etcd did not answer a write and its history no longer shows whether \
+                         the write landed: read the object and retry if it did not",
+                    ));
+                }
+                let rev = current.as_ref().map(|c| c.mod_revision).unwrap_or(0);
+                return Ok(Cas::Done(rev));
+            }
+        };
+        let ours = match write {
+            Write::Create(v) | Write::Put(v) => first.0 == EventKind::Put && first.1 == v,
+            Write::Delete => first.0 == EventKind::Delete,
+        };
+        tracing::info!(key, ours, "settled a write whose first answer was lost");
+        Ok(if ours {
+            Cas::Done(first.2)
+        } else {
+            Cas::Stale(current)
+        })
     }
 
     /// Creates `key` if it does not exist: `Stale(Some(existing))` when it does.
@@ -192,15 +362,10 @@ impl Etcd {
     ) -> Result<Cas, ApiError> {
         let txn = Txn::new()
             .when([Compare::create_revision(key, CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key, value, None)])
+            .and_then([TxnOp::put(key, value.clone(), None)])
             .or_else([TxnOp::get(key, None)]);
-        let mut kv = self.kv();
-        let resp = self.call("create", deadline, kv.txn(txn)).await?;
-        Ok(if resp.succeeded() {
-            Cas::Done(Self::revision_of(&resp))
-        } else {
-            Cas::Stale(Self::stale_of(&resp))
-        })
+        self.cas("create", key, 0, Write::Create(&value), txn, deadline)
+            .await
     }
 
     /// Puts `value` at `key` if the key's `mod_revision` is still `expected`; otherwise returns
@@ -215,15 +380,10 @@ impl Etcd {
     ) -> Result<Cas, ApiError> {
         let txn = Txn::new()
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
-            .and_then([TxnOp::put(key, value, None)])
+            .and_then([TxnOp::put(key, value.clone(), None)])
             .or_else([TxnOp::get(key, None)]);
-        let mut kv = self.kv();
-        let resp = self.call("update", deadline, kv.txn(txn)).await?;
-        Ok(if resp.succeeded() {
-            Cas::Done(Self::revision_of(&resp))
-        } else {
-            Cas::Stale(Self::stale_of(&resp))
-        })
+        self.cas("update", key, expected, Write::Put(&value), txn, deadline)
+            .await
     }
 
     /// Deletes `key` if its `mod_revision` is still `expected`.
@@ -237,23 +397,26 @@ impl Etcd {
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
             .and_then([TxnOp::delete(key, None)])
             .or_else([TxnOp::get(key, None)]);
-        let mut kv = self.kv();
-        let resp = self.call("delete", deadline, kv.txn(txn)).await?;
-        Ok(if resp.succeeded() {
-            Cas::Done(Self::revision_of(&resp))
-        } else {
-            Cas::Stale(Self::stale_of(&resp))
-        })
+        self.cas("delete", key, expected, Write::Delete, txn, deadline)
+            .await
     }
 
     /// Compacts history up to `revision` (physically, so the space is reclaimed).
     pub async fn compact(&self, revision: i64, deadline: Instant) -> Result<(), ApiError> {
-        let mut kv = self.kv();
-        let opts = etcd_client::CompactionOptions::new().with_physical();
-        self.call("compact", deadline, kv.compact(revision, Some(opts)))
-            .await?;
+        self.call("compact", deadline, |c| async move {
+            let opts = etcd_client::CompactionOptions::new().with_physical();
+            c.kv_client().compact(revision, Some(opts)).await
+        })
+        .await?;
         Ok(())
     }
+}
+
+fn timeout(cause: &str) -> ApiError {
+    ApiError::timeout(
+        Default::default(),
+        format!("the request did not complete within its deadline (etcd: {cause})"),
+    )
 }
 
 #[cfg(test)]

@@ -1,9 +1,14 @@
 //! etcd watches as typed responses: each change of a key (with its previous value when asked
 //! for), progress notifications, and why a watch ended.
 
-use etcd_client::{EventType, WatchOptions, WatchStream};
+use std::time::Duration;
 
-use super::Etcd;
+use etcd_client::{EventType, WatchOptions, WatchStream};
+use keel_api::ApiError;
+use tokio::time::Instant;
+
+use super::members::Members;
+use super::{Etcd, Failure, classify};
 
 /// What happened to a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,10 +78,16 @@ pub enum WatchEnd {
     Failed(String),
 }
 
-/// An open watch of a key prefix.
+/// An open watch of a key prefix, on one member: it ends (`Failed`) when that member is
+/// marked down, so the caller resumes on another one from its last revision.
 pub struct Watch {
     stream: WatchStream,
+    member: usize,
+    health: tokio::sync::watch::Receiver<Vec<bool>>,
 }
+
+/// How long opening a watch may wait for a member that answers.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Etcd {
     /// Watches every key under `prefix` from revision `from` on, with progress notifications;
@@ -89,19 +100,97 @@ impl Etcd {
         if with_prev {
             opts = opts.with_prev_key();
         }
-        let mut client = self.client.clone();
-        let stream = client
-            .watch(prefix, Some(opts))
+        self.open(prefix, opts, Instant::now() + OPEN_TIMEOUT)
             .await
-            .map_err(|e| e.to_string())?;
-        Ok(Watch { stream })
+            .map_err(|e| e.message)
+    }
+
+    /// Opens a watch on a healthy member, moving on while members fail.
+    async fn open(
+        &self,
+        key: &str,
+        opts: WatchOptions,
+        deadline: Instant,
+    ) -> Result<Watch, ApiError> {
+        let mut cause = String::from("no etcd member answers");
+        loop {
+            let Some(i) = self.members.pick(deadline).await else {
+                return Err(ApiError::unavailable(format!("etcd watch: {cause}")));
+            };
+            let member = &self.members.members[i];
+            let mut health = self.members.health();
+            let mut client = member.client.clone();
+            let opened = tokio::select! {
+                r = tokio::time::timeout_at(deadline, client.watch(key, Some(opts.clone()))) => r,
+                _ = Members::down(&mut health, i) => continue,
+            };
+            let why = match opened {
+                Err(_) => return Err(ApiError::unavailable(format!("etcd watch: {cause}"))),
+                Ok(Ok(stream)) => {
+                    return Ok(Watch {
+                        stream,
+                        member: i,
+                        health,
+                    });
+                }
+                Ok(Err(e)) => match classify(e) {
+                    Failure::Final(e) => return Err(e),
+                    Failure::Retry(why) => why,
+                },
+            };
+            self.members.mark_down(i, &why);
+            cause = format!("{}: {why}", member.endpoint);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The first change of `key` after revision `after`: its kind, value and revision;
+    /// `None` when that history is compacted.
+    pub(super) async fn first_change_after(
+        &self,
+        key: &str,
+        after: i64,
+        deadline: Instant,
+    ) -> Result<Option<(EventKind, Vec<u8>, i64)>, ApiError> {
+        let opts = WatchOptions::new().with_start_revision(after + 1);
+        loop {
+            let mut watch = self.open(key, opts.clone(), deadline).await?;
+            loop {
+                let msg = tokio::time::timeout_at(deadline, watch.next())
+                    .await
+                    .map_err(|_| {
+                        ApiError::timeout(
+                            Default::default(),
+                            "etcd did not answer in time whether a write landed",
+                        )
+                    })?;
+                match msg {
+                    Ok(resp) => {
+                        if let Some(ev) = resp.events().next() {
+                            return Ok(Some((ev.kind, ev.value.to_vec(), ev.mod_revision)));
+                        }
+                    }
+                    Err(WatchEnd::Canceled {
+                        compact_revision, ..
+                    }) if compact_revision > 0 => return Ok(None),
+                    // Another member.
+                    Err(_) => break,
+                }
+            }
+        }
     }
 }
 
 impl Watch {
     /// The next message; cancel-safe, so it may be raced against a timer.
     pub async fn next(&mut self) -> Result<WatchResponse, WatchEnd> {
-        match self.stream.message().await {
+        let msg = tokio::select! {
+            m = self.stream.message() => m,
+            _ = Members::down(&mut self.health, self.member) => {
+                return Err(WatchEnd::Failed("the etcd member stopped answering".into()));
+            }
+        };
+        match msg {
             Ok(Some(r)) if r.canceled() => Err(WatchEnd::Canceled {
                 compact_revision: r.compact_revision(),
                 reason: r.cancel_reason().to_string(),

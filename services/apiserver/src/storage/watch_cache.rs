@@ -225,6 +225,11 @@ impl WatchCache {
                 }
                 Interrupted::Failed(e) => {
                     tracing::warn!(resource = %self.info.gvr, error = %e, "watch cache lost its etcd watch; resuming");
+                    if self.revision() >= from {
+                        // The watch worked before it broke (a member went away): resume at once
+                        // on another one, and back off only while watches fail to start.
+                        backoff = Duration::from_millis(100);
+                    }
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                 }
