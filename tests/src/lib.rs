@@ -117,6 +117,11 @@ pub struct Etcd {
 
 impl Etcd {
     pub async fn start() -> Etcd {
+        Self::start_with(&[]).await
+    }
+
+    /// Starts with extra flags (`--quota-backend-bytes`, say).
+    pub async fn start_with(extra: &[&str]) -> Etcd {
         let etcd = std::env::var("ETCD_BIN").unwrap_or_else(|_| "etcd".into());
         for _attempt in 0..5 {
             let dir = tempfile::tempdir().expect("tempdir");
@@ -143,6 +148,7 @@ impl Etcd {
                 .args(["--max-request-bytes", "2097152", "--log-level", "error"])
                 // Progress notifications a quiet watch can trust (see DESIGN.md, "Watch").
                 .args(["--experimental-watch-progress-notify-interval", "1s"])
+                .args(extra)
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()

@@ -212,3 +212,118 @@ async fn one_etcd_member_killed_paused_or_cut_off_is_invisible_to_clients() {
     // The faults did hit traffic: calls were moved to other members.
     assert!(etcd_retries(&api) > 0.0, "no etcd call was ever retried");
 }
+
+#[tokio::test]
+async fn etcd_out_of_space_fails_writes_clearly_and_recovers_without_a_restart() {
+    // 4 MiB of backend: a few dozen revisions of a 200 KB object fill it.
+    let etcd = keel_tests::Etcd::start_with(&["--quota-backend-bytes", "4194304"]).await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let cms = gvr("", "v1", "configmaps");
+    c.create(
+        &cms,
+        "default",
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}}),
+    )
+    .await
+    .unwrap();
+    let mut full = None;
+    for i in 0..200 {
+        let p = json!({"data": {"blob": format!("{i}{}", "x".repeat(200_000))}});
+        if let Err(e) = c.patch(&cms, "default", "big", PatchType::Merge, &p).await {
+            full = Some(e);
+            break;
+        }
+    }
+    let e = full.expect("etcd ran out of space");
+    assert_eq!(e.reason, keel_api::Reason::InsufficientStorage, "{e}");
+    assert!(e.message.contains("out of space"), "{}", e.message);
+    assert!(e.message.contains("NOSPACE"), "{}", e.message);
+    // Reads, lists and watches go on.
+    let before = c.get(&cms, "default", "big").await.unwrap();
+    c.list(&cms, "default", &Default::default()).await.unwrap();
+    let mut watch = c
+        .watch(
+            &cms,
+            &WatchParams {
+                namespace: "default".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), watch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.kind, EventType::Added);
+    let err = c
+        .create(
+            &cms,
+            "default",
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "new"}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason, keel_api::Reason::InsufficientStorage);
+
+    // The operator's fix: compact, defragment, disarm. keel is not restarted.
+    let mut admin = etcd.client().await;
+    let head = admin
+        .get("x", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
+    admin
+        .compact(
+            head,
+            Some(etcd_client::CompactionOptions::new().with_physical()),
+        )
+        .await
+        .unwrap();
+    admin.defragment().await.unwrap();
+    // As `etcdctl alarm disarm`: each raised alarm, with the member that raised it.
+    let raised = admin
+        .alarm(
+            etcd_client::AlarmAction::Get,
+            etcd_client::AlarmType::None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(!raised.alarms().is_empty(), "the NOSPACE alarm is raised");
+    for a in raised.alarms() {
+        let mut opts = etcd_client::AlarmOptions::new();
+        opts.with_member(a.member_id());
+        admin
+            .alarm(
+                etcd_client::AlarmAction::Deactivate,
+                etcd_client::AlarmType::Nospace,
+                Some(opts),
+            )
+            .await
+            .unwrap();
+    }
+    let after = c
+        .patch(
+            &cms,
+            "default",
+            "big",
+            PatchType::Merge,
+            &json!({"data": {"blob": "small"}}),
+        )
+        .await
+        .unwrap();
+    assert!(rv(&after) > rv(&before));
+    // The watch opened while etcd was full delivers the write.
+    let ev = tokio::time::timeout(Duration::from_secs(10), watch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(ev.kind, EventType::Modified);
+    assert_eq!(ev.resource_version(), rv(&after).to_string());
+}
