@@ -211,6 +211,26 @@ async fn one_etcd_member_killed_paused_or_cut_off_is_invisible_to_clients() {
     }
     // The faults did hit traffic: calls were moved to other members.
     assert!(etcd_retries(&api) > 0.0, "no etcd call was ever retried");
+    let log = api.log();
+    println!(
+        "etcd calls retried: {}, writes whose answer was lost settled from history: {}",
+        etcd_retries(&api),
+        log.matches("settled a write").count(),
+    );
+    // And every member is back in rotation.
+    eventually(
+        Duration::from_secs(10),
+        "every member back in rotation",
+        || async {
+            let up = api
+                .metrics()
+                .lines()
+                .filter(|l| l.starts_with("keel_apiserver_etcd_member_up{") && l.ends_with(" 1"))
+                .count();
+            (up == 3).then_some(())
+        },
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -345,7 +345,15 @@ impl Etcd {
             Write::Create(v) | Write::Put(v) => first.0 == EventKind::Put && first.1 == v,
             Write::Delete => first.0 == EventKind::Delete,
         };
-        tracing::info!(key, ours, "settled a write whose first answer was lost");
+        tracing::info!(
+            key,
+            ours,
+            expected,
+            first_revision = first.2,
+            first_kind = ?first.0,
+            current_revision = current.as_ref().map(|c| c.mod_revision),
+            "settled a write whose first answer was lost"
+        );
         Ok(if ours {
             Cas::Done(first.2)
         } else {
