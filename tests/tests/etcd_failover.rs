@@ -144,9 +144,35 @@ async fn one_etcd_member_killed_paused_or_cut_off_is_invisible_to_clients() {
             .unwrap();
         start_rv = start_rv.max(rv(&created));
     }
-    let watchers: Vec<_> = (0..3).map(|_| start_watcher(&c, start_rv)).collect();
+    let mut watchers: Vec<_> = (0..3).map(|_| start_watcher(&c, start_rv)).collect();
     let load = start_writers(&c);
     writes_go_on(&load, 200, "writes before any fault").await;
+    // A watcher too far behind for the watch cache is served from etcd's history, on one
+    // member at a time: a plain watch, so any error would reach it.
+    let behind = ApiServer::start_at(&servers, &["--watch-cache-size", "10"]).await;
+    let from_etcd: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let mut plain = behind
+        .client()
+        .await
+        .watch(
+            &cms,
+            &WatchParams {
+                namespace: "default".into(),
+                resource_version: start_rv.to_string(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let seen = from_etcd.clone();
+    tokio::spawn(async move {
+        while let Some(ev) = plain.next().await {
+            let ev = ev.expect("the watch from etcd's history goes on without an error");
+            seen.lock()
+                .await
+                .push(ev.resource_version().parse().unwrap());
+        }
+    });
 
     // Every member in turn, so one of them is the leader when it goes.
     for i in 0..3 {
@@ -191,6 +217,7 @@ async fn one_etcd_member_killed_paused_or_cut_off_is_invisible_to_clients() {
         }
     }
     // Every watcher saw every acknowledged write, each once, in order.
+    watchers.push((from_etcd, tokio::spawn(async {})));
     let acked = load.acked.lock().await.clone();
     let last = *acked.last().unwrap();
     for (k, (seen, _)) in watchers.iter().enumerate() {

@@ -280,9 +280,23 @@ pub fn serve_from_etcd(etcd: Etcd, prefix: String, from: i64, params: WatchParam
                             let _ = out.send(Err(e)).await;
                             return;
                         }
-                        Err(WatchEnd::Failed(_)) => {
-                            let _ = out.send(Err(ApiError::unavailable("the etcd watch ended; watch again from the last resourceVersion"))).await;
-                            return;
+                        Err(WatchEnd::Failed(why)) => {
+                            // Its member went away: resume on another one after the last
+                            // revision seen.
+                            match etcd.watch(&prefix, progress.seen + 1, true).await {
+                                Ok(w) => {
+                                    watch = w;
+                                    continue;
+                                }
+                                Err(e) => {
+                                    let e = ApiError::unavailable(format!(
+                                        "the etcd watch ended ({why}) and could not resume ({e}); \
+                                         watch again from the last resourceVersion"
+                                    ));
+                                    let _ = out.send(Err(e)).await;
+                                    return;
+                                }
+                            }
                         }
                     };
                     if let Some(rv) = resp.progress() {
