@@ -12,9 +12,11 @@ use keel_api::proto::{
 use keel_api::shard::ShardSelector;
 use keel_api::{ApiError, GroupVersionResource, Target};
 use serde_json::Value;
+use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::endpoints::{Endpoints, never_sent};
+use crate::delivery::{Delivery, Idempotency, delivery};
+use crate::endpoints::Endpoints;
 
 /// Shorthand for a [`GroupVersionResource`].
 pub fn gvr(group: &str, version: &str, resource: &str) -> GroupVersionResource {
@@ -27,7 +29,8 @@ pub struct ClientConfig {
     /// `http://host:port` of each API server replica; requests are balanced over those that
     /// answer.
     pub endpoints: Vec<String>,
-    /// Deadline of each unary request (sent to the server as the gRPC deadline).
+    /// Deadline of each unary call, retries on other endpoints included (each try sends the
+    /// time left to the server as its gRPC deadline).
     pub timeout: Duration,
     pub connect_timeout: Duration,
 }
@@ -103,6 +106,24 @@ fn decode(bytes: &[u8]) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::internal(format!("the server sent an unreadable object: {e}")))
 }
 
+/// A request with `timeout` as its gRPC deadline.
+fn request<T>(msg: T, timeout: Duration) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    r.set_timeout(timeout);
+    r
+}
+
+/// The caller's error for a failed call. A transport failure is `ServiceUnavailable` whatever
+/// code tonic gave it (a stream cut by GOAWAY is `Internal` there, a request hyper dropped
+/// unsent `Cancelled`); the client's own deadline stays `Timeout`.
+fn api_error(s: &tonic::Status, how: Delivery) -> ApiError {
+    let mut e = ApiError::from_status(s);
+    if matches!(how, Delivery::NotProcessed | Delivery::Unknown) {
+        e.reason = keel_api::Reason::ServiceUnavailable;
+    }
+    e
+}
+
 fn encode(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).unwrap_or_default()
 }
@@ -149,46 +170,49 @@ impl Client {
         Self::objects_client(self.endpoints.channel(self.endpoints.pick()))
     }
 
-    /// Sends a call to the next endpoint; when the connection cannot even be made, to the
-    /// next one after it, until every endpoint was tried once.
-    pub(crate) async fn call<T, F, Fut>(&self, mut f: F) -> Result<T, ApiError>
+    /// Sends a call to the next endpoint and, while it fails in a way that allows it (see
+    /// [`Delivery::may_retry`]), to each other endpoint once, within the client's timeout. `f`
+    /// builds the request of one try, given the time left (its gRPC deadline).
+    pub(crate) async fn call<T, F, Fut>(&self, kind: Idempotency, mut f: F) -> Result<T, ApiError>
     where
-        F: FnMut(ObjectsClient<Channel>) -> Fut,
+        F: FnMut(ObjectsClient<Channel>, Duration) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        self.call_channel(|ch| f(Self::objects_client(ch))).await
+        self.call_channel(kind, |ch, left| f(Self::objects_client(ch), left))
+            .await
     }
 
     /// [`Client::call`] for any service on the endpoints' channels.
-    async fn call_channel<T, F, Fut>(&self, mut f: F) -> Result<T, ApiError>
+    ///
+    /// Each endpoint is tried once: when every one failed unprocessed, none is serving (all
+    /// refuse connections, or go away), and the caller hears so at once rather than at its
+    /// deadline, as kubectl does.
+    async fn call_channel<T, F, Fut>(&self, kind: Idempotency, mut f: F) -> Result<T, ApiError>
     where
-        F: FnMut(Channel) -> Fut,
+        F: FnMut(Channel, Duration) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        let n = self.endpoints.len();
-        let mut attempt = 0;
+        let deadline = Instant::now() + self.timeout;
+        let mut tried = vec![false; self.endpoints.len()];
         loop {
-            let i = self.endpoints.pick();
-            match f(self.endpoints.channel(i)).await {
+            let Some(i) = self.endpoints.pick_untried(&tried) else {
+                return Err(ApiError::unavailable("no server address given"));
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            let s = match f(self.endpoints.channel(i), left).await {
                 Ok(r) => return Ok(r.into_inner()),
-                Err(s) if never_sent(&s) && attempt + 1 < n => {
-                    self.endpoints.mark_down(i);
-                    attempt += 1;
-                }
-                Err(s) => {
-                    if never_sent(&s) {
-                        self.endpoints.mark_down(i);
-                    }
-                    return Err(ApiError::from_status(&s));
-                }
+                Err(s) => s,
+            };
+            let how = delivery(&s);
+            if how == Delivery::NotProcessed {
+                self.endpoints.mark_down(i);
+            }
+            tried[i] = true;
+            let last = tried.iter().all(|&t| t);
+            if last || !how.may_retry(kind) || Instant::now() >= deadline {
+                return Err(api_error(&s, how));
             }
         }
-    }
-
-    fn request<T>(&self, msg: T) -> tonic::Request<T> {
-        let mut r = tonic::Request::new(msg);
-        r.set_timeout(self.timeout);
-        r
     }
 
     pub async fn create(
@@ -203,8 +227,8 @@ impl Client {
             object: encode(obj),
         };
         let resp = self
-            .call(|mut c| {
-                let r = self.request(req.clone());
+            .call(Idempotency::Write, |mut c, left| {
+                let r = request(req.clone(), left);
                 async move { c.create(r).await }
             })
             .await?;
@@ -257,8 +281,8 @@ impl Client {
             include_uninitialized,
         };
         let resp = self
-            .call(|mut c| {
-                let r = self.request(req.clone());
+            .call(Idempotency::Read, |mut c, left| {
+                let r = request(req.clone(), left);
                 async move { c.get(r).await }
             })
             .await?;
@@ -285,8 +309,8 @@ impl Client {
             resource_version_match: p.resource_version_match.clone(),
         };
         let resp = self
-            .call(|mut c| {
-                let r = self.request(req.clone());
+            .call(Idempotency::Read, |mut c, left| {
+                let r = request(req.clone(), left);
                 async move { c.list(r).await }
             })
             .await?;
@@ -354,8 +378,8 @@ impl Client {
             object: encode(obj),
         };
         let resp = self
-            .call(|mut c| {
-                let r = self.request(req.clone());
+            .call(Idempotency::Write, |mut c, left| {
+                let r = request(req.clone(), left);
                 async move { c.update(r).await }
             })
             .await?;
@@ -393,8 +417,8 @@ impl Client {
             patch,
         };
         let resp = self
-            .call(|mut c| {
-                let r = self.request(req.clone());
+            .call(Idempotency::Write, |mut c, left| {
+                let r = request(req.clone(), left);
                 async move { c.patch(r).await }
             })
             .await?;
@@ -421,8 +445,8 @@ impl Client {
             propagation_policy: p.propagation as i32,
         };
         let resp = self
-            .call(|mut c| {
-                let r = self.request(req.clone());
+            .call(Idempotency::Write, |mut c, left| {
+                let r = request(req.clone(), left);
                 async move { c.delete(r).await }
             })
             .await?;
@@ -432,8 +456,8 @@ impl Client {
     /// The resources the server serves.
     pub async fn discovery(&self) -> Result<Vec<ApiResource>, ApiError> {
         let resp = self
-            .call_channel(|ch| {
-                let r = self.request(DiscoveryRequest {});
+            .call_channel(Idempotency::Read, |ch, left| {
+                let r = request(DiscoveryRequest {}, left);
                 async move { DiscoveryClient::new(ch).server_resources(r).await }
             })
             .await?;
@@ -452,5 +476,96 @@ pub(crate) fn shard_selector(s: &ShardSelector) -> keel_api::proto::ShardSelecto
         count: s.count,
         ids: s.ids.clone(),
         by_owner: s.by_owner,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Mutex;
+
+    use keel_api::Reason;
+
+    use super::*;
+
+    fn client(n: usize) -> Client {
+        let channels = (0..n)
+            .map(|i| {
+                let url = format!("http://127.0.0.1:{}", 1 + i);
+                let ch = Endpoint::from_shared(url.clone()).unwrap().connect_lazy();
+                (url, ch)
+            })
+            .collect();
+        Client {
+            endpoints: Arc::new(Endpoints::new(channels)),
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    fn refused() -> tonic::Status {
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        tonic::Status::from_error(Box::new(tonic::ConnectError(Box::new(io))))
+    }
+
+    fn reset() -> tonic::Status {
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        tonic::Status::from_error(Box::new(io))
+    }
+
+    /// Runs one call whose tries fail with `failures` in turn (then succeed); returns its
+    /// result and how many tries were made.
+    async fn call(
+        c: &Client,
+        kind: Idempotency,
+        failures: Vec<tonic::Status>,
+    ) -> (Result<(), ApiError>, usize) {
+        let failures = Mutex::new(failures.into_iter());
+        let tries = Mutex::new(0);
+        let result = c
+            .call_channel(kind, |_, _| {
+                *tries.lock().unwrap() += 1;
+                let next = failures.lock().unwrap().next();
+                async move { next.map_or(Ok(tonic::Response::new(())), Err) }
+            })
+            .await;
+        (result, tries.into_inner().unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_write_that_was_not_processed_goes_to_the_next_endpoint() {
+        let (r, tries) = call(&client(2), Idempotency::Write, vec![refused()]).await;
+        assert!(r.is_ok());
+        assert_eq!(tries, 2);
+    }
+
+    #[tokio::test]
+    async fn a_write_with_an_unknown_outcome_is_not_repeated() {
+        let (r, tries) = call(&client(2), Idempotency::Write, vec![reset()]).await;
+        assert_eq!(r.unwrap_err().reason, Reason::ServiceUnavailable);
+        assert_eq!(tries, 1);
+    }
+
+    #[tokio::test]
+    async fn a_read_is_repeated_whatever_the_transport_did() {
+        let (r, tries) = call(&client(2), Idempotency::Read, vec![reset()]).await;
+        assert!(r.is_ok());
+        assert_eq!(tries, 2);
+    }
+
+    #[tokio::test]
+    async fn the_servers_answer_is_final() {
+        let not_found = tonic::Status::not_found("configmaps \"x\" not found");
+        let (r, tries) = call(&client(2), Idempotency::Read, vec![not_found]).await;
+        assert_eq!(r.unwrap_err().reason, Reason::NotFound);
+        assert_eq!(tries, 1);
+    }
+
+    #[tokio::test]
+    async fn when_every_endpoint_refuses_the_caller_hears_at_once() {
+        let failures = vec![refused(), refused(), refused(), refused()];
+        let (r, tries) = call(&client(3), Idempotency::Write, failures).await;
+        assert_eq!(r.unwrap_err().reason, Reason::ServiceUnavailable);
+        assert_eq!(tries, 3);
     }
 }

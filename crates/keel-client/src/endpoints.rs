@@ -1,6 +1,6 @@
 //! Several API server endpoints: requests go round-robin over those that answer; an endpoint
-//! that refuses connections is skipped for a moment, and a request that never left is sent to
-//! the next one.
+//! that refused a request unprocessed (connect refused, GOAWAY) is skipped for a moment, and
+//! a retried request goes first to the endpoints it has not tried yet.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -56,30 +56,27 @@ impl Endpoints {
             .unwrap_or(start % n)
     }
 
+    /// The next endpoint for a call that already failed on those marked in `tried`:
+    /// round-robin over the untried ones that are up, else any untried one; `None` when every
+    /// endpoint was tried.
+    pub fn pick_untried(&self, tried: &[bool]) -> Option<usize> {
+        let n = self.channels.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let untried = || (0..n).map(|k| (start + k) % n).filter(|&i| !tried[i]);
+        untried()
+            .find(|&i| !self.is_down(i))
+            .or_else(|| untried().next())
+    }
+
     pub fn channel(&self, i: usize) -> Channel {
         self.channels[i].1.clone()
     }
 
+    /// Skips endpoint `i` for a while: it refused a request without processing it.
     pub fn mark_down(&self, i: usize) {
         *self.down_until[i].lock().unwrap_or_else(|e| e.into_inner()) =
             Some(Instant::now() + DOWN_FOR);
     }
-}
-
-/// Whether a failed call never reached a server (the connection could not be made), so it
-/// is safe to send it to another endpoint whatever the request does.
-pub(crate) fn never_sent(s: &tonic::Status) -> bool {
-    if s.code() != tonic::Code::Unavailable {
-        return false;
-    }
-    let mut source = std::error::Error::source(s);
-    while let Some(e) = source {
-        if format!("{e:?}").contains("ConnectError") {
-            return true;
-        }
-        source = e.source();
-    }
-    s.message().contains("connect error")
 }
 
 #[cfg(test)]
@@ -121,6 +118,18 @@ mod tests {
             (0..3).map(|_| e.pick()).any(|i| i == 1),
             "back after the window"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_prefers_untried_endpoints_that_are_up() {
+        let e = endpoints(3);
+        e.mark_down(2);
+        for _ in 0..6 {
+            assert_eq!(e.pick_untried(&[true, false, false]), Some(1));
+        }
+        // Only a down one left untried: still tried (it may be back).
+        assert_eq!(e.pick_untried(&[true, true, false]), Some(2));
+        assert_eq!(e.pick_untried(&[true, true, true]), None);
     }
 
     #[tokio::test(start_paused = true)]

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod client;
+mod delivery;
 mod endpoints;
 mod watch;
 

@@ -7,6 +7,7 @@ use keel_api::{ApiError, GroupVersionResource};
 use serde_json::Value;
 
 use crate::Client;
+use crate::delivery::Idempotency;
 
 /// Buffer between a resumable watch's task and its reader.
 const RESUMABLE_BUFFER: usize = 256;
@@ -132,7 +133,8 @@ impl Client {
             shard: p.shard.as_ref().map(crate::client::shard_selector),
         };
         let stream = self
-            .call(|mut c| {
+            // The stream has no deadline: it lasts until either side ends it.
+            .call(Idempotency::Read, |mut c, _| {
                 let r = req.clone();
                 async move { c.watch(r).await }
             })

@@ -36,7 +36,12 @@ pub struct Config {
     /// PATCHes that may wait on one object before callers get TooManyRequests.
     #[arg(long, env = "KEEL_MAX_QUEUED_PATCHES", default_value_t = 10_000)]
     pub max_queued_patches: usize,
-    /// How long requests may drain after SIGTERM.
+    /// After SIGTERM, how long to keep serving everything while /readyz answers 503, before the
+    /// listener closes: time for a load balancer that probes /readyz to stop sending new
+    /// connections here. keel-client needs none (it fails over on GOAWAY and refused connects).
+    #[arg(long, env = "KEEL_SHUTDOWN_DELAY", default_value = "0s", value_parser = humantime::parse_duration)]
+    pub shutdown_delay: Duration,
+    /// After the listener closes, how long in-flight requests may take to finish.
     #[arg(long, env = "KEEL_SHUTDOWN_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,
 }

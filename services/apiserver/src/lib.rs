@@ -11,7 +11,8 @@
 //!   write loop, PATCH coalescing, watch caches and watchers, history compaction;
 //! - [`etcd`]: key-value calls, compare-and-swap transactions and watches on etcd.
 //!
-//! [`server`] wires them together; [`metrics`] is what every layer records into.
+//! [`server`] wires them together and shuts them down in order on the [`shutdown`] signals;
+//! [`metrics`] is what every layer records into.
 
 #![forbid(unsafe_code)]
 
@@ -23,6 +24,7 @@ pub mod metrics;
 pub mod registry;
 pub mod request;
 pub mod server;
+pub mod shutdown;
 pub mod storage;
 pub mod transport;
 

@@ -1,5 +1,6 @@
 //! Wiring: builds each layer on the one below it (etcd → storage → registry → request handling
-//! → transports), starts the background tasks and the listeners, and shuts down on SIGTERM.
+//! → transports), starts the background tasks and the listeners, and shuts down gracefully on
+//! SIGTERM (DESIGN.md, "Graceful shutdown and rolling restarts").
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use crate::etcd::Etcd;
 use crate::metrics::Metrics;
 use crate::registry::{FinalizerRules, Registry, Resources};
 use crate::request::Handler;
+use crate::shutdown::Signals;
 use crate::storage::{self, Store, StoreConfig};
 use crate::transport::{grpc, http};
 
@@ -19,33 +21,21 @@ use crate::transport::{grpc, http};
 /// keel's typed `RequestEntityTooLarge` naming the object; still a bound on memory per request.
 const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
 
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
+/// How long the side port may take to close once the gRPC server has drained.
+const HTTP_CLOSE_WAIT: Duration = Duration::from_secs(2);
 
-/// Runs the API server until SIGTERM or Ctrl-C.
-pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Runs the API server until SIGTERM or Ctrl-C, then shuts it down: unready at once, serving
+/// on for `--shutdown-delay`, then no new connections, GOAWAY on every connection, watches
+/// ended, and in-flight requests answered within `--shutdown-grace`. A second signal exits at
+/// once.
+pub async fn run(config: Config) -> Result<(), BoxError> {
     let metrics = Metrics::new();
     let etcd = Etcd::connect(&config.etcd_servers, metrics.clone()).await?;
-    // Watches end when this turns true, and the listeners stop accepting.
+    // Turns true first on SIGTERM: /readyz and gRPC health answer unready, all else serves.
+    let (draining_tx, draining_rx) = tokio::sync::watch::channel(false);
+    // Turns true after --shutdown-delay: watches end and the gRPC listener stops accepting.
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let resources = Arc::new(Resources::builtin());
     let store = Store::new(
@@ -77,6 +67,9 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     }
     let handler = Arc::new(Handler::new(registry, metrics.clone()));
 
+    // From here on SIGTERM is ours to handle (until here its default action ends the process:
+    // nothing is served yet, so nothing needs draining).
+    let mut signals = Signals::new();
     let grpc_listener = tokio::net::TcpListener::bind(config.listen).await?;
     let http_listener = tokio::net::TcpListener::bind(config.http_listen).await?;
     let grpc_addr = grpc_listener.local_addr()?;
@@ -88,12 +81,14 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     let http_state = http::HttpState {
         handler: handler.clone(),
         metrics: metrics.clone(),
+        draining: draining_rx,
     };
-    let mut http_shutdown = shutdown_tx.subscribe();
+    // The side port outlives the gRPC drain, so that probes see 503, not a refused connection.
+    let (http_stop_tx, mut http_stop) = tokio::sync::watch::channel(false);
     let http_server = tokio::spawn(async move {
         axum::serve(http_listener, http::router(http_state))
             .with_graceful_shutdown(async move {
-                let _ = http_shutdown.wait_for(|d| *d).await;
+                let _ = http_stop.wait_for(|d| *d).await;
             })
             .await
     });
@@ -110,31 +105,68 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     let discovery = DiscoveryServer::new(grpc::DiscoveryService { handler });
 
     let mut grpc_shutdown = shutdown_tx.subscribe();
-    let grpc_server = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .add_service(health_service)
-        .add_service(objects)
-        .add_service(discovery)
-        .serve_with_incoming_shutdown(
-            // Without TCP_NODELAY, responses larger than a segment wait ~40 ms for delayed ACKs.
-            tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
-            async move {
-                let _ = grpc_shutdown.wait_for(|d| *d).await;
-            },
-        );
-    let mut grpc_server = std::pin::pin!(grpc_server);
+    // tonic's graceful shutdown, once `grpc_shutdown` fires: the listener is closed (new
+    // connects are refused), every connection gets hyper's graceful GOAWAY (first with the
+    // last stream id 2^31-1, then, a PING round trip later, with the last stream it took:
+    // the client knows any later stream went unprocessed), streams already taken run to
+    // their end, and the future resolves once every connection has closed.
+    let mut grpc_server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(Duration::from_secs(30)))
+            .add_service(health_service)
+            .add_service(objects)
+            .add_service(discovery)
+            .serve_with_incoming_shutdown(
+                // Without TCP_NODELAY, responses larger than a segment wait ~40 ms for delayed
+                // ACKs.
+                tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
+                async move {
+                    let _ = grpc_shutdown.wait_for(|d| *d).await;
+                },
+            ),
+    );
+
     tokio::select! {
-        res = &mut grpc_server => res?,
-        _ = shutdown_signal() => {
-            tracing::info!("shutting down: closing watches and draining requests");
-            health_reporter.set_not_serving::<ObjectsServer<grpc::ObjectsService>>().await;
-            let _ = shutdown_tx.send(true);
-            if tokio::time::timeout(config.shutdown_grace, &mut grpc_server).await.is_err() {
-                tracing::warn!("requests still running after the grace period; exiting");
-            }
+        res = &mut grpc_server => {
+            // The server stopped by itself (its listener failed): nothing left to drain.
+            res??;
+            return Ok(());
         }
+        () = signals.next() => {}
     }
-    let _ = shutdown_tx.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(2), http_server).await;
+
+    // 1. Unready, first of all, while everything still serves.
+    draining_tx.send_replace(true);
+    health_reporter
+        .set_not_serving::<ObjectsServer<grpc::ObjectsService>>()
+        .await;
+    tracing::info!(
+        delay = ?config.shutdown_delay,
+        "shutting down: unready now, serving on for the shutdown delay"
+    );
+    // 2. Serve on, unready, so that load balancers probing /readyz stop sending new
+    //    connections here before the listener closes.
+    tokio::select! {
+        () = tokio::time::sleep(config.shutdown_delay) => {}
+        () = signals.next() => return Err("a second signal during the shutdown delay".into()),
+    }
+    // 3. Stop accepting, GOAWAY, end the watches (clients resume them elsewhere from their
+    //    last resourceVersion), and answer what is in flight.
+    shutdown_tx.send_replace(true);
+    tracing::info!(
+        grace = ?config.shutdown_grace,
+        "closing the listener and the watches, draining requests"
+    );
+    tokio::select! {
+        res = tokio::time::timeout(config.shutdown_grace, &mut grpc_server) => match res {
+            Ok(res) => res??,
+            Err(_) => tracing::warn!("requests still running after the shutdown grace; exiting"),
+        },
+        () = signals.next() => return Err("a second signal while draining requests".into()),
+    }
+    // 4. The side port last.
+    http_stop_tx.send_replace(true);
+    let _ = tokio::time::timeout(HTTP_CLOSE_WAIT, http_server).await;
+    tracing::info!("shut down");
     Ok(())
 }

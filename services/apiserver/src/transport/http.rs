@@ -1,5 +1,6 @@
 //! The HTTP side port: `/healthz` (the process serves), `/readyz` (etcd answers and the watch
-//! caches are loaded), `/metrics` (Prometheus text format).
+//! caches are loaded, and the server is not shutting down), `/metrics` (Prometheus text
+//! format).
 
 use std::sync::Arc;
 
@@ -16,6 +17,8 @@ use crate::request::Handler;
 pub struct HttpState {
     pub handler: Arc<Handler>,
     pub metrics: Metrics,
+    /// True from the first SIGTERM: unready from then on, whatever else holds.
+    pub draining: tokio::sync::watch::Receiver<bool>,
 }
 
 pub fn router(state: HttpState) -> Router {
@@ -28,6 +31,12 @@ pub fn router(state: HttpState) -> Router {
 }
 
 async fn readyz(State(s): State<HttpState>) -> impl IntoResponse {
+    if *s.draining.borrow() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting down\n".to_string(),
+        );
+    }
     match s.handler.readiness().await {
         Ok(()) => (StatusCode::OK, "ok\n".to_string()),
         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
