@@ -84,19 +84,30 @@ impl Members {
         self.up.subscribe()
     }
 
-    /// The member calls should go to: the preferred one if it is up, else the next one up;
-    /// waits until one is up or `deadline` passes (`None`).
-    pub async fn pick(&self, deadline: Instant) -> Option<usize> {
-        let mut health = self.health();
-        loop {
-            let n = self.members.len();
-            let start = self.preferred.load(Ordering::Relaxed);
-            let up = health.borrow_and_update().clone();
-            let found = (0..n).map(|k| (start + k) % n).find(|&i| up[i]);
-            if let Some(i) = found {
+    /// The member a call should go to, and whether it is up: the preferred one if it is up,
+    /// else the next one up. With none up (an election, a restart of the only member, a probe
+    /// starved of CPU) the preferred one all the same: etcd queues what it cannot serve yet,
+    /// and waiting for probes would only add their interval to every call.
+    pub fn pick(&self) -> (usize, bool) {
+        let n = self.members.len();
+        let start = self.preferred.load(Ordering::Relaxed) % n.max(1);
+        let up = self.up.borrow();
+        match (0..n).map(|k| (start + k) % n).find(|&i| up[i]) {
+            Some(i) => {
                 if i != start {
                     self.preferred.store(i, Ordering::Relaxed);
                 }
+                (i, true)
+            }
+            None => (start, false),
+        }
+    }
+
+    /// A member that is up, waiting for one until `deadline` (`None`: none came up).
+    pub async fn pick_up(&self, deadline: Instant) -> Option<usize> {
+        let mut health = self.health();
+        loop {
+            if let (i, true) = self.pick() {
                 return Some(i);
             }
             match tokio::time::timeout_at(deadline, health.changed()).await {
@@ -118,12 +129,31 @@ impl Members {
         }
     }
 
+    /// Waits until a call on member `i` (`up` when picked) should go elsewhere: `i` was up and
+    /// is marked down, or it was down and another member is up.
+    pub async fn better_elsewhere(health: &mut watch::Receiver<Vec<bool>>, i: usize, up: bool) {
+        if up {
+            return Self::down(health, i).await;
+        }
+        let others_up = |v: &Vec<bool>| v.iter().enumerate().any(|(k, u)| k != i && *u);
+        if health.wait_for(others_up).await.is_err() {
+            std::future::pending::<()>().await
+        }
+    }
+
     /// A call to member `i` failed in a way another member may not: take it out of rotation
     /// until its probes pass again.
     pub fn mark_down(&self, i: usize, cause: &str) {
         if let Some(m) = self.members.get(i) {
             m.successes.store(0, Ordering::Relaxed);
         }
+        // The next call tries the next member, even while none is up.
+        let _ = self.preferred.compare_exchange(
+            i,
+            (i + 1) % self.members.len().max(1),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
         self.set(i, false, cause);
     }
 

@@ -178,12 +178,10 @@ impl Etcd {
     {
         let start = Instant::now();
         let mut retried = false;
-        let mut cause = String::from("no etcd member answers");
+        let mut cause = String::from("no etcd member answered");
         let mut attempt = 0;
         let out = loop {
-            let Some(i) = self.members.pick(deadline).await else {
-                break Err(timeout(&cause));
-            };
+            let (i, up) = self.members.pick();
             let member = &self.members.members[i];
             let mut health = self.members.health();
             let failure = tokio::select! {
@@ -193,7 +191,9 @@ impl Etcd {
                     Ok(Ok(v)) => break Ok((v, retried)),
                     Ok(Err(e)) => classify(e),
                 },
-                _ = Members::down(&mut health, i) => {
+                // A member marked down while it has our call, or (sent to a member that was
+                // down, for want of a better one) another member up: send the call there.
+                () = Members::better_elsewhere(&mut health, i, up) => {
                     Failure::Retry(format!("{} stopped answering", member.endpoint))
                 }
             };

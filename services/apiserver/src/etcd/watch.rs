@@ -114,7 +114,7 @@ impl Etcd {
     ) -> Result<Watch, ApiError> {
         let mut cause = String::from("no etcd member answers");
         loop {
-            let Some(i) = self.members.pick(deadline).await else {
+            let Some(i) = self.members.pick_up(deadline).await else {
                 return Err(ApiError::unavailable(format!("etcd watch: {cause}")));
             };
             let member = &self.members.members[i];
