@@ -13,7 +13,7 @@ use keel_api::shard::ShardSelector;
 use keel_api::{ApiError, GroupVersionResource, Target};
 use serde_json::Value;
 use tokio::time::Instant;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::delivery::{Delivery, Idempotency, delivery};
 use crate::endpoints::Endpoints;
@@ -33,6 +33,41 @@ pub struct ClientConfig {
     /// time left to the server as its gRPC deadline).
     pub timeout: Duration,
     pub connect_timeout: Duration,
+    /// TLS towards `https://` endpoints: the CA that signed the servers' certificates and,
+    /// optionally, the client's own certificate (its identity).
+    pub tls: Option<TlsConfig>,
+}
+
+/// PEM bytes of the CA to trust and of the client's certificate and key.
+#[derive(Debug, Clone, Default)]
+pub struct TlsConfig {
+    pub ca_pem: Vec<u8>,
+    /// Certificate and private key, PEM.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl TlsConfig {
+    /// Reads the CA and, when both are given, the client certificate and key from files.
+    pub fn from_files(
+        ca: &std::path::Path,
+        identity: Option<(&std::path::Path, &std::path::Path)>,
+    ) -> Result<TlsConfig, ApiError> {
+        let read = |p: &std::path::Path| {
+            std::fs::read(p).map_err(|e| {
+                ApiError::bad_request(
+                    Target::default(),
+                    format!("cannot read {}: {e}", p.display()),
+                )
+            })
+        };
+        Ok(TlsConfig {
+            ca_pem: read(ca)?,
+            identity: match identity {
+                Some((cert, key)) => Some((read(cert)?, read(key)?)),
+                None => None,
+            },
+        })
+    }
 }
 
 impl ClientConfig {
@@ -44,7 +79,13 @@ impl ClientConfig {
                 .collect(),
             timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(3),
+            tls: None,
         }
+    }
+
+    pub fn tls(mut self, tls: TlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
     }
 
     pub fn timeout(mut self, t: Duration) -> Self {
@@ -133,14 +174,31 @@ impl Client {
     /// servers are still starting.
     pub async fn connect(config: &ClientConfig) -> Result<Client, ApiError> {
         let mut channels = Vec::new();
+        let tls = config.tls.as_ref().map(|t| {
+            let mut c = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&t.ca_pem));
+            if let Some((cert, key)) = &t.identity {
+                c = c.identity(Identity::from_pem(cert, key));
+            }
+            c
+        });
         for e in &config.endpoints {
-            let ep = Endpoint::from_shared(e.clone())
-                .map_err(|err| {
+            let invalid = |err: &dyn std::fmt::Display| {
+                ApiError::bad_request(
+                    Target::default(),
+                    format!("invalid server address {e:?}: {err}"),
+                )
+            };
+            let mut ep = Endpoint::from_shared(e.clone()).map_err(|err| invalid(&err))?;
+            if e.starts_with("https://") {
+                let tls = tls.clone().ok_or_else(|| {
                     ApiError::bad_request(
                         Target::default(),
-                        format!("invalid server address {e:?}: {err}"),
+                        format!("{e} is https: give the CA that signed its certificate"),
                     )
-                })?
+                })?;
+                ep = ep.tls_config(tls).map_err(|err| invalid(&err))?;
+            }
+            let ep = ep
                 .connect_timeout(config.connect_timeout)
                 .tcp_nodelay(true)
                 .http2_keep_alive_interval(Duration::from_secs(20))

@@ -15,7 +15,7 @@ mod delivery;
 mod endpoints;
 mod watch;
 
-pub use client::{Client, ClientConfig, DeleteParams, ListParams, ObjectList, gvr};
+pub use client::{Client, ClientConfig, DeleteParams, ListParams, ObjectList, TlsConfig, gvr};
 pub use keel_api::proto::{PatchType, PropagationPolicy};
 pub use keel_api::shard::ShardSelector;
 pub use keel_api::{ApiError, GroupVersionResource, Reason};

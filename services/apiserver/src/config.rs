@@ -1,6 +1,7 @@
 //! Command-line flags, each also an environment variable.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// keel-apiserver: a gRPC API over Kubernetes-shaped JSON objects stored in etcd.
@@ -41,6 +42,17 @@ pub struct Config {
     /// connections here. keel-client needs none (it fails over on GOAWAY and refused connects).
     #[arg(long, env = "KEEL_SHUTDOWN_DELAY", default_value = "0s", value_parser = humantime::parse_duration)]
     pub shutdown_delay: Duration,
+    /// The gRPC listener's TLS certificate (PEM); with `--tls-private-key-file`, the listener
+    /// serves TLS only.
+    #[arg(long, env = "KEEL_TLS_CERT_FILE", requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The private key of `--tls-cert-file` (PEM).
+    #[arg(long, env = "KEEL_TLS_PRIVATE_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// CA whose client certificates the TLS listener accepts (PEM); a client may still connect
+    /// without one.
+    #[arg(long, env = "KEEL_CLIENT_CA_FILE", requires = "tls_cert_file")]
+    pub client_ca_file: Option<PathBuf>,
     /// After the listener closes, how long in-flight requests may take to finish.
     #[arg(long, env = "KEEL_SHUTDOWN_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,

@@ -8,6 +8,8 @@ use std::time::Duration;
 use keel_api::proto::discovery_server::DiscoveryServer;
 use keel_api::proto::objects_server::ObjectsServer;
 
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+
 use crate::config::Config;
 use crate::etcd::Etcd;
 use crate::metrics::Metrics;
@@ -25,6 +27,23 @@ const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
 const HTTP_CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The gRPC listener's TLS, from the certificate and key files (and the client CA's).
+fn tls_config(config: &Config) -> Result<Option<ServerTlsConfig>, BoxError> {
+    let (Some(cert), Some(key)) = (&config.tls_cert_file, &config.tls_private_key_file) else {
+        return Ok(None);
+    };
+    let read = |p: &std::path::Path| -> Result<Vec<u8>, BoxError> {
+        std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()).into())
+    };
+    let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?));
+    if let Some(ca) = &config.client_ca_file {
+        tls = tls
+            .client_ca_root(Certificate::from_pem(read(ca)?))
+            .client_auth_optional(true);
+    }
+    Ok(Some(tls))
+}
 
 /// Runs the API server until SIGTERM or Ctrl-C, then shuts it down: unready at once, serving
 /// on for `--shutdown-delay`, then no new connections, GOAWAY on every connection, watches
@@ -76,7 +95,14 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     let http_addr = http_listener.local_addr()?;
     // A line for scripts and tests that start us on port 0.
     println!("keel-apiserver listening grpc={grpc_addr} http={http_addr}");
-    tracing::info!(%grpc_addr, %http_addr, etcd = ?config.etcd_servers, "keel-apiserver serving");
+    tracing::info!(
+        %grpc_addr,
+        %http_addr,
+        tls = config.tls_cert_file.is_some(),
+        client_certificates = config.client_ca_file.is_some(),
+        etcd = ?config.etcd_servers,
+        "keel-apiserver serving"
+    );
 
     let http_state = http::HttpState {
         handler: handler.clone(),
@@ -110,8 +136,12 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     // last stream id 2^31-1, then, a PING round trip later, with the last stream it took:
     // the client knows any later stream went unprocessed), streams already taken run to
     // their end, and the future resolves once every connection has closed.
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls_config(&config)? {
+        builder = builder.tls_config(tls)?;
+    }
     let mut grpc_server = tokio::spawn(
-        tonic::transport::Server::builder()
+        builder
             .http2_keepalive_interval(Some(Duration::from_secs(30)))
             .add_service(health_service)
             .add_service(objects)
