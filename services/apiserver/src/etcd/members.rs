@@ -117,26 +117,15 @@ impl Members {
         }
     }
 
-    /// Waits until member `i` is marked down (pending forever while it is up).
-    pub async fn down(health: &mut watch::Receiver<Vec<bool>>, i: usize) {
-        let closed = health
-            .wait_for(|up| !up.get(i).copied().unwrap_or(false))
-            .await
-            .is_err();
-        if closed {
-            // The members are gone (shutdown): nothing will mark it down any more.
-            std::future::pending::<()>().await
-        }
-    }
-
-    /// Waits until a call on member `i` (`up` when picked) should go elsewhere: `i` was up and
-    /// is marked down, or it was down and another member is up.
-    pub async fn better_elsewhere(health: &mut watch::Receiver<Vec<bool>>, i: usize, up: bool) {
-        if up {
-            return Self::down(health, i).await;
-        }
-        let others_up = |v: &Vec<bool>| v.iter().enumerate().any(|(k, u)| k != i && *u);
-        if health.wait_for(others_up).await.is_err() {
+    /// Waits until a call or watch on member `i` should go elsewhere: `i` is marked down and
+    /// another member is up. With none up there is nowhere better: a dead member's calls fail
+    /// by themselves, a paused one's go on when it wakes. (Pending forever once the members
+    /// are gone.)
+    pub async fn better_elsewhere(health: &mut watch::Receiver<Vec<bool>>, i: usize) {
+        let elsewhere = |v: &Vec<bool>| {
+            !v.get(i).copied().unwrap_or(false) && v.iter().enumerate().any(|(k, up)| k != i && *up)
+        };
+        if health.wait_for(elsewhere).await.is_err() {
             std::future::pending::<()>().await
         }
     }

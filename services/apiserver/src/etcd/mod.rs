@@ -181,7 +181,7 @@ impl Etcd {
         let mut cause = String::from("no etcd member answered");
         let mut attempt = 0;
         let out = loop {
-            let (i, up) = self.members.pick();
+            let (i, _) = self.members.pick();
             let member = &self.members.members[i];
             let mut health = self.members.health();
             let failure = tokio::select! {
@@ -191,9 +191,9 @@ impl Etcd {
                     Ok(Ok(v)) => break Ok((v, retried)),
                     Ok(Err(e)) => classify(e),
                 },
-                // A member marked down while it has our call, or (sent to a member that was
-                // down, for want of a better one) another member up: send the call there.
-                () = Members::better_elsewhere(&mut health, i, up) => {
+                // The member is marked down while it has our call, and another one is up:
+                // send the call there.
+                () = Members::better_elsewhere(&mut health, i) => {
                     Failure::Retry(format!("{} stopped answering", member.endpoint))
                 }
             };

@@ -122,7 +122,7 @@ impl Etcd {
             let mut client = member.client.clone();
             let opened = tokio::select! {
                 r = tokio::time::timeout_at(deadline, client.watch(key, Some(opts.clone()))) => r,
-                _ = Members::down(&mut health, i) => continue,
+                _ = Members::better_elsewhere(&mut health, i) => continue,
             };
             let why = match opened {
                 Err(_) => return Err(ApiError::unavailable(format!("etcd watch: {cause}"))),
@@ -186,7 +186,7 @@ impl Watch {
     pub async fn next(&mut self) -> Result<WatchResponse, WatchEnd> {
         let msg = tokio::select! {
             m = self.stream.message() => m,
-            _ = Members::down(&mut self.health, self.member) => {
+            _ = Members::better_elsewhere(&mut self.health, self.member) => {
                 return Err(WatchEnd::Failed("the etcd member stopped answering".into()));
             }
         };
