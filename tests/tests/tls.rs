@@ -1,6 +1,8 @@
-//! TLS on the API server's gRPC listener, with certificates from keel-certs (issue 16): a client
-//! that trusts the stack's CA connects, with or without its own certificate; plain text, a
-//! client trusting another CA and a client certificate from another CA are refused.
+//! TLS on the API server's gRPC listener, with certificates from keel-certs, and authentication
+//! (issue 16): a client that trusts the stack's CA and shows a certificate it signed is served;
+//! plain text, a client trusting another CA and a client certificate from another CA are
+//! refused at the handshake; no certificate, or a bearer token not in the token file, is
+//! Unauthorized.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -70,19 +72,21 @@ async fn the_grpc_listener_serves_tls_to_clients_that_trust_its_ca_only() {
     .await;
     let https = format!("https://{}", api.grpc);
 
-    // Trusting the stack's CA, with a client certificate and without one.
+    // Trusting the stack's CA, with a client certificate; without one the connection is
+    // made but the request has no user: Unauthorized.
     works(
         &client(https.clone(), Some(tls(ours.path(), Some("admin")))).await,
         "a",
     )
     .await
     .unwrap();
-    works(
+    let e = works(
         &client(https.clone(), Some(tls(ours.path(), None))).await,
         "b",
     )
     .await
-    .unwrap();
+    .unwrap_err();
+    assert_eq!(e.reason, keel_client::Reason::Unauthorized, "{e}");
 
     // Plain text to the TLS port.
     let e = works(&client(api.endpoint(), None).await, "c")
@@ -130,5 +134,35 @@ async fn the_grpc_listener_serves_tls_to_clients_that_trust_its_ca_only() {
                 .to_string()
         })
         .collect();
-    assert_eq!(names, ["a", "b"]);
+    assert_eq!(names, ["a"]);
+}
+
+#[tokio::test]
+async fn bearer_tokens_from_the_token_file_authenticate_and_others_are_unauthorized() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        "# token,user,uid,groups\ns3cret,alice,1,\"dev,ops\"\n",
+    )
+    .unwrap();
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(&etcd, &["--token-auth-file", tokens.to_str().unwrap()]).await;
+    let with = |token: Option<&str>| {
+        let mut config = ClientConfig::new([api.endpoint()]).timeout(Duration::from_secs(5));
+        config.token = token.map(str::to_string);
+        async move { Client::connect(&config).await.unwrap() }
+    };
+    works(&with(Some("s3cret")).await, "a").await.unwrap();
+    for (token, why) in [
+        (Some("wrong"), "invalid bearer token"),
+        (None, "no credentials"),
+    ] {
+        let e = works(&with(token).await, "b").await.unwrap_err();
+        assert_eq!(e.reason, keel_client::Reason::Unauthorized, "{e}");
+        assert!(e.message.contains(why), "{}", e.message);
+    }
+    // Health stays open to probes without credentials.
+    let (code, _) = keel_tests::http_get(api.http, "/readyz").unwrap();
+    assert_eq!(code, 200);
 }

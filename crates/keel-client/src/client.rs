@@ -13,6 +13,7 @@ use keel_api::shard::ShardSelector;
 use keel_api::{ApiError, GroupVersionResource, Target};
 use serde_json::Value;
 use tokio::time::Instant;
+use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::delivery::{Delivery, Idempotency, delivery};
@@ -36,6 +37,8 @@ pub struct ClientConfig {
     /// TLS towards `https://` endpoints: the CA that signed the servers' certificates and,
     /// optionally, the client's own certificate (its identity).
     pub tls: Option<TlsConfig>,
+    /// A bearer token sent with every call (`authorization: Bearer <token>`).
+    pub token: Option<String>,
 }
 
 /// PEM bytes of the CA to trust and of the client's certificate and key.
@@ -80,6 +83,7 @@ impl ClientConfig {
             timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(3),
             tls: None,
+            token: None,
         }
     }
 
@@ -132,6 +136,8 @@ pub struct DeleteParams {
 pub struct Client {
     endpoints: Arc<Endpoints>,
     timeout: Duration,
+    /// `Bearer <token>`, when the config has a token.
+    authorization: Option<MetadataValue<Ascii>>,
 }
 
 fn resource_ref(g: &GroupVersionResource) -> Option<ResourceRef> {
@@ -147,11 +153,18 @@ fn decode(bytes: &[u8]) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::internal(format!("the server sent an unreadable object: {e}")))
 }
 
-/// A request with `timeout` as its gRPC deadline.
-fn request<T>(msg: T, timeout: Duration) -> tonic::Request<T> {
-    let mut r = tonic::Request::new(msg);
-    r.set_timeout(timeout);
-    r
+impl Client {
+    /// A call's request: `timeout` as its gRPC deadline (a watch has none), and the token.
+    pub(crate) fn request<T>(&self, msg: T, timeout: Option<Duration>) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(msg);
+        if let Some(t) = timeout {
+            r.set_timeout(t);
+        }
+        if let Some(a) = &self.authorization {
+            r.metadata_mut().insert("authorization", a.clone());
+        }
+        r
+    }
 }
 
 /// The caller's error for a failed call. A transport failure is `ServiceUnavailable` whatever
@@ -212,9 +225,19 @@ impl Client {
                 "no server address given",
             ));
         }
+        let authorization = match &config.token {
+            Some(t) => Some(format!("Bearer {t}").parse().map_err(|_| {
+                ApiError::bad_request(
+                    Target::default(),
+                    "the token has characters an HTTP header cannot carry",
+                )
+            })?),
+            None => None,
+        };
         Ok(Client {
             endpoints: Arc::new(Endpoints::new(channels)),
             timeout: config.timeout,
+            authorization,
         })
     }
 
@@ -286,7 +309,7 @@ impl Client {
         };
         let resp = self
             .call(Idempotency::Write, |mut c, left| {
-                let r = request(req.clone(), left);
+                let r = self.request(req.clone(), Some(left));
                 async move { c.create(r).await }
             })
             .await?;
@@ -340,7 +363,7 @@ impl Client {
         };
         let resp = self
             .call(Idempotency::Read, |mut c, left| {
-                let r = request(req.clone(), left);
+                let r = self.request(req.clone(), Some(left));
                 async move { c.get(r).await }
             })
             .await?;
@@ -368,7 +391,7 @@ impl Client {
         };
         let resp = self
             .call(Idempotency::Read, |mut c, left| {
-                let r = request(req.clone(), left);
+                let r = self.request(req.clone(), Some(left));
                 async move { c.list(r).await }
             })
             .await?;
@@ -437,7 +460,7 @@ impl Client {
         };
         let resp = self
             .call(Idempotency::Write, |mut c, left| {
-                let r = request(req.clone(), left);
+                let r = self.request(req.clone(), Some(left));
                 async move { c.update(r).await }
             })
             .await?;
@@ -476,7 +499,7 @@ impl Client {
         };
         let resp = self
             .call(Idempotency::Write, |mut c, left| {
-                let r = request(req.clone(), left);
+                let r = self.request(req.clone(), Some(left));
                 async move { c.patch(r).await }
             })
             .await?;
@@ -504,7 +527,7 @@ impl Client {
         };
         let resp = self
             .call(Idempotency::Write, |mut c, left| {
-                let r = request(req.clone(), left);
+                let r = self.request(req.clone(), Some(left));
                 async move { c.delete(r).await }
             })
             .await?;
@@ -515,7 +538,7 @@ impl Client {
     pub async fn discovery(&self) -> Result<Vec<ApiResource>, ApiError> {
         let resp = self
             .call_channel(Idempotency::Read, |ch, left| {
-                let r = request(DiscoveryRequest {}, left);
+                let r = self.request(DiscoveryRequest {}, Some(left));
                 async move { DiscoveryClient::new(ch).server_resources(r).await }
             })
             .await?;
@@ -558,6 +581,7 @@ mod tests {
         Client {
             endpoints: Arc::new(Endpoints::new(channels)),
             timeout: Duration::from_secs(5),
+            authorization: None,
         }
     }
 

@@ -135,7 +135,7 @@ impl Client {
         let stream = self
             // The stream has no deadline: it lasts until either side ends it.
             .call(Idempotency::Read, |mut c, _| {
-                let r = req.clone();
+                let r = self.request(req.clone(), None);
                 async move { c.watch(r).await }
             })
             .await?;

@@ -53,6 +53,10 @@ pub struct Config {
     /// without one.
     #[arg(long, env = "KEEL_CLIENT_CA_FILE", requires = "tls_cert_file")]
     pub client_ca_file: Option<PathBuf>,
+    /// Bearer tokens, in Kubernetes' static token file format (`token,user,uid,"g1,g2"`).
+    /// With this or `--client-ca-file`, every API request must authenticate.
+    #[arg(long, env = "KEEL_TOKEN_AUTH_FILE")]
+    pub token_auth_file: Option<PathBuf>,
     /// After the listener closes, how long in-flight requests may take to finish.
     #[arg(long, env = "KEEL_SHUTDOWN_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,

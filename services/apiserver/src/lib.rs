@@ -11,11 +11,13 @@
 //!   write loop, PATCH coalescing, watch caches and watchers, history compaction;
 //! - [`etcd`]: key-value calls, compare-and-swap transactions and watches on etcd.
 //!
-//! [`server`] wires them together and shuts them down in order on the [`shutdown`] signals;
+//! [`auth`] tells who sent a request (client certificates, bearer tokens); [`server`] wires
+//! them together and shuts them down in order on the [`shutdown`] signals;
 //! [`metrics`] is what every layer records into.
 
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod config;
 pub mod etcd;
 #[cfg(test)]

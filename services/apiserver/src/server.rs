@@ -10,6 +10,9 @@ use keel_api::proto::objects_server::ObjectsServer;
 
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
+use tonic::service::interceptor::InterceptedService;
+
+use crate::auth::Authenticator;
 use crate::config::Config;
 use crate::etcd::Etcd;
 use crate::metrics::Metrics;
@@ -129,6 +132,13 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     .max_decoding_message_size(MAX_MESSAGE_BYTES)
     .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let discovery = DiscoveryServer::new(grpc::DiscoveryService { handler });
+    // Every API call authenticates first (gRPC health stays open, as /healthz and /readyz).
+    let authenticator = Arc::new(Authenticator::new(
+        config.token_auth_file.as_deref(),
+        config.client_ca_file.is_some(),
+    )?);
+    let objects = InterceptedService::new(objects, grpc::authenticate(authenticator.clone()));
+    let discovery = InterceptedService::new(discovery, grpc::authenticate(authenticator));
 
     let mut grpc_shutdown = shutdown_tx.subscribe();
     // tonic's graceful shutdown, once `grpc_shutdown` fires: the listener is closed (new
