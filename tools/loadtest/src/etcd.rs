@@ -3,11 +3,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::SystemTime;
 
 use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
 use tokio::time::Instant;
 
 use crate::Common;
+use crate::causes;
 use crate::report::{self, Counters, Summary};
 
 /// Which ceiling to measure.
@@ -30,11 +32,11 @@ pub async fn run(
     let client = Client::connect(endpoints, None).await?;
     let prefix = "/keel-loadtest/";
     let value = format!("{{\"data\":\"{}\"}}", "x".repeat(payload.max(16)));
-    let counters = Arc::new(Counters::default());
     let label = match kind {
         Kind::Put => "etcd put",
         Kind::GetCas => "etcd get+CAS",
     };
+    let counters = Arc::new(Counters::new(common, label));
     let progress = report::progress(counters.clone(), common.duration, label);
     let start = Instant::now();
     let stop = start + common.duration;
@@ -51,7 +53,7 @@ pub async fn run(
             let mut first_error = None;
             while Instant::now() < stop {
                 attempts += 1;
-                let t = Instant::now();
+                let (t, sent) = (Instant::now(), SystemTime::now());
                 let result = match kind {
                     Kind::Put => kv
                         .put(key.as_str(), value.as_str(), None)
@@ -77,8 +79,9 @@ pub async fn run(
                         counters.conflicts.fetch_add(1, Ordering::Relaxed);
                     }
                     Err(e) => {
-                        counters.errors.fetch_add(1, Ordering::Relaxed);
-                        first_error.get_or_insert_with(|| e.to_string());
+                        let message = e.to_string();
+                        counters.error(sent, &causes::cause("etcd", &message), &message);
+                        first_error.get_or_insert(message);
                     }
                 }
             }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
 use keel_client::{Client, DeleteParams, EventType, ListParams, Reason, WatchParams, gvr};
@@ -97,7 +97,7 @@ pub async fn run(
         })
     };
 
-    let counters = Arc::new(Counters::default());
+    let counters = Arc::new(Counters::new(common, "initialize"));
     let progress = report::progress(counters.clone(), common.duration, "pods created");
     let start = Instant::now();
     let stop_at = start + common.duration;
@@ -124,6 +124,7 @@ pub async fn run(
         );
         creates.push(tokio::spawn(async move {
             let _slot = slot;
+            let sent_at = SystemTime::now();
             sent.lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(name.clone(), Instant::now());
@@ -133,7 +134,7 @@ pub async fn run(
                 }
                 Err(e) => {
                     sent.lock().unwrap_or_else(|e| e.into_inner()).remove(&name);
-                    counters.errors.fetch_add(1, Ordering::Relaxed);
+                    counters.api_error(sent_at, &e);
                     first_error
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())

@@ -6,10 +6,12 @@
 //! - `watch`: watchers on a namespace while writers write; delivery latency, missed events.
 //! - `table`: turns `--json` results into the Markdown table of BENCHMARKS.md.
 //!
-//! Exit status 1 when an update was lost or an event missed or repeated.
+//! Every mode counts failed requests by cause (`errors_by_cause`; `--error-log` also writes
+//! each with its time). Exit status 1 when an update was lost or an event missed or repeated.
 
 #![forbid(unsafe_code)]
 
+mod causes;
 mod etcd;
 mod initialize;
 mod report;
@@ -50,6 +52,10 @@ pub struct Common {
     /// Print the result as one JSON object.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Append a line per client-visible error to this file, as it happens: unix time in ms,
+    /// what failed (the mode, or `watch-stream`), cause, message; tab-separated.
+    #[arg(long, value_parser = causes::ErrorLog::parse, global = true)]
+    pub error_log: Option<causes::ErrorLog>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -1,23 +1,69 @@
 //! Results: a live progress line while running, an aligned summary after, JSON for machines.
 
 use std::io::{IsTerminal, Write};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::Common;
+use crate::causes::{self, ErrorCauses, ErrorLog};
 use crate::verify::LostUpdate;
 
 /// Counters shared by the workers of a run, read by the progress line.
 #[derive(Default)]
 pub struct Counters {
     pub ok: AtomicU64,
+    /// Failed requests; count them with [`Counters::error`], which records the cause too.
     pub errors: AtomicU64,
     pub conflicts: AtomicU64,
+    /// Each error's cause. A mutex, not atomics: errors are the rare path.
+    causes: Mutex<ErrorCauses>,
+    /// `--error-log`: each error with its time, for a harness injecting faults.
+    log: Option<ErrorLog>,
+    /// What failed, as the error log names it (the mode).
+    what: &'static str,
+}
+
+impl Counters {
+    /// Counters for one run of `what` (the mode), logging errors where `--error-log` says.
+    pub fn new(common: &Common, what: &'static str) -> Counters {
+        Counters {
+            log: common.error_log.clone(),
+            what,
+            ..Default::default()
+        }
+    }
+
+    /// Counts one failed request, sent (or, for a watch, opened) at `sent`, under its cause
+    /// (see [`causes::cause`]).
+    pub fn error(&self, sent: SystemTime, cause: &str, message: &str) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        self.causes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add(cause);
+        if let Some(log) = &self.log {
+            log.write(self.what, sent, cause, message);
+        }
+    }
+
+    /// [`Counters::error`] for a keel API error.
+    pub fn api_error(&self, sent: SystemTime, e: &keel_client::ApiError) {
+        self.error(sent, &causes::of_api_error(e), &e.message);
+    }
+
+    /// The errors so far, by cause.
+    pub fn causes(&self) -> ErrorCauses {
+        self.causes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
 }
 
 /// A latency histogram in microseconds, 1 µs to 60 s at 3 significant digits.
@@ -125,8 +171,17 @@ pub struct Summary {
     pub events_expected: u64,
     pub events_missed: u64,
     pub events_duplicated: u64,
+    /// Watch mode: distinct events for writes whose writer saw an error (the answer was lost
+    /// but the write landed): expected by nobody, so neither missed nor extra.
+    pub events_unacknowledged: u64,
+    /// Watch mode: watch streams that broke or could not be opened (each watcher resumes from
+    /// its last event; a client on `watch_resumable` would not see them), and why.
+    pub watch_breaks: u64,
+    pub watch_breaks_by_cause: ErrorCauses,
     /// Initialize mode: Pods that appeared without the sidecar.
     pub sidecars_missing: Option<u64>,
+    /// Every failed request (not conflicts retried by a replace writer), by cause.
+    pub errors_by_cause: ErrorCauses,
     pub first_error: Option<String>,
 }
 
@@ -148,6 +203,7 @@ impl Summary {
             ok,
             ok_per_s: ok as f64 / elapsed.as_secs_f64().max(f64::MIN_POSITIVE),
             errors: counters.errors.load(Ordering::Relaxed),
+            errors_by_cause: counters.causes(),
             conflicts,
             conflict_rate: if attempts > 0 {
                 conflicts as f64 / attempts as f64
@@ -207,6 +263,11 @@ impl Summary {
             ));
             rows.push(("events missed", self.events_missed.to_string()));
             rows.push(("events duplicated", self.events_duplicated.to_string()));
+            rows.push((
+                "events of unacknowledged writes",
+                self.events_unacknowledged.to_string(),
+            ));
+            rows.push(("watch streams broken", self.watch_breaks.to_string()));
         } else if self.mode == "initialize" {
             rows.push(("pods created", self.events_expected.to_string()));
             rows.push(("never initialized", self.events_missed.to_string()));
@@ -247,5 +308,76 @@ impl Summary {
                 lost.object, lost.field, lost.acknowledged, lost.found
             );
         }
+        print_causes("errors by cause", &self.errors_by_cause);
+        print_causes(
+            "watch streams broken, by cause",
+            &self.watch_breaks_by_cause,
+        );
+    }
+}
+
+/// A table of causes, most frequent first; nothing when there are none.
+fn print_causes(title: &str, causes: &ErrorCauses) {
+    for line in cause_table(title, causes) {
+        println!("{line}");
+    }
+}
+
+/// The lines of [`print_causes`]: the title, then `count  cause`, counts right-aligned.
+fn cause_table(title: &str, causes: &ErrorCauses) -> Vec<String> {
+    let rows = causes.by_count();
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    let width = rows
+        .iter()
+        .map(|(n, _)| n.to_string().len())
+        .max()
+        .unwrap_or(0)
+        .max("count".len());
+    let mut out = vec![
+        format!("  {title}:"),
+        format!("    {:>width$}  cause", "count"),
+    ];
+    for (n, cause) in rows {
+        out.push(format!("    {n:>width$}  {cause}"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cause_table_is_aligned_most_frequent_first() {
+        let mut c = ErrorCauses::default();
+        for _ in 0..12 {
+            c.add("ServiceUnavailable: transport error");
+        }
+        c.add("Timeout: deadline exceeded");
+        assert_eq!(
+            cause_table("errors by cause", &c),
+            [
+                "  errors by cause:",
+                "    count  cause",
+                "       12  ServiceUnavailable: transport error",
+                "        1  Timeout: deadline exceeded",
+            ]
+        );
+        assert!(cause_table("none", &ErrorCauses::default()).is_empty());
+    }
+
+    #[test]
+    fn counters_count_each_error_under_its_cause() {
+        let c = Counters::default();
+        let sent = SystemTime::now();
+        c.api_error(sent, &keel_client::ApiError::unavailable("transport error"));
+        c.error(sent, "x: y", "y");
+        assert_eq!(c.errors.load(Ordering::Relaxed), 2);
+        assert_eq!(
+            c.causes().by_count(),
+            [(1, "ServiceUnavailable: transport error"), (1, "x: y")]
+        );
     }
 }

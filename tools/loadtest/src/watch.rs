@@ -1,11 +1,13 @@
 //! `watch`: W watchers on one namespace while writers write at a fixed rate. Measures delivery
 //! latency (write acknowledged → event at each watcher) and checks every watcher sees every
-//! acknowledged write exactly once.
+//! acknowledged write exactly once. A write whose writer saw an error may still have landed
+//! (its answer was lost): its event is expected by no one, so it is neither missed when absent
+//! nor extra when present; it is counted apart (`events_unacknowledged`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
 use keel_client::{Client, EventType, ListParams, PatchType, WatchParams, gvr};
@@ -47,6 +49,8 @@ pub async fn run(
         .await?
         .resource_version;
 
+    // Watch streams that break or fail to open; each watcher resumes from its last event.
+    let breaks = Arc::new(Counters::new(common, "watch-stream"));
     // Watchers first, all from the same revision.
     // The newest revision each watcher has seen: the run ends when all have seen the last write.
     let newest_seen: Arc<Vec<AtomicI64>> =
@@ -57,7 +61,7 @@ pub async fn run(
         let c = clients[w % clients.len()].clone();
         let (ns, start_rv, cms) = (ns.clone(), start_rv.clone(), cms.clone());
         let mut stop = stop_rx.clone();
-        let newest = newest_seen.clone();
+        let (newest, breaks) = (newest_seen.clone(), breaks.clone());
         watcher_tasks.push(tokio::spawn(async move {
             let mut log = WatcherLog {
                 seen: Vec::new(),
@@ -70,9 +74,11 @@ pub async fn run(
                     resource_version: from.clone(),
                     ..Default::default()
                 };
+                let opened = SystemTime::now();
                 let mut s = match c.watch_raw(&cms, &p).await {
                     Ok(s) => s,
-                    Err(_) => {
+                    Err(e) => {
+                        breaks.api_error(opened, &e);
                         log.reconnects += 1;
                         tokio::time::sleep(Duration::from_millis(100)).await;
                         continue;
@@ -88,7 +94,13 @@ pub async fn run(
                                 from = rv.to_string();
                             }
                             Some(Ok(_)) => {}
-                            Some(Err(_)) | None => {
+                            Some(Err(e)) => {
+                                breaks.api_error(opened, &e);
+                                log.reconnects += 1;
+                                continue 'outer;
+                            }
+                            None => {
+                                breaks.error(opened, STREAM_ENDED, STREAM_ENDED);
                                 log.reconnects += 1;
                                 continue 'outer;
                             }
@@ -102,7 +114,7 @@ pub async fn run(
     }
 
     // Writers at a fixed total rate.
-    let counters = Arc::new(Counters::default());
+    let counters = Arc::new(Counters::new(common, "watch"));
     let progress = report::progress(counters.clone(), common.duration, "watch writes");
     let start = Instant::now();
     let stop_at = start + common.duration;
@@ -122,6 +134,7 @@ pub async fn run(
                 n += 1;
                 let name = writers::object_name((w + n as usize) % objects.max(1));
                 let p = json!({"data": {format!("w{w}"): n.to_string()}});
+                let sent = SystemTime::now();
                 match c.patch(&cms, &ns, &name, PatchType::Merge, &p).await {
                     Ok(o) => {
                         let rv: i64 = o["metadata"]["resourceVersion"]
@@ -132,7 +145,7 @@ pub async fn run(
                         counters.ok.fetch_add(1, Ordering::Relaxed);
                     }
                     Err(e) => {
-                        counters.errors.fetch_add(1, Ordering::Relaxed);
+                        counters.api_error(sent, &e);
                         first_error.get_or_insert_with(|| e.to_string());
                     }
                 }
@@ -163,20 +176,24 @@ pub async fn run(
     }
     let _ = stop_tx.send(true);
     let mut latency = report::histogram();
+    let acked_rvs: HashSet<i64> = acked.keys().copied().collect();
     let (mut missed, mut duplicated) = (0u64, 0u64);
+    let mut unacknowledged = HashSet::new();
     for t in watcher_tasks {
         let Ok(log) = t.await else { continue };
         let mut got = HashSet::new();
         for (rv, at) in &log.seen {
-            if !got.insert(*rv) {
-                duplicated += 1;
-                continue;
-            }
-            if let Some(ack) = acked.get(rv) {
+            if got.insert(*rv)
+                && let Some(ack) = acked.get(rv)
+            {
                 report::record(&mut latency, at.saturating_duration_since(*ack));
             }
         }
-        missed += acked.keys().filter(|rv| !got.contains(rv)).count() as u64;
+        let rvs: Vec<i64> = log.seen.iter().map(|(rv, _)| *rv).collect();
+        let t = tally(&acked_rvs, &rvs);
+        missed += t.missed;
+        duplicated += t.duplicated;
+        unacknowledged.extend(t.unacknowledged);
     }
     let attempts = counters.ok.load(Ordering::Relaxed) + counters.errors.load(Ordering::Relaxed);
     Ok(Summary {
@@ -187,7 +204,79 @@ pub async fn run(
         events_expected: acked.len() as u64,
         events_missed: missed,
         events_duplicated: duplicated,
+        events_unacknowledged: unacknowledged.len() as u64,
+        watch_breaks: breaks.errors.load(Ordering::Relaxed),
+        watch_breaks_by_cause: breaks.causes(),
         first_error,
         ..Summary::measured("watch", &counters, elapsed, attempts, &latency)
     })
+}
+
+/// The cause of a watch stream the server ended without an error.
+const STREAM_ENDED: &str = "stream ended by the server";
+
+/// What one watcher's events prove, checked against the acknowledged writes.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Acknowledged writes whose event never came.
+    pub missed: u64,
+    /// Events that came again (the same resourceVersion), acknowledged or not.
+    pub duplicated: u64,
+    /// The events of writes nobody saw acknowledged (sorted): their writer saw an error, yet
+    /// they landed. Neither missed nor extra.
+    pub unacknowledged: Vec<i64>,
+}
+
+/// Checks one watcher's events (resourceVersions, in arrival order) against `acked`, the
+/// revisions of every acknowledged write.
+pub fn tally(acked: &HashSet<i64>, seen: &[i64]) -> Tally {
+    let mut got = HashSet::new();
+    let mut t = Tally::default();
+    for rv in seen {
+        if !got.insert(*rv) {
+            t.duplicated += 1;
+        } else if !acked.contains(rv) {
+            t.unacknowledged.push(*rv);
+        }
+    }
+    t.missed = acked.iter().filter(|rv| !got.contains(rv)).count() as u64;
+    t.unacknowledged.sort_unstable();
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acked(rvs: &[i64]) -> HashSet<i64> {
+        rvs.iter().copied().collect()
+    }
+
+    #[test]
+    fn every_acknowledged_event_once_is_clean() {
+        assert_eq!(tally(&acked(&[3, 5, 9]), &[3, 5, 9]), Tally::default());
+    }
+
+    #[test]
+    fn an_absent_acknowledged_event_is_missed() {
+        let t = tally(&acked(&[3, 5, 9]), &[3, 9]);
+        assert_eq!((t.missed, t.duplicated), (1, 0));
+    }
+
+    #[test]
+    fn an_event_seen_twice_is_a_duplicate_even_if_unacknowledged() {
+        let t = tally(&acked(&[3, 5]), &[3, 5, 5, 7, 7]);
+        assert_eq!((t.missed, t.duplicated), (0, 2));
+        assert_eq!(t.unacknowledged, [7]);
+    }
+
+    #[test]
+    fn the_event_of_a_write_whose_answer_was_lost_is_neither_missed_nor_extra() {
+        // 4 landed though its writer saw an error; 6 failed and never landed.
+        let with = tally(&acked(&[3, 5]), &[3, 4, 5]);
+        assert_eq!((with.missed, with.duplicated), (0, 0));
+        assert_eq!(with.unacknowledged, [4]);
+        let without = tally(&acked(&[3, 5]), &[3, 5]);
+        assert_eq!(without, Tally::default());
+    }
 }

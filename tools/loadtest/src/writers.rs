@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use keel_client::{Client, GroupVersionResource, PatchType, Reason, gvr};
 use serde_json::{Value, json};
@@ -122,11 +122,11 @@ pub async fn run(
     let ns = common.namespace.clone();
     prepare(&clients[0], &ns, objects).await?;
     let before = scrape::scrape(&common.metrics_url);
-    let counters = Arc::new(Counters::default());
     let label = match mode {
         Mode::Patch(_) => "patch",
         Mode::Replace => "replace",
     };
+    let counters = Arc::new(Counters::new(common, label));
     let progress = report::progress(counters.clone(), common.duration, label);
     let start = Instant::now();
     let stop = start + common.duration;
@@ -154,7 +154,7 @@ pub async fn run(
                 n += 1;
                 r.record.last_attempted = n;
                 r.attempts += 1;
-                let t = Instant::now();
+                let (t, sent) = (Instant::now(), SystemTime::now());
                 match write_once(&c, &ns, &object, &field, &value(n, &pad), mode, &counters).await {
                     Ok(()) => {
                         report::record(&mut r.latency, t.elapsed());
@@ -162,7 +162,7 @@ pub async fn run(
                         counters.ok.fetch_add(1, Ordering::Relaxed);
                     }
                     Err(e) => {
-                        counters.errors.fetch_add(1, Ordering::Relaxed);
+                        counters.api_error(sent, &e);
                         r.first_error.get_or_insert_with(|| e.to_string());
                         // Back off a little so a failing server is not hammered.
                         tokio::time::sleep(Duration::from_millis(10)).await;
