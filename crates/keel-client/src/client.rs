@@ -170,7 +170,7 @@ impl Client {
 /// The caller's error for a failed call. A transport failure is `ServiceUnavailable` whatever
 /// code tonic gave it (a stream cut by GOAWAY is `Internal` there, a request hyper dropped
 /// unsent `Cancelled`); the client's own deadline stays `Timeout`.
-fn api_error(s: &tonic::Status, how: Delivery) -> ApiError {
+pub(crate) fn api_error(s: &tonic::Status, how: Delivery) -> ApiError {
     let mut e = ApiError::from_status(s);
     if matches!(how, Delivery::NotProcessed | Delivery::Unknown) {
         e.reason = keel_api::Reason::ServiceUnavailable;

@@ -7,7 +7,7 @@ use keel_api::{ApiError, GroupVersionResource};
 use serde_json::Value;
 
 use crate::Client;
-use crate::delivery::Idempotency;
+use crate::delivery::{Idempotency, delivery};
 
 /// Buffer between a resumable watch's task and its reader.
 const RESUMABLE_BUFFER: usize = 256;
@@ -140,7 +140,8 @@ impl Client {
             })
             .await?;
         Ok(stream.map(|item| {
-            let ev = item.map_err(|s| ApiError::from_status(&s))?;
+            // A stream cut by a server that died is ServiceUnavailable, as for unary calls.
+            let ev = item.map_err(|s| crate::client::api_error(&s, delivery(&s)))?;
             let kind = match ev.r#type.as_str() {
                 "ADDED" => EventType::Added,
                 "MODIFIED" => EventType::Modified,
