@@ -112,6 +112,10 @@ loadtest_pids=()
 teardown() {
   local pid c
   for pid in "${loadtest_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  # Killing `docker run` need not stop its container.
+  for c in $(docker ps -aq --filter "label=keel-chaos-load=$project"); do
+    docker rm -f "$c" >/dev/null 2>&1 || true
+  done
   if [ -n "${KEEL_CHAOS_LOGS:-}" ]; then
     # Kept for a look afterwards: the loadtests' results and error logs, the faults, and
     # every container's log with timestamps.
@@ -249,16 +253,25 @@ network=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}}
 check "the 2 controller-managers split the 32 shards 16/16" \
   'deadline=$((SECONDS + 60)); while [ "$(split)" != "16 16" ] && [ $SECONDS -lt $deadline ]; do sleep 0.5; done; [ "$(split)" = "16 16" ]'
 
-lt=./target/release/keel-loadtest
+# The load runs inside the stack's network, as in-cluster clients (the controller-managers) do.
+# From the host, Docker's port proxy accepts connections to a restarting API server's port for
+# about a second before keel-apiserver listens, then resets them: a client cannot tell such a
+# write from one the server took. Inside the network a stopped server's name does not resolve
+# and a starting one refuses connections: provably never sent, so keel-client retries them.
+lt() {
+  docker run --rm --label "keel-chaos-load=$project" --network "$network" -v "$work:$work" \
+    --entrypoint keel-loadtest keel:local "$@"
+}
+lt_api="http://apiserver-0:6443,http://apiserver-1:6443"
 load_s=$((run_s + TAIL_S))
 echo "==> load for ${load_s}s through both API servers: $PATCH_WRITERS PATCH writers, $REPLACE_WRITERS replace writers, $WATCHERS watchers ($WATCH_WRITERS writers, $WATCH_RATE/s)"
-$lt --server "$api" --namespace chaos-patch --duration "${load_s}s" --json --error-log "$work/patch.errors" \
+lt --server "$lt_api" --namespace chaos-patch --duration "${load_s}s" --json --error-log "$work/patch.errors" \
   patch --writers $PATCH_WRITERS --objects 4 >"$work/patch.json" 2>"$work/patch.err" &
 loadtest_pids+=($!)
-$lt --server "$api" --namespace chaos-replace --duration "${load_s}s" --json --error-log "$work/replace.errors" \
+lt --server "$lt_api" --namespace chaos-replace --duration "${load_s}s" --json --error-log "$work/replace.errors" \
   replace --writers $REPLACE_WRITERS --objects 2 >"$work/replace.json" 2>"$work/replace.err" &
 loadtest_pids+=($!)
-$lt --server "$api" --namespace chaos-watch --duration "${load_s}s" --json --error-log "$work/watch.errors" \
+lt --server "$lt_api" --namespace chaos-watch --duration "${load_s}s" --json --error-log "$work/watch.errors" \
   watch --watchers $WATCHERS --writers $WATCH_WRITERS --objects 4 --rate $WATCH_RATE >"$work/watch.json" 2>"$work/watch.err" &
 loadtest_pids+=($!)
 
