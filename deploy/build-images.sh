@@ -36,7 +36,7 @@ add_binary() {
 }
 
 echo "==> assembling keel:$TAG"
-mkdir -p "$work/keel"
+mkdir -p "$work/keel/certs" # the certificates volume's mount point, owned by the user
 base_rootfs "$work/keel/rootfs"
 for bin in $(find target/release -maxdepth 1 -type f -executable \( -name 'keel-*' -o -name 'keelctl' \) | sort); do
   add_binary "$work/keel/rootfs" "$bin"

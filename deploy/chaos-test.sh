@@ -36,18 +36,23 @@
 # returned): Docker's own start is reported apart, since it is the machine's, not keel's (here,
 # 2 cores, fuse-overlayfs: 0.6-1.5 s, up to 2.3 s when other builds ran alongside).
 # Budgets, 2x the interval each is checked at or the lease it depends on:
-#   etcd member, API server, initializer: 4 s = 2 x the compose health-check interval (2 s):
-#     Docker would see them healthy at the second check after they are.
+#   API server, initializer: 4 s = 2 x their compose health-check interval (2 s): Docker would
+#     see them healthy at the second check after they are.
+#   etcd member: 6 s = 2 x its compose health-check interval (3 s; kubeadm probes etcd every
+#     10 s). Most of it is etcd's own: a restarted member replays its log and catches up before
+#     its /health (a quorum read) passes, and a member cut off is back only when the TCP
+#     connections of its raft streams, stalled through the cut, retransmit (backed off to 1-2 s
+#     by then) or are replaced. keel's own share is checked apart: both API servers count the
+#     member back within 2.4 s of its /health passing, 2 x the longest their probers can take
+#     (a probe sent just before the member returned times out after 0.7 s, then 2 answers
+#     0.25 s apart on a new connection: 1.2 s).
 #   controller-manager: 20 s = 2 x the shard lease duration (10 s): the survivor takes a dead
 #     replica's shards within one lease; the restarted one gets its share back in the next.
-# Measured (2 cores, 5 runs, the longest of each kind): API server killed 0.5 s, paused 0.2 s;
-# initializer killed 0.5 s; controller-manager killed 3.8 s; etcd member paused 1.0 s, killed
-# 3.4 s, cut off 3.9 s. The etcd times are tight, for two reasons outside this script: etcd's
-# own /health needs a quorum read, so a restarted member first replays its log and catches up
-# (CPU-bound: 5.0 s once, while other builds ran on the machine), and a member cut off is back
-# only when its peers replace their stalled raft streams (1.0-3.3 s); then an API server's
-# prober may wait up to 2 s more for TCP to retransmit on its old connection to the member,
-# which stayed open through the fault instead of being replaced.
+# Measured (2 cores, the longest of each kind over several runs): API server killed 0.5 s,
+# paused 0.2 s; initializer killed 0.5 s; controller-manager killed 3.8 s; etcd member paused
+# 1.1 s, killed 3.4 s, cut off 3.97 s (own health 3.5 s of it). Before the API servers replaced
+# a member's connection when a probe failed, their probers could take up to 2 s more after
+# etcd's own health, waiting on a connection from before the cut.
 #
 # Checks, at the end: no acknowledged write lost (patch and replace), every watcher saw every
 # event exactly once, every recovery within its budget, every fault kind applied, the stack
@@ -87,28 +92,26 @@ HOLD_S=3
 # recovery happens under load and the final read-back meets a healthy stack.
 TAIL_S=15
 # Budgets in ms (see above).
-BUDGET_ETCD=4000 BUDGET_APISERVER=4000 BUDGET_INITIALIZER=4000 BUDGET_CONTROLLER_MANAGER=20000
+BUDGET_ETCD=6000 BUDGET_APISERVER=4000 BUDGET_INITIALIZER=4000 BUDGET_CONTROLLER_MANAGER=20000
+# keel's share of an etcd member's recovery: from its own /health to both API servers using it.
+BUDGET_ETCD_COUNTED_BACK=2400
 # An error counts as in flight at a kill if it comes at most this long after it.
 IN_FLIGHT_MS=2000
 # An error counts towards a fault until this long after the component is healthy again.
 AFTER_MS=3000
 # The load.
 PATCH_WRITERS=64 REPLACE_WRITERS=4 WATCHERS=100 WATCH_WRITERS=4 WATCH_RATE=40
-# Requests one API server can have in flight from the loadtests: one per writer.
-MAX_IN_FLIGHT=$((PATCH_WRITERS + REPLACE_WRITERS + WATCH_WRITERS))
 KINDS=(kill-etcd kill-apiserver pause-etcd kill-controller-manager pause-apiserver disconnect-etcd kill-initializer)
 
 project=keel-chaos
 export KEEL_API_PORT_0=${KEEL_API_PORT_0:-45443} KEEL_API_PORT_1=${KEEL_API_PORT_1:-45444}
 export KEEL_HTTP_PORT_0=${KEEL_HTTP_PORT_0:-45080} KEEL_HTTP_PORT_1=${KEEL_HTTP_PORT_1:-45081}
-api="http://127.0.0.1:$KEEL_API_PORT_0,http://127.0.0.1:$KEEL_API_PORT_1"
-source deploy/compose.sh # sets $compose: docker-compose, or the docker compose plugin
-dc() { $compose -p "$project" "$@"; }
-work=$(mktemp -d)
-passed=0
-failed=0
+api="https://127.0.0.1:$KEEL_API_PORT_0,https://127.0.0.1:$KEEL_API_PORT_1"
+source deploy/lib.sh # dc, $work, $certs, check, wait_healthy, stack_teardown, the stack_* helpers
 loadtest_pids=()
 
+# KEEL_CHAOS_LOGS=DIR keeps the loadtests' results and error logs, the faults, and every
+# container's log with timestamps.
 teardown() {
   local pid c
   for pid in "${loadtest_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -116,32 +119,9 @@ teardown() {
   for c in $(docker ps -aq --filter "label=keel-chaos-load=$project"); do
     docker rm -f "$c" >/dev/null 2>&1 || true
   done
-  if [ -n "${KEEL_CHAOS_LOGS:-}" ]; then
-    # Kept for a look afterwards: the loadtests' results and error logs, the faults, and
-    # every container's log with timestamps.
-    mkdir -p "$KEEL_CHAOS_LOGS"
-    cp -r "$work"/. "$KEEL_CHAOS_LOGS"/
-    for c in $(docker ps -a --filter "label=com.docker.compose.project=$project" --format '{{.Names}}'); do
-      docker logs -t "$c" >"$KEEL_CHAOS_LOGS/$c.log" 2>&1 || true
-    done
-    echo "logs kept in $KEEL_CHAOS_LOGS"
-  fi
-  # A paused container cannot be removed by compose.
-  for c in $(docker ps -q --filter "label=com.docker.compose.project=$project" --filter status=paused); do
-    docker unpause "$c" >/dev/null 2>&1 || true
-  done
-  dc down -v --remove-orphans >/dev/null 2>&1 || true
-  local left
-  left=$(docker ps -aq --filter "label=com.docker.compose.project=$project"; \
-         docker network ls -q --filter "label=com.docker.compose.project=$project"; \
-         docker volume ls -q --filter "label=com.docker.compose.project=$project")
-  if [ -n "$left" ]; then echo "FAIL: left behind after teardown: $left"; failed=$((failed + 1)); fi
-  rm -rf "$work"
+  stack_teardown "${KEEL_CHAOS_LOGS:-}"
 }
 trap teardown EXIT
-check() {
-  if eval "$2"; then echo "ok: $1"; passed=$((passed + 1)); else echo "FAIL: $1"; failed=$((failed + 1)); fi
-}
 now_ms() { date +%s%3N; }
 # Seconds since the first fault's slot, for progress lines.
 t0=0
@@ -150,18 +130,6 @@ stamp() { local ms=$(($(now_ms) - t0)); printf '[%4d.%01ds]' $((ms / 1000)) $((m
 secs() { printf '%d.%02ds' $(($1 / 1000)) $(($1 % 1000 / 10)); }
 sleep_until() { local d=$(($1 - $(now_ms))); [ $d -le 0 ] || sleep "$((d / 1000)).$(printf %03d $((d % 1000)))"; }
 
-# Waits (up to $2 seconds) until all 8 containers are running and healthy.
-wait_healthy() {
-  local what=$1 deadline=$((SECONDS + $2))
-  while [ $SECONDS -lt $deadline ]; do
-    if [ "$(docker ps -a --filter "label=com.docker.compose.project=$project" --format '{{.Status}}' | grep -c '(healthy)')" = 8 ]; then
-      echo "ok: $what"; passed=$((passed + 1)); return 0
-    fi
-    sleep 0.5
-  done
-  echo "FAIL: $what"; docker ps -a --filter "label=com.docker.compose.project=$project"; failed=$((failed + 1)); return 1
-}
-
 # The containers of a service, by name.
 containers() {
   docker ps -a --filter "label=com.docker.compose.project=$project" \
@@ -169,7 +137,7 @@ containers() {
 }
 http_port() { if [ "$1" = apiserver-0 ]; then echo "$KEEL_HTTP_PORT_0"; else echo "$KEEL_HTTP_PORT_1"; fi; }
 
-kc() { ./target/release/keelctl --server "$api" "$@"; }
+kc() { ./target/release/keelctl --kubeconfig "$certs/kubeconfig" --server "$api" "$@"; }
 # The shards each running controller-manager holds, sorted ("16 16"); "none" if a shard lease
 # is missing or names no running replica (as in compose-test.sh).
 split() {
@@ -190,15 +158,15 @@ split() {
 member_up_everywhere() {
   local port
   for port in "$KEEL_HTTP_PORT_0" "$KEEL_HTTP_PORT_1"; do
-    curl -fsS -m 1 "http://127.0.0.1:$port/metrics" 2>/dev/null |
+    stack_curl "$certs" "https://127.0.0.1:$port/metrics" 2>/dev/null |
       grep -q "^keel_apiserver_etcd_member_up{[^}]*$1:2379[^}]*} 1\$" || return 1
   done
 }
 # Whether component $1 (a service name) in container $2 answers its own health check now.
 self_healthy() {
   case $1 in
-    etcd-*) docker exec "$2" keel-probe http://127.0.0.1:2379/health >/dev/null 2>&1 ;;
-    apiserver-*) curl -fsS -m 1 "http://127.0.0.1:$(http_port "$1")/readyz" >/dev/null 2>&1 ;;
+    etcd-*) docker exec "$2" keel-probe http://127.0.0.1:2381/health >/dev/null 2>&1 ;;
+    apiserver-*) stack_curl "$certs" "https://127.0.0.1:$(http_port "$1")/readyz" >/dev/null 2>&1 ;;
     controller-manager) docker exec "$2" keel-probe http://127.0.0.1:6090/readyz >/dev/null 2>&1 ;;
     initializer) docker exec "$2" keel-probe http://127.0.0.1:6091/readyz >/dev/null 2>&1 ;;
   esac
@@ -226,11 +194,23 @@ budget_of() {
   esac
 }
 
+# `docker pause` freezes the container's cgroup, and runc gives up ("unable to freeze") when a
+# process does not stop in time, e.g. etcd inside an fsync on fuse-overlayfs; the container
+# then runs on, thawed. That is the machine's, not keel's: try again, up to 5 times.
+pause() {
+  local attempt
+  for attempt in 1 2 3 4 5; do
+    docker pause "$1" >/dev/null && return 0
+    echo "    (docker pause failed, attempt $attempt of 5)"
+  done
+  return 1
+}
+
 # inject KIND CONTAINER / restore KIND CONTAINER SERVICE
 inject() {
   case $1 in
     kill-*) docker kill "$2" >/dev/null ;;
-    pause-*) docker pause "$2" >/dev/null ;;
+    pause-*) pause "$2" ;;
     disconnect-*) docker network disconnect "$network" "$2" ;;
   esac
 }
@@ -249,6 +229,8 @@ dc down -v --remove-orphans >/dev/null 2>&1 || true
 echo "==> docker compose up (project $project)"
 dc up -d
 wait_healthy "the stack is up: 3 etcd members, 2 API servers, 2 controller-managers, the initializer" 120
+stack_certs "$project" "$certs"
+stack_kubeconfig "$certs" "https://127.0.0.1:$KEEL_API_PORT_0"
 network=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}}{{end}}' "$(containers etcd-0)")
 check "the 2 controller-managers split the 32 shards 16/16" \
   'deadline=$((SECONDS + 60)); while [ "$(split)" != "16 16" ] && [ $SECONDS -lt $deadline ]; do sleep 0.5; done; [ "$(split)" = "16 16" ]'
@@ -258,11 +240,15 @@ check "the 2 controller-managers split the 32 shards 16/16" \
 # about a second before keel-apiserver listens, then resets them: a client cannot tell such a
 # write from one the server took. Inside the network a stopped server's name does not resolve
 # and a starting one refuses connections: provably never sent, so keel-client retries them.
+# It runs as this script's user, who owns $work (the image's own user may not write there).
 lt() {
   docker run --rm --label "keel-chaos-load=$project" --network "$network" -v "$work:$work" \
-    --entrypoint keel-loadtest keel:local "$@"
+    --user "$(id -u):$(id -g)" \
+    --entrypoint keel-loadtest keel:local \
+    --certificate-authority "$certs/ca.crt" --client-certificate "$certs/loadtest.crt" \
+    --client-key "$certs/loadtest.key" "$@"
 }
-lt_api="http://apiserver-0:6443,http://apiserver-1:6443"
+lt_api="https://apiserver-0:6443,https://apiserver-1:6443"
 load_s=$((run_s + TAIL_S))
 echo "==> load for ${load_s}s through both API servers: $PATCH_WRITERS PATCH writers, $REPLACE_WRITERS replace writers, $WATCHERS watchers ($WATCH_WRITERS writers, $WATCH_RATE/s)"
 lt --server "$lt_api" --namespace chaos-patch --duration "${load_s}s" --json --error-log "$work/patch.errors" \
@@ -336,6 +322,9 @@ for ((i = 1; ; i++)); do
   took=$((t_healthy - t_restored))
   verdict=ok
   [ "$took" -le "$budget" ] || verdict=FAIL
+  if [ "$group" = etcd ] && [ -n "$t_self" ] && [ $((t_healthy - t_self)) -gt $BUDGET_ETCD_COUNTED_BACK ]; then
+    verdict="FAIL (the API servers counted it back $(secs $((t_healthy - t_self))) after its own health; budget $(secs $BUDGET_ETCD_COUNTED_BACK))"
+  fi
   [ "$t_healthy" -lt "$deadline" ] || verdict="FAIL (not healthy after 60s)"
   steps="docker $(echo "${kind%%-*}" | sed 's/kill/start/; s/disconnect/network connect/; s/pause/unpause/') took $(secs $((t_restored - t_restore)))"
   steps+="; then own health $(secs $((${t_self:-$t_healthy} - t_restored)))"
@@ -409,12 +398,17 @@ awk -F'\t' -v faults="$work/faults" -v inflight="$IN_FLIGHT_MS" -v after="$AFTER
     } else {
       fault = "no fault"; expected = 0; class = "UNEXPECTED: no fault"
     }
-    key = fault SUBSEP what SUBSEP $4 SUBSEP class
+    key = fault SUBSEP what SUBSEP $5 SUBSEP class
     if (!(key in count)) { keys[++n] = key; first[key] = t; fj[key] = j }
     count[key]++
-    if (!expected) { unexpected++; if (!(key in sample)) sample[key] = $5 }
-    # Per API server kill: requests and streams in flight.
-    if (expected) inflight_count[j SUBSEP what]++
+    if (!expected) { unexpected++; if (!(key in sample)) sample[key] = $6 }
+    # Per API server kill: requests and streams in flight, and the most of one caller (the
+    # loadtest mode and the writer or watcher index).
+    if (expected) {
+      inflight_count[j SUBSEP what]++
+      c = ++per_caller[j SUBSEP what SUBSEP $3 SUBSEP $4]
+      if (c > most[j SUBSEP what]) most[j SUBSEP what] = c
+    }
   }
   END {
     printf "%6s  %-40s %-13s %-27s %s\n", "count", "fault", "what", "class", "cause"
@@ -428,7 +422,7 @@ awk -F'\t' -v faults="$work/faults" -v inflight="$IN_FLIGHT_MS" -v after="$AFTER
       printf "%6s  %s: %s\n", "", when, sample[keys[i]]
     }
     if (n == 0) print "     0  (no client-visible error)"
-    for (key in inflight_count) { split(key, k, SUBSEP); print "INFLIGHT", k[1], k[2], inflight_count[key] > "/dev/stderr" }
+    for (key in inflight_count) { split(key, k, SUBSEP); print "INFLIGHT", k[1], k[2], inflight_count[key], most[key] > "/dev/stderr" }
     print "UNEXPECTED", unexpected + 0 > "/dev/stderr"
   }
 ' "$work/errors" >"$work/attribution" 2>"$work/attribution.counts"
@@ -450,10 +444,8 @@ kinds_applied=$(awk '{print $2}' "$work/faults" | sort -u | grep -c . || true)
 check "every fault kind was applied ($kinds_applied of ${#KINDS[@]})" "[ $kinds_applied = ${#KINDS[@]} ]"
 check "every component was healthy again within its budget" "! grep -q FAIL '$work/faults'"
 check "the error logs hold every error the loadtests counted ($log_requests of $reported)" "[ $log_requests = $reported ]"
-while read -r _ j what n; do
-  max=$MAX_IN_FLIGHT
-  [ "$what" = request ] || max=$WATCHERS
-  check "fault $j: at most one $what in flight per client failed at the kill ($n, at most $max)" "[ $n -le $max ]"
+while read -r _ j what n most; do
+  check "fault $j: at most one $what in flight per client failed at the kill ($n in all, at most $most of one client)" "[ $most -le 1 ]"
 done < <(grep '^INFLIGHT' "$work/attribution.counts" | tr '\t' ' ')
 check "no client-visible error but a killed API server's in-flight ones ($(grep '^UNEXPECTED' "$work/attribution.counts" | cut -d' ' -f2) others)" \
   "grep -qx 'UNEXPECTED 0' '$work/attribution.counts'"

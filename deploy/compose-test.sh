@@ -13,46 +13,17 @@ cd "$(dirname "$0")/.."
 project=keel-citest
 export KEEL_API_PORT_0=${KEEL_API_PORT_0:-46443} KEEL_API_PORT_1=${KEEL_API_PORT_1:-46444}
 export KEEL_HTTP_PORT_0=${KEEL_HTTP_PORT_0:-46080} KEEL_HTTP_PORT_1=${KEEL_HTTP_PORT_1:-46081}
-api="http://127.0.0.1:$KEEL_API_PORT_0,http://127.0.0.1:$KEEL_API_PORT_1"
-metrics="http://127.0.0.1:$KEEL_HTTP_PORT_0/metrics,http://127.0.0.1:$KEEL_HTTP_PORT_1/metrics"
-source deploy/compose.sh # sets $compose: docker-compose, or the docker compose plugin
-dc() { $compose -p "$project" "$@"; }
-work=$(mktemp -d)
-passed=0
-failed=0
-
-teardown() {
-  dc down -v --remove-orphans >/dev/null 2>&1 || true
-  local left
-  left=$(docker ps -aq --filter "label=com.docker.compose.project=$project"; \
-         docker network ls -q --filter "label=com.docker.compose.project=$project"; \
-         docker volume ls -q --filter "label=com.docker.compose.project=$project")
-  if [ -n "$left" ]; then echo "FAIL: left behind after teardown: $left"; failed=$((failed + 1)); fi
-  rm -rf "$work"
-}
+api="https://127.0.0.1:$KEEL_API_PORT_0,https://127.0.0.1:$KEEL_API_PORT_1"
+source deploy/lib.sh # dc, $work, $certs, check, wait_healthy, stack_teardown, the stack_* helpers
+# KEEL_COMPOSE_LOGS=DIR keeps every container's log there.
+teardown() { stack_teardown "${KEEL_COMPOSE_LOGS:-}"; }
 trap teardown EXIT
-check() {
-  if eval "$2"; then echo "ok: $1"; passed=$((passed + 1)); else echo "FAIL: $1"; failed=$((failed + 1)); fi
-}
-
-# Waits (up to $2 seconds) until every container of the project (3 etcd members, 2 API servers,
-# 2 controller-managers, 1 initializer: 8, or $3) is running and healthy.
-wait_healthy() {
-  local what=$1 deadline=$((SECONDS + $2)) want=${3:-8}
-  while [ $SECONDS -lt $deadline ]; do
-    local states
-    states=$(docker ps -a --filter "label=com.docker.compose.project=$project" --format '{{.Names}} {{.Status}}')
-    if [ "$(echo "$states" | grep -c '(healthy)')" = "$want" ]; then echo "ok: $what"; passed=$((passed + 1)); return 0; fi
-    sleep 0.5
-  done
-  echo "FAIL: $what"; docker ps -a --filter "label=com.docker.compose.project=$project"; failed=$((failed + 1)); return 1
-}
 
 # Reads a counter summed over both API servers' metrics.
 writes_seen() {
   local total=0 n
   for port in "$KEEL_HTTP_PORT_0" "$KEEL_HTTP_PORT_1"; do
-    n=$(curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null |
+    n=$(stack_curl "$certs" "https://127.0.0.1:$port/metrics" 2>/dev/null |
         awk '/^keel_apiserver_requests_total\{verb="patch".*code="OK"/ {s += $NF} END {print s + 0}')
     total=$((total + ${n%.*}))
   done
@@ -64,10 +35,33 @@ dc down -v --remove-orphans >/dev/null 2>&1 || true
 echo "==> docker compose up"
 dc up -d
 wait_healthy "the stack is up: 3 etcd members, 2 API servers, 2 controller-managers, the initializer, all healthy" 120
+# The CA and the client certificates, for the clients on this host.
+stack_certs "$project" "$certs"
+stack_kubeconfig "$certs" "https://127.0.0.1:$KEEL_API_PORT_0"
 
-lt=./target/release/keel-loadtest
-echo "==> writing and watching through both API servers for 40s"
-$lt --server "$api" --metrics-url "$metrics" --namespace lt-patch --duration 40s --json \
+# Nothing in plain text between containers: from a container on the stack's network, a
+# plain-text request to each port gets no HTTP 200 (TLS ports answer with an error; the
+# controllers' side ports and etcd's health listen on their own loopback only), while the
+# same request over TLS works.
+network=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}}{{end}}' \
+  "$(docker ps -q --filter "label=com.docker.compose.project=$project" --filter label=com.docker.compose.service=apiserver-0)")
+probe() { docker run --rm --network "$network" -v "${project}_certs:/certs:ro" --entrypoint keel-probe keel:local "$@" 2>&1; }
+# A plain-text GET must reach the container and be turned away there: refused (nothing
+# listens but on loopback), reset or cut short (a TLS server), or a 400 (etcd's answer to
+# plain HTTP on a TLS port); a name that does not resolve is no proof.
+turned_away() {
+  local out
+  if out=$(probe "http://$1/health"); then echo "answered: $out"; return 1; fi
+  echo "$out" | grep -Eqi 'refused|reset|HTTP 400|HTTP $|end of file|broken pipe|unexpected eof|os error 104'
+}
+for target in etcd-0:2379 etcd-0:2380 etcd-0:2381 apiserver-0:6443 apiserver-0:6080 controller-manager:6090 initializer:6091; do
+  check "no plain text on $target" "turned_away $target"
+done
+check "TLS to apiserver-0:6080 from the network works" "probe --cacert /certs/ca.crt https://apiserver-0:6080/readyz >/dev/null"
+
+lt="./target/release/keel-loadtest --certificate-authority $certs/ca.crt --client-certificate $certs/loadtest.crt --client-key $certs/loadtest.key"
+echo "==> writing and watching through both API servers for 40s, as the user keel-loadtest"
+$lt --server "$api" --namespace lt-patch --duration 40s --json \
   patch --writers 16 --objects 4 >"$work/patch.json" 2>"$work/patch.err" &
 patch_pid=$!
 $lt --server "$api" --namespace lt-watch --duration 40s --json \
@@ -100,11 +94,11 @@ check "no acknowledged write was lost" "[ $(field "$work/patch.json" lost_update
 check "watchers missed no event" "[ $(field "$work/watch.json" events_missed) = 0 ]"
 check "watchers saw no event twice" "[ $(field "$work/watch.json" events_duplicated) = 0 ]"
 check "the restarted API server serves writes" \
-  "$lt --server http://127.0.0.1:$KEEL_API_PORT_0 --namespace lt-after --duration 2s --json patch --writers 2 >$work/after.json 2>/dev/null && [ \$(field $work/after.json errors) = 0 ]"
+  "$lt --server https://127.0.0.1:$KEEL_API_PORT_0 --namespace lt-after --duration 2s --json patch --writers 2 >$work/after.json 2>/dev/null && [ \$(field $work/after.json errors) = 0 ]"
 
 # The controller-managers: the replicas split the 32 shard leases; the survivors take a dead
 # one's shards; a restarted or added replica takes its share.
-kc() { ./target/release/keelctl --server "$api" "$@"; }
+kc() { ./target/release/keelctl --kubeconfig "$certs/kubeconfig" --server "$api" "$@"; }
 # A number from keelctl's JSON output: json_number FIELD.
 json_number() { grep -o "\"$1\": *[0-9]*" | head -1 | grep -o '[0-9]*$'; }
 available() { kc get deployment nginx -o json 2>/dev/null | json_number availableReplicas; }
@@ -175,9 +169,14 @@ echo "==> the README's Istio story: the sidecar ConfigMap, the InitializerConfig
 kc apply -f deploy/examples/envoy-initializer.yaml >/dev/null
 kc apply -f deploy/examples/initializer-configuration.yaml >/dev/null
 check "keelctl create returns once the initializer is done" \
-  "kc create -f deploy/examples/myapp-pod.yaml --timeout 60s >/dev/null 2>&1"
-check "myapp-pod runs with the envoy sidecar it never asked for" \
-  "kc get pod myapp-pod -o json | grep -q '\"name\": *\"envoy\"'"
+  "kc create -f deploy/examples/myapp-pod.yaml --timeout 60s >$work/create.out 2>&1"
+# On a failure, what keelctl said and the Pod as it is, for the log.
+has_sidecar() {
+  kc get pod myapp-pod -o json >"$work/myapp-pod.json" 2>&1 && grep -q '"name": *"envoy"' "$work/myapp-pod.json" && return 0
+  echo "keelctl create said:"; cat "$work/create.out"; echo "the Pod ($(date -u +%T)):"; cat "$work/myapp-pod.json"
+  return 1
+}
+check "myapp-pod runs with the envoy sidecar it never asked for" has_sidecar
 
 echo "==> the README's Network story: the CRD, example-network, the controller's allocation"
 kc apply -f deploy/examples/network-crd.yaml >/dev/null
@@ -189,6 +188,24 @@ ready() { kc get network example-network -o json 2>/dev/null | grep -q '"phase":
 check "example-network is Ready, its range allocated" "wait_for ready 60"
 check "keelctl get networks shows the CRD's columns" \
   "kc get networks | grep -Eq '^example-network +192\.168\.0\.0/16 +192\.168\.0\.1 +Ready'"
+
+# kubectl itself, with the kubeconfig scripts/up.sh writes (TLS, the admin's client
+# certificate): Kubernetes' REST dialect on the API servers' port.
+if command -v kubectl >/dev/null 2>&1; then
+  echo "==> kubectl with the stack's kubeconfig"
+  k() { KUBECONFIG="$certs/kubeconfig" HOME="$work" kubectl "$@"; }
+  check "kubectl get networks shows the CRD's columns" \
+    "k get networks | grep -Eq '^example-network +192\.168\.0\.0/16 +192\.168\.0\.1 +Ready'"
+  check "kubectl get deployment nginx: 1/1 ready" "k get deployment nginx | grep -Eq '^nginx +1/1 +1 +1 '"
+  check "kubectl rollout status sees it rolled out" \
+    "k rollout status deployment/nginx --timeout 60s | grep -q 'successfully rolled out'"
+  printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-kubectl\ndata:\n  a: \"1\"\n' >"$work/cm.yaml"
+  check "kubectl apply creates, then leaves unchanged" \
+    "k apply -f $work/cm.yaml | grep -q created && k apply -f $work/cm.yaml | grep -q unchanged"
+  check "keelctl reads what kubectl wrote" "kc get configmap from-kubectl -o json | grep -q '\"a\": *\"1\"'"
+else
+  echo "==> kubectl not found: its checks are skipped"
+fi
 
 trap - EXIT
 teardown

@@ -24,6 +24,10 @@ packages=(
   curl
   # deploy/fresh-machine-check.sh builds a clean Debian root file system from Debian's packages.
   mmdebstrap
+  # tests/python/run.sh: the gRPC conformance test with Python's grpcio, in a virtual
+  # environment (pip installs grpcio from PyPI into it).
+  python3
+  python3-venv
 )
 # The compose stack and its test need Docker, which a new machine has (its engine cannot be
 # installed and started from here everywhere); the compose tool can be.

@@ -1,25 +1,33 @@
 #!/usr/bin/env bash
 # Runs every test: installs what is missing, builds the binaries the end-to-end tests start,
-# runs unit, integration and end-to-end tests (each against its own real etcd), the compose
-# fault test (real containers; KEEL_SKIP_COMPOSE=1 skips it), then the fresh-machine check: the
-# install, the build, a real-etcd test and both README commands in a clean Debian container
-# (KEEL_SKIP_FRESH_MACHINE=1 skips it).
+# runs unit, integration and end-to-end tests (each against its own real etcd), the gRPC
+# conformance test with Python's grpcio (tests/python), the compose
+# fault test and the 2-minute chaos test (real containers; KEEL_SKIP_COMPOSE=1 skips both),
+# then the fresh-machine check: the install, the build, a real-etcd test and both README
+# commands in a clean Debian container (KEEL_SKIP_FRESH_MACHINE=1 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step's line says when it began (minutes:seconds since the start).
+step() { printf '==> [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
+trap 'step "done (exit $?)"' EXIT
 ./scripts/install-deps.sh
-echo "==> building"
+step building
 cargo build --workspace --bins --locked
-echo "==> testing"
+step testing
 cargo test --workspace --locked
+step "Python tests (grpcio conformance, the Kubernetes client)"
+./tests/python/run.sh
 if [ "${KEEL_SKIP_COMPOSE:-}" = 1 ]; then
-  echo "==> compose test skipped (KEEL_SKIP_COMPOSE=1)"
+  echo "==> compose and chaos tests skipped (KEEL_SKIP_COMPOSE=1)"
 else
-  echo "==> compose test"
+  step "compose test"
   ./deploy/compose-test.sh
+  step "chaos test (2 minutes)"
+  ./deploy/chaos-test.sh --duration 2m
 fi
 if [ "${KEEL_SKIP_FRESH_MACHINE:-}" = 1 ]; then
   echo "==> fresh-machine check skipped (KEEL_SKIP_FRESH_MACHINE=1)"
 else
-  echo "==> fresh-machine check"
+  step "fresh-machine check"
   ./deploy/fresh-machine-check.sh
 fi

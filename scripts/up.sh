@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Brings the whole keel system up in containers: installs what is missing, builds the images
 # from nothing (deploy/build-images.sh), runs docker compose up, waits until every service is
-# healthy and says how to reach the API servers. `scripts/up.sh down` removes it all (volumes
-# too).
+# healthy, copies the stack's CA and admin's client certificate to .keel/<project>/ with a
+# kubeconfig, and says how to reach the API servers. `scripts/up.sh down` removes it all
+# (volumes too, the certificates among them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 project=${KEEL_PROJECT:-keel}
@@ -11,22 +12,30 @@ project=${KEEL_PROJECT:-keel}
 source deploy/compose.sh
 if [ "${1:-}" = "down" ]; then
   $compose -p "$project" down -v --remove-orphans
+  rm -rf ".keel/$project"
   exit 0
 fi
 ./deploy/build-images.sh
 $compose -p "$project" up -d
 echo "==> waiting for every service to be healthy"
 for _ in $(seq 1 240); do
-  total=$(docker ps -a --filter "label=com.docker.compose.project=$project" -q | wc -l)
-  healthy=$(docker ps --filter "label=com.docker.compose.project=$project" --filter health=healthy -q | wc -l)
+  states=$(stack_states "$project")
+  total=$(echo "$states" | grep -c . || true)
+  healthy=$(echo "$states" | grep -c '(healthy)' || true)
   if [ "$total" -gt 0 ] && [ "$healthy" = "$total" ]; then
     $compose -p "$project" ps
+    # The CA and admin's certificate (from the stack's certs volume), and a kubeconfig.
+    dir=$PWD/.keel/$project
+    stack_certs "$project" "$dir"
+    stack_kubeconfig "$dir" "https://127.0.0.1:${KEEL_API_PORT_0:-6443}"
     cat <<MSG
 
-keel is up: $healthy services healthy.
-  API servers (gRPC):  http://127.0.0.1:${KEEL_API_PORT_0:-6443}  http://127.0.0.1:${KEEL_API_PORT_1:-6444}
-  health and metrics:  http://127.0.0.1:${KEEL_HTTP_PORT_0:-6080}/metrics  http://127.0.0.1:${KEEL_HTTP_PORT_1:-6081}/metrics
-  try:                 ./target/release/keelctl --server http://127.0.0.1:6443,http://127.0.0.1:6444 get ns
+keel is up: $healthy services healthy, TLS everywhere, RBAC on.
+  kubeconfig:          export KUBECONFIG=$dir/kubeconfig   (user admin, group system:masters)
+  API servers (gRPC):  https://127.0.0.1:${KEEL_API_PORT_0:-6443}  https://127.0.0.1:${KEEL_API_PORT_1:-6444}
+  try:                 ./target/release/keelctl get ns
+                       (both servers: --server https://127.0.0.1:${KEEL_API_PORT_0:-6443},https://127.0.0.1:${KEEL_API_PORT_1:-6444})
+  metrics:             curl --cacert $dir/ca.crt --cert $dir/admin.crt --key $dir/admin.key https://127.0.0.1:${KEEL_HTTP_PORT_0:-6080}/metrics
   stop:                scripts/up.sh down
 MSG
     exit 0

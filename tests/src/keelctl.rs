@@ -63,6 +63,7 @@ impl Keelctl {
             .args(args)
             .current_dir(self.dir.path())
             .env_remove("KEEL_SERVER")
+            .env_remove("KUBECONFIG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -9,7 +9,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
@@ -30,6 +30,23 @@ pub fn signal(pid: u32, sig: Signal) {
         .unwrap_or_else(|| panic!("no such pid {pid}"));
     rustix::process::kill_process(target, sig)
         .unwrap_or_else(|e| panic!("cannot send {sig:?} to {pid}: {e}"));
+}
+
+/// Freezes a process (SIGSTOP) until dropped (SIGCONT): etcd frozen, requests hang rather
+/// than fail fast.
+pub struct Frozen(u32);
+
+impl Frozen {
+    pub fn new(pid: u32) -> Frozen {
+        signal(pid, Signal::STOP);
+        Frozen(pid)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal(self.0, Signal::CONT);
+    }
 }
 
 /// Waits until `cond` returns `Some`, polling; panics with `what` after `timeout`.
@@ -113,6 +130,35 @@ pub struct Etcd {
     pub endpoint: String,
     proc: Proc,
     _dir: tempfile::TempDir,
+    /// How to reach it (TLS, for one started by [`Etcd::start_tls`]).
+    options: Option<etcd_client::ConnectOptions>,
+}
+
+/// Makes the stack's CA and certificates in `dir` with keel-certs.
+pub fn certs(dir: &Path) {
+    let out = Command::new(bin("keel-certs"))
+        .arg("--dir")
+        .arg(dir)
+        .output()
+        .expect("run keel-certs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// TLS options for an etcd client with the certificates `keel-certs` wrote into `certs`: its
+/// CA, and the API server's etcd client identity.
+pub fn etcd_tls_options(certs: &Path) -> etcd_client::ConnectOptions {
+    let read = |f: &str| std::fs::read(certs.join(f)).expect("certificate file");
+    let tls = etcd_client::TlsOptions::new()
+        .ca_certificate(etcd_client::Certificate::from_pem(read("ca.crt")))
+        .identity(etcd_client::Identity::from_pem(
+            read("apiserver-etcd-client.crt"),
+            read("apiserver-etcd-client.key"),
+        ));
+    etcd_client::ConnectOptions::new().with_tls(tls)
 }
 
 impl Etcd {
@@ -122,11 +168,38 @@ impl Etcd {
 
     /// Starts with extra flags (`--quota-backend-bytes`, say).
     pub async fn start_with(extra: &[&str]) -> Etcd {
+        Self::start_inner(extra, None).await
+    }
+
+    /// Serves clients over TLS only, with the certificates `keel-certs` wrote into `certs`
+    /// (`etcd.crt`, its CA), and requires client certificates from that CA.
+    pub async fn start_tls(certs: &Path) -> Etcd {
+        Self::start_inner(&[], Some(certs)).await
+    }
+
+    async fn start_inner(extra: &[&str], tls: Option<&Path>) -> Etcd {
         let etcd = std::env::var("ETCD_BIN").unwrap_or_else(|_| "etcd".into());
+        let options = tls.map(etcd_tls_options);
+        let tls_flags: Vec<String> = match tls {
+            Some(certs) => {
+                let file = |f: &str| certs.join(f).display().to_string();
+                vec![
+                    "--cert-file".into(),
+                    file("etcd.crt"),
+                    "--key-file".into(),
+                    file("etcd.key"),
+                    "--trusted-ca-file".into(),
+                    file("ca.crt"),
+                    "--client-cert-auth".into(),
+                ]
+            }
+            None => Vec::new(),
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
         for _attempt in 0..5 {
             let dir = tempfile::tempdir().expect("tempdir");
             let (client, peer) = (free_port(), free_port());
-            let endpoint = format!("http://127.0.0.1:{client}");
+            let endpoint = format!("{scheme}://127.0.0.1:{client}");
             let peer_url = format!("http://127.0.0.1:{peer}");
             let log = std::fs::File::create(dir.path().join("etcd.log")).expect("log");
             let child = Command::new(&etcd)
@@ -149,6 +222,7 @@ impl Etcd {
                 // Progress notifications a quiet watch can trust (see DESIGN.md, "Watch").
                 .args(["--experimental-watch-progress-notify-interval", "1s"])
                 .args(extra)
+                .args(&tls_flags)
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
@@ -163,13 +237,15 @@ impl Etcd {
                 if let Ok(Some(_)) = proc.0.try_wait() {
                     break; // exited: port taken? try other ports
                 }
-                if let Ok(mut c) = etcd_client::Client::connect([endpoint.as_str()], None).await
+                if let Ok(mut c) =
+                    etcd_client::Client::connect([endpoint.as_str()], options.clone()).await
                     && c.get("health", None).await.is_ok()
                 {
                     return Etcd {
                         endpoint,
                         proc,
                         _dir: dir,
+                        options,
                     };
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -179,7 +255,7 @@ impl Etcd {
     }
 
     pub async fn client(&self) -> etcd_client::Client {
-        etcd_client::Client::connect([self.endpoint.as_str()], None)
+        etcd_client::Client::connect([self.endpoint.as_str()], self.options.clone())
             .await
             .expect("etcd client")
     }
@@ -359,6 +435,23 @@ impl ApiServer {
         Self::start_at(&etcd.endpoint, extra).await
     }
 
+    /// Serves TLS with keel-certs' files in `dir` ([`certs`]), verifying client certificates
+    /// against its CA, with `extra` flags.
+    pub async fn start_tls(etcd: &Etcd, dir: &Path, extra: &[&str]) -> ApiServer {
+        let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
+        let mut args = vec![
+            "--tls-cert-file".to_string(),
+            p("apiserver.crt"),
+            "--tls-private-key-file".to_string(),
+            p("apiserver.key"),
+            "--client-ca-file".to_string(),
+            p("ca.crt"),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Self::start_with(etcd, &args).await
+    }
+
     /// Starts against the etcd at `endpoint` (a `proxy::Proxy` in front of one, say).
     pub async fn start_at(etcd_endpoint: &str, extra: &[&str]) -> ApiServer {
         let log_dir = tempfile::tempdir().expect("tempdir");
@@ -372,6 +465,17 @@ impl ApiServer {
         };
         s.spawn().await;
         s
+    }
+
+    /// With `--tls-cert-file`, the side port serves TLS: reached trusting the `ca.crt` that
+    /// keel-certs wrote beside the certificate.
+    pub fn side_port_tls(&self) -> Option<HttpsAuth> {
+        let i = self.extra.iter().position(|a| a == "--tls-cert-file")?;
+        let cert = Path::new(self.extra.get(i + 1)?);
+        Some(HttpsAuth {
+            ca: cert.with_file_name("ca.crt"),
+            ..Default::default()
+        })
     }
 
     async fn spawn(&mut self) {
@@ -422,13 +526,17 @@ impl ApiServer {
         self.http = addr("http=");
         self.proc = Some(proc);
         let http = self.http;
-        eventually(
-            Duration::from_secs(30),
-            "keel-apiserver /readyz",
-            || async move {
-                (http_get(http, "/readyz").map(|(code, _)| code).ok() == Some(200)).then_some(())
-            },
-        )
+        let https = self.side_port_tls();
+        eventually(Duration::from_secs(30), "keel-apiserver /readyz", || {
+            let https = https.clone();
+            async move {
+                let got = match &https {
+                    Some(auth) => https_get(http, "/readyz", auth),
+                    None => http_get(http, "/readyz"),
+                };
+                (got.map(|(code, _)| code).ok() == Some(200)).then_some(())
+            }
+        })
         .await;
     }
 
@@ -484,6 +592,74 @@ pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> 
     write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
     let mut out = String::new();
     s.read_to_string(&mut out)?;
+    Ok(http_response(&out))
+}
+
+/// How an HTTPS GET authenticates: the CA it trusts (PEM file), and optionally a bearer token
+/// and a client certificate and key (PEM files).
+#[derive(Default, Clone)]
+pub struct HttpsAuth {
+    pub ca: PathBuf,
+    pub bearer: Option<String>,
+    pub identity: Option<(PathBuf, PathBuf)>,
+}
+
+/// A GET over TLS (HTTP/1.0 to 127.0.0.1, ALPN `http/1.1`): the status code and body. A server
+/// that refuses the handshake is an `Err`.
+pub fn https_get(addr: SocketAddr, path: &str, auth: &HttpsAuth) -> std::io::Result<(u16, String)> {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    let err = |e: &dyn std::fmt::Display| std::io::Error::other(e.to_string());
+    let read = |p: &Path| std::fs::read(p);
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(&read(&auth.ca)?) {
+        roots.add(c.map_err(|e| err(&e))?).map_err(|e| err(&e))?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| err(&e))?
+        .with_root_certificates(roots);
+    let config = match &auth.identity {
+        Some((cert, key)) => {
+            let certs = CertificateDer::pem_slice_iter(&read(cert)?)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| err(&e))?;
+            let key = PrivateKeyDer::from_pem_slice(&read(key)?).map_err(|e| err(&e))?;
+            builder
+                .with_client_auth_cert(certs, key)
+                .map_err(|e| err(&e))?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    // As HTTP/1.1-only clients (Python's urllib3, curl --http1.1) offer it.
+    let mut config = config;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let name = ServerName::IpAddress(addr.ip().into());
+    let conn =
+        rustls::ClientConnection::new(std::sync::Arc::new(config), name).map_err(|e| err(&e))?;
+    let tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut s = rustls::StreamOwned::new(conn, tcp);
+    let bearer = auth
+        .bearer
+        .as_ref()
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{bearer}\r\n")?;
+    let mut raw = Vec::new();
+    match s.read_to_end(&mut raw) {
+        Ok(_) => {}
+        // A peer that closes without TLS' close_notify: the response is complete anyway.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => {}
+        Err(e) => return Err(e),
+    }
+    Ok(http_response(&String::from_utf8_lossy(&raw)))
+}
+
+/// The status code and body of an HTTP/1 response.
+fn http_response(out: &str) -> (u16, String) {
     let code = out
         .split_whitespace()
         .nth(1)
@@ -493,7 +669,7 @@ pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> 
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_string())
         .unwrap_or_default();
-    Ok((code, body))
+    (code, body)
 }
 
 /// A keel controller binary (`keel-controller-manager`, `keel-initializer`) as a process: it
@@ -650,6 +826,26 @@ impl KeelService {
 /// The holder of every shard Lease of the controller-manager
 /// (`keel-system/keel-controller-manager-shard-<i>`), by shard, as the API server has it (""
 /// when released).
+/// The names of the objects of `resource` in `namespace` (`""`: all), in the server's order.
+pub async fn list_names(
+    c: &Client,
+    resource: &keel_client::GroupVersionResource,
+    namespace: &str,
+) -> Vec<String> {
+    c.list(resource, namespace, &Default::default())
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(|o| {
+            o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
 pub async fn shard_lease_holders(c: &Client) -> std::collections::BTreeMap<u32, String> {
     let leases = c
         .list_all(

@@ -3,6 +3,7 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use futures::StreamExt;
 use keel_api::proto::{CreateRequest, ResourceRef};
 use keel_client::{ApiError, Client, PatchType, Reason, gvr};
 use keel_tests::{ApiServer, Etcd};
@@ -21,6 +22,7 @@ async fn create_raw(c: &Client, body: Vec<u8>) -> ApiError {
         resource: cms_ref(),
         namespace: "default".into(),
         object: body,
+        ..Default::default()
     };
     let status = c.raw().create(req).await.expect_err("must be refused");
     ApiError::from_status(&status)
@@ -180,7 +182,7 @@ async fn oversized_objects_are_refused_and_nothing_is_stored() {
     let api = ApiServer::start(&etcd).await;
     let c = api.client().await;
     let cms = gvr("", "v1", "configmaps");
-    for size in [2 * 1024 * 1024, 5 * 1024 * 1024, 10 * 1024 * 1024] {
+    for size in [2, 5, 10, 20].map(|mib| mib * 1024 * 1024) {
         let mut o = cm("big");
         o["data"] = json!({"blob": "x".repeat(size)});
         let e = c.create(&cms, "default", &o).await.unwrap_err();
@@ -192,6 +194,15 @@ async fn oversized_objects_are_refused_and_nothing_is_stored() {
             ),
             "{size}: {e:?}"
         );
+        // Past the message limit too, the server's own typed error (its Status), not the
+        // transport's: the client reads no message text.
+        if size > 8 * 1024 * 1024 {
+            assert!(
+                e.message
+                    .starts_with("Request entity too large: the request message is"),
+                "{e:?}"
+            );
+        }
     }
     assert_eq!(
         c.get(&cms, "default", "big").await.unwrap_err().reason,
@@ -222,6 +233,57 @@ async fn oversized_objects_are_refused_and_nothing_is_stored() {
         .unwrap_err();
     assert_eq!(e.reason, Reason::RequestEntityTooLarge, "{e:?}");
     assert!(c.get(&cms, "default", "grow").await.unwrap()["data"]["b"].is_null());
+    still_serving(&c).await;
+}
+
+#[tokio::test]
+async fn a_list_too_large_for_one_answer_is_refused_typed_and_pages_work() {
+    let etcd = Etcd::start().await;
+    let mut api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let cms = gvr("", "v1", "configmaps");
+    // Seven objects of 1.4 MB: 9.8 MB in one answer, over the 8 MiB a message may carry.
+    for i in 0..7 {
+        let mut o = cm(&format!("bulk-{i}"));
+        o["data"] = json!({"blob": "x".repeat(1_400_000)});
+        c.create(&cms, "default", &o).await.unwrap();
+    }
+    let e = c
+        .list(&cms, "default", &keel_client::ListParams::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::RequestEntityTooLarge, "{e:?}");
+    assert!(e.message.contains("list in pages"), "{e:?}");
+    let page = c
+        .list(
+            &cms,
+            "default",
+            &keel_client::ListParams {
+                limit: 3,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 3);
+    // A restarted server's watch cache loads them all: etcd's answers come in parts small
+    // enough to read.
+    api.restart().await;
+    let c = api.client().await;
+    let mut w = c
+        .watch(
+            &cms,
+            &keel_client::WatchParams {
+                namespace: "default".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    for _ in 0..7 {
+        let ev = w.next().await.unwrap().unwrap();
+        assert_eq!(ev.kind, keel_client::EventType::Added);
+    }
     still_serving(&c).await;
 }
 
@@ -313,9 +375,31 @@ async fn bad_patches_are_refused_and_leave_the_object_alone() {
         )
         .await
         .unwrap_err();
+    // Kubernetes' check of the patched object's name against the request's.
     assert_eq!(
-        (e.reason, e.causes[0].field.as_str()),
-        (Reason::Invalid, "metadata.name")
+        (e.reason, e.message.as_str()),
+        (
+            Reason::BadRequest,
+            "the name of the object (q) does not match the name on the URL (p)"
+        )
+    );
+    // A strategic patch deleting the whole object leaves `{}`, which fails that check.
+    let e = c
+        .patch(
+            &cms,
+            "default",
+            "p",
+            PatchType::Strategic,
+            &json!({"$patch": "delete"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.reason, e.message.as_str()),
+        (
+            Reason::BadRequest,
+            "the name of the object () does not match the name on the URL (p)"
+        )
     );
     let e = c
         .patch(

@@ -7,24 +7,8 @@
 use std::time::Duration;
 
 use keel_client::{ClientConfig, PatchType, Reason, gvr};
-use keel_tests::{ApiServer, Etcd, Signal, signal};
+use keel_tests::{ApiServer, Etcd, Frozen};
 use serde_json::json;
-
-/// Freezes etcd (SIGSTOP) until dropped: requests hang rather than fail fast.
-struct Frozen(u32);
-
-impl Frozen {
-    fn new(pid: u32) -> Frozen {
-        signal(pid, Signal::STOP);
-        Frozen(pid)
-    }
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        signal(self.0, Signal::CONT);
-    }
-}
 
 #[tokio::test]
 async fn a_full_patch_queue_is_too_many_requests_and_a_silent_etcd_is_a_timeout() {

@@ -515,7 +515,7 @@ async fn discovery_lists_the_builtin_resources() {
     );
     assert_eq!(d.short_names, ["deploy"]);
     assert!(d.namespaced);
-    assert_eq!(d.subresources, ["status"]);
+    assert_eq!(d.subresources, ["status", "scale"]);
     assert!(d.verbs.iter().any(|v| v == "watch"));
     assert!(!find("namespaces").namespaced);
     for r in ["pods", "configmaps", "events", "replicasets", "leases"] {

@@ -4,8 +4,17 @@
 //! bytes are the Kubernetes-style `Status` JSON, so a client gets the reason, the object and the
 //! offending fields back exactly ([`ApiError::from_status`]).
 
+mod bounded;
+
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+
+pub use bounded::{echo, echo_name, shorten_name};
+
+/// An `Invalid` error's message lists at most this many of its causes, in at most about this
+/// many bytes, then says how many more there are (all are in its `causes`, as far as they fit).
+const LISTED_CAUSES: usize = 10;
+const LISTED_BYTES: usize = 640;
 
 /// Why a request failed, as Kubernetes names it (`metav1.StatusReason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -37,6 +46,8 @@ pub enum Reason {
     InsufficientStorage,
     /// The verb is not supported on this resource.
     MethodNotAllowed,
+    /// The body is in a format the server does not take (HTTP: its `Content-Type`).
+    UnsupportedMediaType,
     /// A bug or an unexpected state on the server.
     InternalError,
 }
@@ -49,7 +60,9 @@ impl Reason {
             Reason::NotFound => Code::NotFound,
             Reason::AlreadyExists => Code::AlreadyExists,
             Reason::Conflict => Code::Aborted,
-            Reason::Invalid | Reason::BadRequest => Code::InvalidArgument,
+            Reason::Invalid | Reason::BadRequest | Reason::UnsupportedMediaType => {
+                Code::InvalidArgument
+            }
             Reason::Expired => Code::OutOfRange,
             Reason::RequestEntityTooLarge
             | Reason::TooManyRequests
@@ -79,6 +92,7 @@ impl Reason {
             Reason::ServiceUnavailable => 503,
             Reason::InsufficientStorage => 507,
             Reason::MethodNotAllowed => 405,
+            Reason::UnsupportedMediaType => 415,
             Reason::InternalError => 500,
         }
     }
@@ -91,9 +105,10 @@ impl Reason {
             Code::AlreadyExists => Reason::AlreadyExists,
             Code::Aborted => Reason::Conflict,
             Code::InvalidArgument => Reason::BadRequest,
-            Code::OutOfRange => Reason::Expired,
-            // keel's own TooManyRequests carries a detail; a bare one is the transport refusing a message.
-            Code::ResourceExhausted => Reason::RequestEntityTooLarge,
+            // keel's own Expired and TooManyRequests carry a detail; bare, these codes are the
+            // transport refusing a message over its size limit (tonic: OUT_OF_RANGE; others:
+            // RESOURCE_EXHAUSTED).
+            Code::OutOfRange | Code::ResourceExhausted => Reason::RequestEntityTooLarge,
             Code::Unauthenticated => Reason::Unauthorized,
             Code::PermissionDenied => Reason::Forbidden,
             Code::DeadlineExceeded | Code::Cancelled => Reason::Timeout,
@@ -119,7 +134,7 @@ impl FieldCause {
         let field = field.into();
         FieldCause {
             reason: "FieldValueInvalid".into(),
-            message: format!("Invalid value: {value:?}: {}", why.as_ref()),
+            message: format!("Invalid value: {}: {}", echo(value), why.as_ref()),
             field,
         }
     }
@@ -160,7 +175,7 @@ impl FieldCause {
     pub fn duplicate(field: impl Into<String>, value: &str) -> Self {
         FieldCause {
             reason: "FieldValueDuplicate".into(),
-            message: format!("Duplicate value: {value:?}"),
+            message: format!("Duplicate value: {}", echo(value)),
             field: field.into(),
         }
     }
@@ -171,7 +186,8 @@ impl FieldCause {
         FieldCause {
             reason: "FieldValueNotSupported".into(),
             message: format!(
-                "Unsupported value: {value:?}: supported values: {}",
+                "Unsupported value: {}: supported values: {}",
+                echo(value),
                 list.join(", ")
             ),
             field: field.into(),
@@ -210,7 +226,7 @@ impl Target {
         if self.name.is_empty() {
             what
         } else {
-            format!("{what} {:?}", self.name)
+            format!("{what} {}", echo_name(&self.name))
         }
     }
 }
@@ -223,6 +239,9 @@ pub struct ApiError {
     pub message: String,
     pub target: Target,
     pub causes: Vec<FieldCause>,
+    /// For `TooManyRequests` (and `ServiceUnavailable`): how long the client should wait
+    /// before it tries again (Kubernetes' `details.retryAfterSeconds`, HTTP's `Retry-After`).
+    pub retry_after_seconds: Option<u32>,
 }
 
 /// The Kubernetes `Status` JSON, as it travels in the gRPC status details.
@@ -245,6 +264,12 @@ struct DetailsJson {
     target: Target,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     causes: Vec<FieldCause>,
+    #[serde(
+        rename = "retryAfterSeconds",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    retry_after_seconds: Option<u32>,
 }
 
 impl ApiError {
@@ -254,6 +279,7 @@ impl ApiError {
             message: message.into(),
             target,
             causes: Vec::new(),
+            retry_after_seconds: None,
         }
     }
 
@@ -286,16 +312,26 @@ impl ApiError {
     }
 
     pub fn invalid(target: Target, causes: Vec<FieldCause>) -> Self {
-        let list: Vec<String> = causes
-            .iter()
-            .map(|c| format!("{}: {}", c.field, c.message))
-            .collect();
+        let mut list: Vec<String> = Vec::new();
+        let mut length = 0;
+        for c in causes.iter().take(LISTED_CAUSES) {
+            let item = format!("{}: {}", c.field, c.message);
+            length += item.len();
+            if !list.is_empty() && length > LISTED_BYTES {
+                break;
+            }
+            list.push(item);
+        }
+        if causes.len() > list.len() {
+            list.push(format!("and {} more", causes.len() - list.len()));
+        }
         let message = format!("{} is invalid: {}", target.describe(), list.join(", "));
         ApiError {
             reason: Reason::Invalid,
             message,
             target,
             causes,
+            retry_after_seconds: None,
         }
     }
 
@@ -315,8 +351,31 @@ impl ApiError {
         Self::new(Reason::TooManyRequests, target, message)
     }
 
+    /// Tells the client to wait this long before it tries again.
+    pub fn retry_after(mut self, seconds: u32) -> Self {
+        self.retry_after_seconds = Some(seconds);
+        self
+    }
+
     pub fn timeout(target: Target, message: impl Into<String>) -> Self {
         Self::new(Reason::Timeout, target, message)
+    }
+
+    /// A read at a `resourceVersion` newer than the store reached while the read waited for
+    /// it; Kubernetes' words, cause and retry hint.
+    pub fn too_large_resource_version(asked: i64, current: i64) -> Self {
+        let mut e = Self::new(
+            Reason::Timeout,
+            Target::default(),
+            format!("Timeout: Too large resource version: {asked}, current: {current}"),
+        )
+        .retry_after(1);
+        e.causes.push(FieldCause {
+            reason: "ResourceVersionTooLarge".into(),
+            message: "Too large resource version".into(),
+            field: String::new(),
+        });
+        e
     }
 
     pub fn unavailable(message: impl Into<String>) -> Self {
@@ -331,6 +390,18 @@ impl ApiError {
         Self::new(Reason::InternalError, Target::default(), message)
     }
 
+    /// The client's view of the collection is gone and it must list again (client-go's
+    /// reflector: `isExpiredError || isTooLargeResourceVersionError`): its resourceVersion is
+    /// compacted, or newer than the store's, as after etcd was restored from a backup.
+    pub fn must_relist(&self) -> bool {
+        self.reason == Reason::Expired
+            || (self.reason == Reason::Timeout
+                && self
+                    .causes
+                    .iter()
+                    .any(|c| c.reason == "ResourceVersionTooLarge"))
+    }
+
     /// Names the object, for errors raised below the layer that knows it.
     pub fn with_target(mut self, target: &Target) -> Self {
         if self.target == Target::default() {
@@ -341,18 +412,12 @@ impl ApiError {
 
     /// The Kubernetes `Status` JSON of this error.
     pub fn to_status_json(&self) -> serde_json::Value {
-        let status = StatusJson {
-            api_version: "v1".into(),
-            kind: "Status".into(),
-            status: "Failure".into(),
-            message: self.message.clone(),
-            reason: self.reason,
-            details: DetailsJson {
-                target: self.target.clone(),
-                causes: self.causes.clone(),
-            },
-            code: self.reason.http_code(),
-        };
+        let status = bounded::status(
+            self,
+            self.message.clone(),
+            self.target.clone(),
+            self.causes.clone(),
+        );
         serde_json::to_value(status).unwrap_or_else(|_| json!({"message": self.message}))
     }
 
@@ -365,12 +430,10 @@ impl ApiError {
                 message: s.message,
                 target: s.details.target,
                 causes: s.details.causes,
+                retry_after_seconds: s.details.retry_after_seconds,
             };
         }
-        // The transport refuses oversized messages itself, without a keel detail.
-        let reason = if status.message().contains("message length too large") {
-            Reason::RequestEntityTooLarge
-        } else if status.message().contains("transport error") {
+        let reason = if status.message().contains("transport error") {
             // The connection broke (a server died mid-request): retry elsewhere.
             Reason::ServiceUnavailable
         } else {
@@ -380,10 +443,13 @@ impl ApiError {
     }
 }
 
+/// An error on the wire: its code, a one-line summary as `grpc-message`, and its whole Status
+/// once, in `grpc-status-details-bin`, cut to fit every gRPC client's trailer limit
+/// ([`bounded`]).
 impl From<ApiError> for tonic::Status {
     fn from(e: ApiError) -> tonic::Status {
-        let details = serde_json::to_vec(&e.to_status_json()).unwrap_or_default();
-        tonic::Status::with_details(e.reason.code(), e.message, details.into())
+        let (summary, details) = bounded::encode(&e);
+        tonic::Status::with_details(e.reason.code(), summary, details.into())
     }
 }
 
@@ -407,6 +473,28 @@ mod tests {
         assert!(
             e.message
                 .contains("ConfigMap \"Bad\" is invalid: metadata.name")
+        );
+    }
+
+    #[test]
+    fn a_retry_after_hint_travels_in_the_status_details() {
+        let e = ApiError::too_many_requests(Target::default(), "slow down").retry_after(3);
+        assert_eq!(e.to_status_json()["details"]["retryAfterSeconds"], 3);
+        let status: tonic::Status = e.clone().into();
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(ApiError::from_status(&status).retry_after_seconds, Some(3));
+    }
+
+    #[test]
+    fn expired_and_too_large_resource_versions_mean_relist() {
+        assert!(ApiError::expired("gone").must_relist());
+        assert!(ApiError::too_large_resource_version(10, 5).must_relist());
+        assert!(!ApiError::timeout(Target::default(), "slow").must_relist());
+        // A bare size refusal of the transport is never mistaken for Expired.
+        let bare = tonic::Status::out_of_range("decoded message length too large");
+        assert_eq!(
+            ApiError::from_status(&bare).reason,
+            Reason::RequestEntityTooLarge
         );
     }
 

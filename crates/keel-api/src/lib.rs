@@ -6,16 +6,20 @@
 //! - [`ResourceInfo`] and [`builtin_resources`]: what a resource is (group, version, kind, scope);
 //! - [`ApiError`]: the one error type, shaped like Kubernetes' `Status`, mapped to gRPC codes;
 //! - [`selector`]: label and field selectors; [`validation`]: names, labels, annotations;
-//! - [`shard`]: which shard of a controller's keyspace an object belongs to.
+//! - [`shard`]: which shard of a controller's keyspace an object belongs to;
+//! - [`table`]: the columns `get` shows for each kind ([`age`]: the AGE column's words).
 
 #![forbid(unsafe_code)]
 
+pub mod age;
 pub mod conversion;
 pub mod error;
 pub mod object;
 pub mod resource;
+pub mod scale;
 pub mod selector;
 pub mod shard;
+pub mod table;
 pub mod validation;
 
 /// Generated from `proto/keel/v1/keel.proto`.
@@ -24,6 +28,6 @@ pub mod proto {
     tonic::include_proto!("keel.v1");
 }
 
-pub use error::{ApiError, FieldCause, Reason, Target};
+pub use error::{ApiError, FieldCause, Reason, Target, echo, echo_name, shorten_name};
 pub use object::{Object, ObjectError};
 pub use resource::{GroupVersionResource, ResourceInfo, builtin_resources};

@@ -88,6 +88,9 @@ impl ResourceInfo {
     }
 }
 
+/// The group of Role, ClusterRole, RoleBinding and ClusterRoleBinding.
+pub const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
 fn info(
     group: &str,
     resource: &str,
@@ -174,6 +177,35 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             "Lease",
             &[],
             true,
+            false,
+        ),
+        // Authorization (RBAC), as Kubernetes' rbac.authorization.k8s.io/v1.
+        info(RBAC_GROUP, "roles", "role", "Role", &[], true, false),
+        info(
+            RBAC_GROUP,
+            "rolebindings",
+            "rolebinding",
+            "RoleBinding",
+            &[],
+            true,
+            false,
+        ),
+        info(
+            RBAC_GROUP,
+            "clusterroles",
+            "clusterrole",
+            "ClusterRole",
+            &[],
+            false,
+            false,
+        ),
+        info(
+            RBAC_GROUP,
+            "clusterrolebindings",
+            "clusterrolebinding",
+            "ClusterRoleBinding",
+            &[],
+            false,
             false,
         ),
         // The definitions of custom resources, served live, and the same in the form the

@@ -51,6 +51,38 @@ pub fn dns1123_subdomain(s: &str) -> Vec<String> {
     errs
 }
 
+/// A name that is one path segment, as Kubernetes requires of RBAC objects (whose names, like
+/// `system:kube-scheduler`, are not DNS names): not `.` or `..`, no `/` or `%`.
+pub fn path_segment_name(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s == "." || s == ".." {
+        errs.push(format!("may not be '{s}'"));
+    }
+    for bad in ['/', '%'] {
+        if s.contains(bad) {
+            errs.push(format!("may not contain '{bad}'"));
+        }
+    }
+    if s.len() > DNS1123_SUBDOMAIN_MAX {
+        errs.push(format!(
+            "must be no more than {DNS1123_SUBDOMAIN_MAX} characters"
+        ));
+    }
+    errs
+}
+
+/// The rule a resource's object names follow: a DNS label for namespaces, a path segment for
+/// RBAC objects, a DNS subdomain for every other kind.
+pub fn name_rule(info: &crate::ResourceInfo) -> fn(&str) -> Vec<String> {
+    if info.kind == "Namespace" && info.gvr.group.is_empty() {
+        dns1123_label
+    } else if info.gvr.group == crate::resource::RBAC_GROUP {
+        path_segment_name
+    } else {
+        dns1123_subdomain
+    }
+}
+
 fn is_alnum(c: char) -> bool {
     c.is_ascii_alphanumeric()
 }

@@ -49,7 +49,58 @@ pub struct TlsConfig {
     pub identity: Option<(Vec<u8>, Vec<u8>)>,
 }
 
+/// A part of a [`TlsConfig`].
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    Ca,
+    Certificate,
+    Key,
+}
+
+fn malformed(part: Part) -> ApiError {
+    let what = match part {
+        Part::Ca => "certificate authority (CA)",
+        Part::Certificate => "client certificate",
+        Part::Key => "client key",
+    };
+    ApiError::bad_request(Target::default(), format!("the {what} holds no PEM block"))
+}
+
 impl TlsConfig {
+    /// That each part holds what it should, in PEM: a clear error naming the part, rather than
+    /// the transport's at the first connection.
+    fn check(&self) -> Result<(), ApiError> {
+        self.malformed_part()
+            .map_or(Ok(()), |part| Err(malformed(part)))
+    }
+
+    /// The first part that holds no PEM block of its kind.
+    fn malformed_part(&self) -> Option<Part> {
+        let has = |pem: &[u8], begin: &str, end: &str| {
+            let text = String::from_utf8_lossy(pem);
+            text.contains(begin) && text.contains(end)
+        };
+        if !has(
+            &self.ca_pem,
+            "-----BEGIN CERTIFICATE-----",
+            "-----END CERTIFICATE-----",
+        ) {
+            return Some(Part::Ca);
+        }
+        let (cert, key) = self.identity.as_ref()?;
+        if !has(
+            cert,
+            "-----BEGIN CERTIFICATE-----",
+            "-----END CERTIFICATE-----",
+        ) {
+            return Some(Part::Certificate);
+        }
+        if !has(key, "-----BEGIN", "PRIVATE KEY-----") {
+            return Some(Part::Key);
+        }
+        None
+    }
+
     /// Reads the CA and, when both are given, the client certificate and key from files.
     pub fn from_files(
         ca: &std::path::Path,
@@ -63,13 +114,27 @@ impl TlsConfig {
                 )
             })
         };
-        Ok(TlsConfig {
+        let tls = TlsConfig {
             ca_pem: read(ca)?,
             identity: match identity {
                 Some((cert, key)) => Some((read(cert)?, read(key)?)),
                 None => None,
             },
-        })
+        };
+        // Name the file, not only the part.
+        if let Some(part) = tls.malformed_part() {
+            let file = match (part, identity) {
+                (Part::Certificate, Some((cert, _))) => cert,
+                (Part::Key, Some((_, key))) => key,
+                _ => ca,
+            };
+            let e = malformed(part);
+            return Err(ApiError::bad_request(
+                Target::default(),
+                format!("{}: {}", file.display(), e.message),
+            ));
+        }
+        Ok(tls)
     }
 }
 
@@ -167,6 +232,10 @@ impl Client {
     }
 }
 
+/// How often one call is sent again after `TooManyRequests` with a retry-after hint
+/// (client-go: 10).
+const MAX_THROTTLED_RETRIES: u32 = 10;
+
 /// The caller's error for a failed call. A transport failure is `ServiceUnavailable` whatever
 /// code tonic gave it (a stream cut by GOAWAY is `Internal` there, a request hyper dropped
 /// unsent `Cancelled`); the client's own deadline stays `Timeout`.
@@ -186,6 +255,9 @@ impl Client {
     /// Prepares connections to every endpoint; they are made lazily, so this succeeds while
     /// servers are still starting.
     pub async fn connect(config: &ClientConfig) -> Result<Client, ApiError> {
+        if let Some(t) = &config.tls {
+            t.check()?;
+        }
         let mut channels = Vec::new();
         let tls = config.tls.as_ref().map(|t| {
             let mut c = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&t.ca_pem));
@@ -242,9 +314,11 @@ impl Client {
     }
 
     fn objects_client(ch: Channel) -> ObjectsClient<Channel> {
+        // No limit on what is sent: the server refuses an oversized request with its typed
+        // `RequestEntityTooLarge` after reading only the message's length.
         ObjectsClient::new(ch)
             .max_decoding_message_size(64 * 1024 * 1024)
-            .max_encoding_message_size(16 * 1024 * 1024)
+            .max_encoding_message_size(usize::MAX)
     }
 
     pub(crate) fn objects(&self) -> ObjectsClient<Channel> {
@@ -275,6 +349,7 @@ impl Client {
     {
         let deadline = Instant::now() + self.timeout;
         let mut tried = vec![false; self.endpoints.len()];
+        let mut throttled = 0;
         loop {
             let Some(i) = self.endpoints.pick_untried(&tried) else {
                 return Err(ApiError::unavailable("no server address given"));
@@ -285,7 +360,27 @@ impl Client {
                 Err(s) => s,
             };
             let how = delivery(&s);
-            if how == Delivery::NotProcessed {
+            // Told to slow down: the request was not processed; wait as long as the server
+            // says and send it again (to any endpoint), while the deadline allows, as
+            // client-go does with 429 and Retry-After.
+            if how == Delivery::Answered && throttled < MAX_THROTTLED_RETRIES {
+                let e = ApiError::from_status(&s);
+                if let (keel_api::Reason::TooManyRequests, Some(secs)) =
+                    (e.reason, e.retry_after_seconds)
+                {
+                    let wait = Duration::from_secs(secs.into());
+                    if Instant::now() + wait < deadline {
+                        throttled += 1;
+                        tokio::time::sleep(wait).await;
+                        tried.fill(false);
+                        continue;
+                    }
+                }
+            }
+            // A refused request, or a connection that broke mid-call (the server died, or the
+            // network to it): the next calls go to the other endpoints for a moment, so that
+            // a caller whose call failed there does not send its next one to the same place.
+            if matches!(how, Delivery::NotProcessed | Delivery::Unknown) {
                 self.endpoints.mark_down(i);
             }
             tried[i] = true;
@@ -306,6 +401,7 @@ impl Client {
             resource: resource_ref(g),
             namespace: namespace.into(),
             object: encode(obj),
+            ..Default::default()
         };
         let resp = self
             .call(Idempotency::Write, |mut c, left| {
@@ -457,6 +553,7 @@ impl Client {
             namespace: namespace.into(),
             subresource: sub.into(),
             object: encode(obj),
+            ..Default::default()
         };
         let resp = self
             .call(Idempotency::Write, |mut c, left| {
@@ -496,6 +593,7 @@ impl Client {
             subresource: sub.into(),
             patch_type: kind as i32,
             patch,
+            ..Default::default()
         };
         let resp = self
             .call(Idempotency::Write, |mut c, left| {
@@ -524,6 +622,7 @@ impl Client {
                 resource_version: p.resource_version.clone(),
             }),
             propagation_policy: p.propagation as i32,
+            ..Default::default()
         };
         let resp = self
             .call(Idempotency::Write, |mut c, left| {
@@ -615,6 +714,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn malformed_certificates_are_named_before_any_connection() {
+        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        let key = "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n";
+        let cases = [
+            ("garbage", None, "certificate authority (CA)"),
+            (pem, Some(("garbage", key)), "client certificate"),
+            (pem, Some((pem, "garbage")), "client key"),
+        ];
+        for (ca, identity, what) in cases {
+            let mut config = ClientConfig::new(["https://127.0.0.1:1"]);
+            config.tls = Some(TlsConfig {
+                ca_pem: ca.as_bytes().to_vec(),
+                identity: identity.map(|(c, k)| (c.as_bytes().to_vec(), k.as_bytes().to_vec())),
+            });
+            let e = Client::connect(&config).await.err().unwrap();
+            assert_eq!(e.reason, Reason::BadRequest);
+            assert_eq!(e.message, format!("the {what} holds no PEM block"));
+        }
+    }
+
+    #[tokio::test]
     async fn a_write_that_was_not_processed_goes_to_the_next_endpoint() {
         let (r, tries) = call(&client(2), Idempotency::Write, vec![refused()]).await;
         assert!(r.is_ok());
@@ -629,10 +749,49 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_next_call_avoids_the_endpoint_whose_connection_broke() {
+        let c = client(2);
+        let (r, _) = call(&c, Idempotency::Write, vec![reset()]).await;
+        assert!(r.is_err());
+        let down: Vec<usize> = (0..2).filter(|&i| c.endpoints.is_down(i)).collect();
+        assert_eq!(down.len(), 1, "endpoints down: {down:?}");
+        for _ in 0..4 {
+            assert_ne!(c.endpoints.pick(), down[0]);
+        }
+    }
+
+    #[tokio::test]
     async fn a_read_is_repeated_whatever_the_transport_did() {
         let (r, tries) = call(&client(2), Idempotency::Read, vec![reset()]).await;
         assert!(r.is_ok());
         assert_eq!(tries, 2);
+    }
+
+    fn throttled(secs: u32) -> tonic::Status {
+        ApiError::too_many_requests(Target::default(), "slow down")
+            .retry_after(secs)
+            .into()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_told_to_retry_later_waits_and_is_sent_again() {
+        let started = Instant::now();
+        let failures = vec![throttled(1), throttled(1)];
+        let (r, tries) = call(&client(2), Idempotency::Write, failures).await;
+        assert!(r.is_ok());
+        assert_eq!(tries, 3);
+        assert!(started.elapsed() >= Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_after_beyond_the_deadline_is_the_callers_error_at_once() {
+        let started = Instant::now();
+        let (r, tries) = call(&client(2), Idempotency::Write, vec![throttled(60)]).await;
+        let e = r.unwrap_err();
+        assert_eq!(e.reason, Reason::TooManyRequests);
+        assert_eq!(e.retry_after_seconds, Some(60));
+        assert_eq!(tries, 1);
+        assert!(started.elapsed() < Duration::from_secs(1));
     }
 
     #[tokio::test]

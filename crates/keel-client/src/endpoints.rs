@@ -1,6 +1,7 @@
 //! Several API server endpoints: requests go round-robin over those that answer; an endpoint
-//! that refused a request unprocessed (connect refused, GOAWAY) is skipped for a moment, and
-//! a retried request goes first to the endpoints it has not tried yet.
+//! that refused a request unprocessed (connect refused, GOAWAY) or whose connection broke
+//! mid-call is skipped for a moment, and a retried request goes first to the endpoints it has
+//! not tried yet.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,7 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
-/// How long an endpoint that refused a connection is skipped.
+/// How long an endpoint that refused a request, or broke a connection, is skipped.
 const DOWN_FOR: Duration = Duration::from_secs(2);
 
 pub(crate) struct Endpoints {
@@ -33,7 +34,7 @@ impl Endpoints {
         self.channels.len()
     }
 
-    fn is_down(&self, i: usize) -> bool {
+    pub(crate) fn is_down(&self, i: usize) -> bool {
         let mut d = self.down_until[i].lock().unwrap_or_else(|e| e.into_inner());
         match *d {
             Some(t) if Instant::now() < t => true,
@@ -72,7 +73,8 @@ impl Endpoints {
         self.channels[i].1.clone()
     }
 
-    /// Skips endpoint `i` for a while: it refused a request without processing it.
+    /// Skips endpoint `i` for a while: it refused a request without processing it, or its
+    /// connection broke.
     pub fn mark_down(&self, i: usize) {
         *self.down_until[i].lock().unwrap_or_else(|e| e.into_inner()) =
             Some(Instant::now() + DOWN_FOR);

@@ -13,9 +13,11 @@
 mod client;
 mod delivery;
 mod endpoints;
+mod flags;
 mod watch;
 
 pub use client::{Client, ClientConfig, DeleteParams, ListParams, ObjectList, TlsConfig, gvr};
+pub use flags::ConnectFlags;
 pub use keel_api::proto::{PatchType, PropagationPolicy};
 pub use keel_api::shard::ShardSelector;
 pub use keel_api::{ApiError, GroupVersionResource, Reason};

@@ -178,7 +178,7 @@ impl Client {
             loop {
                 let mut stream = match client.watch(&g, &p).await {
                     Ok(s) => s,
-                    Err(e) if e.reason == keel_api::Reason::Expired => {
+                    Err(e) if e.must_relist() => {
                         let _ = tx.send(Err(e)).await;
                         return;
                     }
@@ -200,7 +200,7 @@ impl Client {
                                 return;
                             }
                         }
-                        Err(e) if e.reason == keel_api::Reason::Expired => {
+                        Err(e) if e.must_relist() => {
                             let _ = tx.send(Err(e)).await;
                             return;
                         }

@@ -12,13 +12,25 @@ use axum::routing::get;
 use prometheus_client::registry::Registry;
 
 /// Binds `addr` and serves the side port in a task; returns the bound address (port 0 picks
-/// one).
+/// one). The side port is plain text, so it listens on loopback only (in a container: its
+/// own loopback, where its health check runs): any other address is refused.
 pub async fn serve(
     addr: std::net::SocketAddr,
     state: HttpState,
 ) -> std::io::Result<std::net::SocketAddr> {
+    if !addr.ip().is_loopback() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "--http-listen {addr}: the side port serves plain text, so on loopback only \
+                 (e.g. 127.0.0.1:{})",
+                addr.port()
+            ),
+        ));
+    }
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
+    tracing::info!(%bound, "side port (/healthz, /readyz, /metrics): plain text, on loopback only");
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router(state)).await {
             tracing::warn!("http side port: {e}");

@@ -5,7 +5,8 @@
 //!   `Replace`: the store is swapped whole, never filled half-way.
 //! - The watch asks for bookmarks, so that its resume point advances on quiet resources.
 //! - A broken watch is opened again from the last resourceVersion seen: nothing is lost and
-//!   nothing repeated. `Expired` (that revision is compacted) means relist.
+//!   nothing repeated. `Expired` (that revision is compacted), or a revision newer than the store has
+//!   (etcd restored from a backup), means relist.
 //! - Every retry waits on one [`Backoff`]: 800 ms doubling to 30 s, jittered, reset after
 //!   two healthy minutes (client-go's defaults).
 //! - Sharded (a controller-manager's share of the keyspace, [`ShardFeed`]): List and Watch ask
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 use futures::{Future, StreamExt};
 use keel_api::shard::{ShardSelector, shard_of_json};
-use keel_api::{ApiError, GroupVersionResource, Reason};
+use keel_api::{ApiError, GroupVersionResource};
 use keel_client::{Client, Event, EventType, ListParams, ObjectList, WatchParams};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -384,7 +385,7 @@ impl<L: ListerWatcher> Reflector<L> {
             let shard = self.sharding.as_ref().map(|s| s.selector(&s.ids));
             let mut stream = match self.lw.watch(&rv, shard.as_ref()).await {
                 Ok(s) => s,
-                Err(e) if e.reason == Reason::Expired => return ReflectorError::Expired(e),
+                Err(e) if e.must_relist() => return ReflectorError::Expired(e),
                 Err(e) => {
                     tracing::warn!(resource = %self.what, error = %ReflectorError::Watch(e), "reflector");
                     self.backoff.wait().await;
@@ -395,7 +396,7 @@ impl<L: ListerWatcher> Reflector<L> {
                 tokio::select! {
                     ev = stream.next() => match ev {
                         Some(Ok(ev)) => self.apply(ev, &mut rv),
-                        Some(Err(e)) if e.reason == Reason::Expired => {
+                        Some(Err(e)) if e.must_relist() => {
                             return ReflectorError::Expired(e);
                         }
                         Some(Err(e)) => break Ended::Broke(e),
@@ -725,6 +726,26 @@ mod tests {
         .await;
         assert_eq!(out, ["replace a", "replace b"]);
         assert_eq!(names(&calls), ["list ", "watch 10", "list ", "watch 30"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_resource_version_the_store_never_reached_relists() {
+        // etcd restored from an older backup: the revision the reflector holds is in the
+        // future; resuming from it would wait and time out forever.
+        let (out, calls) = run(
+            vec![page(&["a"], 10, ""), page(&["b"], 7, "")],
+            vec![
+                Err(ApiError::too_large_resource_version(10, 6)),
+                Ok(vec![ev(EventType::Added, "c", 8)]),
+            ],
+            3,
+        )
+        .await;
+        assert_eq!(out, ["replace a", "replace b", "ns/c Added@8"]);
+        assert_eq!(
+            names(&calls)[..4],
+            ["list ", "watch 10", "list ", "watch 7"]
+        );
     }
 
     #[tokio::test(start_paused = true)]

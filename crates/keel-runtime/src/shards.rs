@@ -676,8 +676,11 @@ impl<S: LeaseStore> Manager<S> {
             .filter_map(|op| self.request(&op, &wall).map(|r| (op, r)))
             .collect();
         let store = &self.store;
+        // One start for the whole batch, taken before any write is sent: every renewal of a
+        // round then lapses at the same instant (one wake-up, not one per shard, which a busy
+        // runtime would stretch out), and no earlier than the lease that write renewed.
+        let started = Instant::now();
         let answers = futures::future::join_all(requests.into_iter().map(|(op, r)| async move {
-            let started = Instant::now();
             let call = async {
                 match r {
                     Request::Create(lease) => store.create(&lease).await.map(Some),

@@ -19,6 +19,19 @@ pub struct Config {
         value_delimiter = ','
     )]
     pub etcd_servers: Vec<String>,
+    /// CA of etcd's serving certificate (PEM): etcd is reached over TLS (`https://` servers).
+    #[arg(long, env = "KEEL_ETCD_CAFILE")]
+    pub etcd_cafile: Option<PathBuf>,
+    /// The client certificate (PEM) this server shows etcd (`--client-cert-auth`).
+    #[arg(
+        long,
+        env = "KEEL_ETCD_CERTFILE",
+        requires_all = ["etcd_keyfile", "etcd_cafile"]
+    )]
+    pub etcd_certfile: Option<PathBuf>,
+    /// The private key of `--etcd-certfile` (PEM).
+    #[arg(long, env = "KEEL_ETCD_KEYFILE", requires = "etcd_certfile")]
+    pub etcd_keyfile: Option<PathBuf>,
     /// Prefix of every key in etcd.
     #[arg(long, env = "KEEL_ETCD_PREFIX", default_value = "/registry")]
     pub etcd_prefix: String,
@@ -57,7 +70,68 @@ pub struct Config {
     /// With this or `--client-ca-file`, every API request must authenticate.
     #[arg(long, env = "KEEL_TOKEN_AUTH_FILE")]
     pub token_auth_file: Option<PathBuf>,
+    /// How authenticated requests are authorized: `RBAC` (Roles, ClusterRoles and their
+    /// bindings; the group `system:masters` may do everything) or `AlwaysAllow`. Without
+    /// authentication there is no user to authorize and every request is allowed.
+    #[arg(
+        long,
+        env = "KEEL_AUTHORIZATION_MODE",
+        value_enum,
+        default_value = "RBAC"
+    )]
+    pub authorization_mode: AuthorizationMode,
+    /// Get and List requests in flight at once; past it clients get TooManyRequests (retry
+    /// after 1 s). 0: no limit.
+    #[arg(long, env = "KEEL_MAX_REQUESTS_INFLIGHT", default_value_t = 400)]
+    pub max_requests_inflight: usize,
+    /// Create, Update, Patch and Delete requests in flight at once; past it clients get
+    /// TooManyRequests (retry after 1 s). 0: no limit.
+    #[arg(
+        long,
+        env = "KEEL_MAX_MUTATING_REQUESTS_INFLIGHT",
+        default_value_t = 200
+    )]
+    pub max_mutating_requests_inflight: usize,
+    /// Watches open at once (they do not count as requests in flight). 0: no limit.
+    #[arg(long, env = "KEEL_MAX_WATCHES", default_value_t = 10_000)]
+    pub max_watches: usize,
+    /// Requests per second each authenticated user may make on average (a token bucket per
+    /// user and replica; the group `system:masters` is exempt). 0: no limit.
+    #[arg(long, env = "KEEL_USER_QPS", default_value_t = 1000.0, value_parser = qps)]
+    pub user_qps: f64,
+    /// Requests a user may make at once above `--user-qps`.
+    #[arg(long, env = "KEEL_USER_BURST", default_value_t = 2000)]
+    pub user_burst: u32,
+    /// Append a JSON line per request (user, verb, resource, object, result code, latency) to
+    /// this file.
+    #[arg(long, env = "KEEL_AUDIT_LOG_PATH")]
+    pub audit_log_path: Option<PathBuf>,
+    /// Size in megabytes at which the audit log is rotated (to `<path>.1`, ...); 0: 100.
+    #[arg(long, env = "KEEL_AUDIT_LOG_MAXSIZE", default_value_t = 100)]
+    pub audit_log_maxsize: u64,
+    /// Rotated audit logs kept (0: all of them, as in Kubernetes).
+    #[arg(long, env = "KEEL_AUDIT_LOG_MAXBACKUP", default_value_t = 10)]
+    pub audit_log_maxbackup: usize,
     /// After the listener closes, how long in-flight requests may take to finish.
     #[arg(long, env = "KEEL_SHUTDOWN_GRACE", default_value = "10s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,
+}
+
+/// `--authorization-mode`, named as Kubernetes names its modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuthorizationMode {
+    #[value(name = "RBAC")]
+    Rbac,
+    #[value(name = "AlwaysAllow")]
+    AlwaysAllow,
+}
+
+/// `--user-qps`: a rate, finite and not negative.
+fn qps(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(q) if q.is_finite() && q >= 0.0 => Ok(q),
+        _ => Err(format!(
+            "{s:?} is not a rate: a number of requests per second, 0 or more"
+        )),
+    }
 }

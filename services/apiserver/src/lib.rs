@@ -11,7 +11,8 @@
 //!   write loop, PATCH coalescing, watch caches and watchers, history compaction;
 //! - [`etcd`]: key-value calls, compare-and-swap transactions and watches on etcd.
 //!
-//! [`auth`] tells who sent a request (client certificates, bearer tokens); [`server`] wires
+//! [`auth`] tells who sent a request (client certificates, bearer tokens); [`tls`] reads the
+//! listeners' certificates; [`server`] wires
 //! them together and shuts them down in order on the [`shutdown`] signals;
 //! [`metrics`] is what every layer records into.
 
@@ -28,6 +29,7 @@ pub mod request;
 pub mod server;
 pub mod shutdown;
 pub mod storage;
+pub mod tls;
 pub mod transport;
 
 pub use config::Config;

@@ -36,6 +36,11 @@ struct OperationLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    request_kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EndpointLabels {
     endpoint: String,
 }
@@ -63,6 +68,7 @@ struct Inner {
     patch_batch_size: HistogramFamily<ResourceLabels>,
     watches: Family<ResourceLabels, Gauge>,
     watch_events: Family<ResourceLabels, Counter>,
+    inflight: Family<KindLabels, Gauge>,
 }
 
 /// Cheap to clone; every clone records into the same registry.
@@ -137,6 +143,12 @@ impl Metrics {
             "Watch events sent to clients",
             watch_events.clone(),
         );
+        let inflight = Family::<KindLabels, Gauge>::default();
+        registry.register(
+            "current_inflight_requests",
+            "Requests being served, by kind (readOnly, mutating), as Kubernetes counts them",
+            inflight.clone(),
+        );
         Metrics(Arc::new(Inner {
             registry,
             requests,
@@ -149,6 +161,7 @@ impl Metrics {
             patch_batch_size,
             watches,
             watch_events,
+            inflight,
         }))
     }
 
@@ -216,6 +229,14 @@ impl Metrics {
                 resource: resource.into(),
             })
             .observe(size as f64);
+    }
+
+    /// The gauge of requests in flight of one kind (`readOnly`, `mutating`).
+    pub fn inflight(&self, request_kind: &'static str) -> Gauge {
+        self.0
+            .inflight
+            .get_or_create(&KindLabels { request_kind })
+            .clone()
     }
 
     pub fn watch_opened(&self, resource: &str) {

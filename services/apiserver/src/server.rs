@@ -8,44 +8,63 @@ use std::time::Duration;
 use keel_api::proto::discovery_server::DiscoveryServer;
 use keel_api::proto::objects_server::ObjectsServer;
 
-use tonic::transport::{Certificate, Identity, ServerTlsConfig};
-
 use tonic::service::interceptor::InterceptedService;
 
 use crate::auth::Authenticator;
-use crate::config::Config;
-use crate::etcd::Etcd;
+use crate::config::{AuthorizationMode, Config};
+use crate::etcd::{Etcd, EtcdTls};
 use crate::metrics::Metrics;
 use crate::registry::{FinalizerRules, Registry, Resources};
-use crate::request::Handler;
+use crate::request::{AuditConfig, AuditLog, Handler, Limits, LimitsConfig};
 use crate::shutdown::Signals;
 use crate::storage::{self, Store, StoreConfig};
-use crate::transport::{grpc, http};
-
-/// Largest gRPC message decoded. Well above the object limit so that oversized objects get
-/// keel's typed `RequestEntityTooLarge` naming the object; still a bound on memory per request.
-const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
+use crate::tls::{self, Pems, read};
+use crate::transport::{grpc, http, rest};
 
 /// How long the side port may take to close once the gRPC server has drained.
 const HTTP_CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The gRPC listener's TLS, from the certificate and key files (and the client CA's).
-fn tls_config(config: &Config) -> Result<Option<ServerTlsConfig>, BoxError> {
-    let (Some(cert), Some(key)) = (&config.tls_cert_file, &config.tls_private_key_file) else {
+/// TLS towards etcd, from `--etcd-cafile` (and the client certificate's files).
+fn etcd_tls(config: &Config) -> Result<Option<EtcdTls>, BoxError> {
+    let Some(ca) = &config.etcd_cafile else {
         return Ok(None);
     };
-    let read = |p: &std::path::Path| -> Result<Vec<u8>, BoxError> {
-        std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()).into())
+    let identity = match (&config.etcd_certfile, &config.etcd_keyfile) {
+        (Some(cert), Some(key)) => Some((read(cert)?, read(key)?)),
+        _ => None,
     };
-    let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?));
-    if let Some(ca) = &config.client_ca_file {
-        tls = tls
-            .client_ca_root(Certificate::from_pem(read(ca)?))
-            .client_auth_optional(true);
+    if let Some(plain) = config
+        .etcd_servers
+        .iter()
+        .find(|s| !s.starts_with("https://"))
+    {
+        return Err(
+            format!("--etcd-cafile is given but the etcd server {plain} is not https://").into(),
+        );
     }
-    Ok(Some(tls))
+    Ok(Some(EtcdTls {
+        ca: read(ca)?,
+        identity,
+    }))
+}
+
+/// Whether an etcd URL may be plain text: `http://` to a loopback address or `localhost`.
+fn plain_ok(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return url.starts_with("https://");
+    };
+    let host = rest.split(['/', '?']).next().unwrap_or_default();
+    let host = match host.rsplit_once(':') {
+        Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => host,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Runs the API server until SIGTERM or Ctrl-C, then shuts it down: unready at once, serving
@@ -54,7 +73,42 @@ fn tls_config(config: &Config) -> Result<Option<ServerTlsConfig>, BoxError> {
 /// once.
 pub async fn run(config: Config) -> Result<(), BoxError> {
     let metrics = Metrics::new();
-    let etcd = Etcd::connect(&config.etcd_servers, metrics.clone()).await?;
+    let pems = Pems::read(&config)?;
+    // Parsed now, so that a bad certificate or key stops the server before it serves.
+    let http_tls = pems.as_ref().map(Pems::http).transpose()?;
+    let api_tls = pems.as_ref().map(Pems::api).transpose()?;
+    // etcd in plain text: on loopback only, as keel's own listeners.
+    if config.etcd_cafile.is_none()
+        && let Some(plain) = config.etcd_servers.iter().find(|s| !plain_ok(s))
+    {
+        return Err(format!(
+            "--etcd-servers {plain}: plain text to etcd is allowed on loopback only; give \
+             https:// servers and --etcd-cafile"
+        )
+        .into());
+    }
+    if pems.is_none() {
+        // Plain text: for a developer's machine only, never on a network.
+        for (flag, addr) in [
+            ("--listen", config.listen),
+            ("--http-listen", config.http_listen),
+        ] {
+            if !addr.ip().is_loopback() {
+                return Err(format!(
+                    "{flag} {addr}: without --tls-cert-file and --tls-private-key-file the \
+                     server speaks plain text, which it serves on loopback only"
+                )
+                .into());
+            }
+        }
+        tracing::warn!("serving plain text on loopback: no --tls-cert-file");
+    }
+    let etcd = Etcd::connect(
+        &config.etcd_servers,
+        etcd_tls(&config)?.as_ref(),
+        metrics.clone(),
+    )
+    .await?;
     // Turns true first on SIGTERM: /readyz and gRPC health answer unready, all else serves.
     let (draining_tx, draining_rx) = tokio::sync::watch::channel(false);
     // Turns true after --shutdown-delay: watches end and the gRPC listener stops accepting.
@@ -81,13 +135,40 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     }
     tokio::spawn(registry.clone().enforce_initializer_timeouts());
     tokio::spawn(registry.clone().serve_custom_resources());
+    tokio::spawn(registry.clone().follow_policy());
     if !config.compaction_interval.is_zero() {
         tokio::spawn(storage::compactor::run(
             etcd.clone(),
             config.compaction_interval,
         ));
     }
-    let handler = Arc::new(Handler::new(registry, metrics.clone()));
+    let rbac = config.authorization_mode == AuthorizationMode::Rbac;
+    let limits = Limits::new(
+        LimitsConfig {
+            max_read_only: config.max_requests_inflight,
+            max_mutating: config.max_mutating_requests_inflight,
+            max_watches: config.max_watches,
+            user_qps: config.user_qps,
+            user_burst: config.user_burst,
+        },
+        &metrics,
+    );
+    let audit = match &config.audit_log_path {
+        Some(path) => Some(
+            AuditLog::open(AuditConfig {
+                path: path.clone(),
+                max_bytes: match config.audit_log_maxsize {
+                    0 => 100,
+                    mb => mb,
+                }
+                .saturating_mul(1024 * 1024),
+                max_backups: config.audit_log_maxbackup,
+            })
+            .map_err(|e| format!("cannot open the audit log {}: {e}", path.display()))?,
+        ),
+        None => None,
+    };
+    let handler = Arc::new(Handler::new(registry, metrics.clone(), rbac, limits, audit));
 
     // From here on SIGTERM is ours to handle (until here its default action ends the process:
     // nothing is served yet, so nothing needs draining).
@@ -107,20 +188,20 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         "keel-apiserver serving"
     );
 
+    // Every API call authenticates first (gRPC health stays open, as /healthz and /readyz).
+    let authenticator = Arc::new(Authenticator::new(
+        config.token_auth_file.as_deref(),
+        config.client_ca_file.is_some(),
+    )?);
     let http_state = http::HttpState {
         handler: handler.clone(),
         metrics: metrics.clone(),
         draining: draining_rx,
+        auth: authenticator.clone(),
     };
     // The side port outlives the gRPC drain, so that probes see 503, not a refused connection.
-    let (http_stop_tx, mut http_stop) = tokio::sync::watch::channel(false);
-    let http_server = tokio::spawn(async move {
-        axum::serve(http_listener, http::router(http_state))
-            .with_graceful_shutdown(async move {
-                let _ = http_stop.wait_for(|d| *d).await;
-            })
-            .await
-    });
+    let (http_stop_tx, http_stop) = tokio::sync::watch::channel(false);
+    let http_server = tokio::spawn(http::serve(http_listener, http_state, http_tls, http_stop));
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
@@ -129,16 +210,21 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     let objects = ObjectsServer::new(grpc::ObjectsService {
         handler: handler.clone(),
     })
-    .max_decoding_message_size(MAX_MESSAGE_BYTES)
-    .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let discovery = DiscoveryServer::new(grpc::DiscoveryService { handler });
-    // Every API call authenticates first (gRPC health stays open, as /healthz and /readyz).
-    let authenticator = Arc::new(Authenticator::new(
-        config.token_auth_file.as_deref(),
-        config.client_ca_file.is_some(),
-    )?);
+    .max_decoding_message_size(grpc::MAX_MESSAGE_BYTES)
+    .max_encoding_message_size(grpc::MAX_MESSAGE_BYTES);
+    let discovery = DiscoveryServer::new(grpc::DiscoveryService {
+        handler: handler.clone(),
+    });
     let objects = InterceptedService::new(objects, grpc::authenticate(authenticator.clone()));
-    let discovery = InterceptedService::new(discovery, grpc::authenticate(authenticator));
+    let discovery = InterceptedService::new(discovery, grpc::authenticate(authenticator.clone()));
+    // Kubernetes' REST dialect on the same port: the routes gRPC's services are added to.
+    let routes = tonic::service::Routes::from(rest::router(rest::RestState {
+        handler: handler.clone(),
+        auth: authenticator,
+    }))
+    .add_service(health_service)
+    .add_service(objects)
+    .add_service(discovery);
 
     let mut grpc_shutdown = shutdown_tx.subscribe();
     // tonic's graceful shutdown, once `grpc_shutdown` fires: the listener is closed (new
@@ -146,25 +232,27 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     // last stream id 2^31-1, then, a PING round trip later, with the last stream it took:
     // the client knows any later stream went unprocessed), streams already taken run to
     // their end, and the future resolves once every connection has closed.
-    let mut builder = tonic::transport::Server::builder();
-    if let Some(tls) = tls_config(&config)? {
-        builder = builder.tls_config(tls)?;
-    }
-    let mut grpc_server = tokio::spawn(
-        builder
-            .http2_keepalive_interval(Some(Duration::from_secs(30)))
-            .add_service(health_service)
-            .add_service(objects)
-            .add_service(discovery)
-            .serve_with_incoming_shutdown(
-                // Without TCP_NODELAY, responses larger than a segment wait ~40 ms for delayed
-                // ACKs.
-                tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
-                async move {
-                    let _ = grpc_shutdown.wait_for(|d| *d).await;
-                },
-            ),
-    );
+    let router = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        // kubectl speaks HTTP/1.1 where it has no TLS to negotiate HTTP/2 with.
+        .accept_http1(true)
+        // Oversized gRPC requests get keel's typed error, checked before tonic decodes them.
+        .layer(grpc::MessageLimitLayer {
+            limit: grpc::MAX_MESSAGE_BYTES,
+        })
+        .add_routes(routes);
+    // Without TCP_NODELAY, responses larger than a segment wait ~40 ms for delayed ACKs.
+    let tcp = tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true));
+    let stopped = async move {
+        let _ = grpc_shutdown.wait_for(|d| *d).await;
+    };
+    let mut grpc_server = match api_tls {
+        // TLS of keel's own (not tonic's), to offer HTTP/1.1 beside HTTP/2 in ALPN.
+        Some(config) => {
+            tokio::spawn(router.serve_with_incoming_shutdown(tls::incoming(tcp, config), stopped))
+        }
+        None => tokio::spawn(router.serve_with_incoming_shutdown(tcp, stopped)),
+    };
 
     tokio::select! {
         res = &mut grpc_server => {
@@ -209,4 +297,24 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     let _ = tokio::time::timeout(HTTP_CLOSE_WAIT, http_server).await;
     tracing::info!("shut down");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_ok;
+
+    #[test]
+    fn plain_text_to_etcd_only_on_loopback() {
+        for ok in [
+            "http://127.0.0.1:2379",
+            "http://localhost:2379",
+            "http://[::1]:2379",
+            "https://etcd-0:2379",
+        ] {
+            assert!(plain_ok(ok), "{ok}");
+        }
+        for bad in ["http://etcd-0:2379", "http://10.0.0.1:2379", "etcd-0:2379"] {
+            assert!(!plain_ok(bad), "{bad}");
+        }
+    }
 }

@@ -7,14 +7,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, clap::Parser)]
 #[command(name = "keel-controller-manager", version, about)]
 pub struct Config {
-    /// API servers, comma-separated (requests fail over between them).
-    #[arg(
-        long,
-        env = "KEEL_SERVER",
-        default_value = "http://127.0.0.1:6443",
-        value_delimiter = ','
-    )]
-    pub server: Vec<String>,
+    #[command(flatten)]
+    pub connect: keel_client::ConnectFlags,
     /// Controllers to run, comma-separated: replicaset, deployment, podlifecycle,
     /// garbagecollector, namespace, network; `*` is every one, `-name` leaves one out.
     #[arg(

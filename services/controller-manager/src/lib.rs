@@ -23,7 +23,7 @@ pub mod shutdown;
 
 use std::sync::{Arc, Mutex};
 
-use keel_client::{Client, ClientConfig};
+use keel_client::Client;
 use keel_runtime::{InformerFactory, LeaderElectionConfig, ShardLeaseConfig, ShardLeaseManager};
 use prometheus_client::registry::Registry;
 use tracing::info;
@@ -38,7 +38,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     let config = Arc::new(config);
     let names = controllers::enabled(&config.controllers)?;
     let identity = config.identity();
-    let client = Client::connect(&ClientConfig::new(&config.server)).await?;
+    let client = Client::connect(&config.connect.config()?).await?;
     let manager = ShardLeaseManager::new(client.clone(), identity.clone(), config.shard_leases())?;
     let shards = manager.handle();
     let factory = InformerFactory::new(client.clone()).with_shards(shards.feed());

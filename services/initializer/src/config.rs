@@ -6,14 +6,8 @@ use std::net::SocketAddr;
 #[derive(Debug, Clone, clap::Parser)]
 #[command(name = "keel-initializer", version, about)]
 pub struct Config {
-    /// API servers, comma-separated (requests fail over between them).
-    #[arg(
-        long,
-        env = "KEEL_SERVER",
-        default_value = "http://127.0.0.1:6443",
-        value_delimiter = ','
-    )]
-    pub server: Vec<String>,
+    #[command(flatten)]
+    pub connect: keel_client::ConnectFlags,
     /// This initializer's name: it acts on Pods whose `metadata.initializers.pending` starts
     /// with it.
     #[arg(

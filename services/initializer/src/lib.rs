@@ -12,7 +12,7 @@ pub mod inject;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use keel_client::{ApiError, Client, ClientConfig, GroupVersionResource, PatchType, Reason};
+use keel_client::{ApiError, Client, GroupVersionResource, PatchType, Reason};
 use keel_runtime::{
     Action, Controller, HandlerFns, InformerFactory, ObjectKey, Store, WatchOptions, WorkQueue,
 };
@@ -45,7 +45,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         .configmap
         .parse()
         .map_err(|e| format!("--configmap {:?}: {e}", config.configmap))?;
-    let client = Client::connect(&ClientConfig::new(&config.server)).await?;
+    let client = Client::connect(&config.connect.config()?).await?;
     let factory = InformerFactory::new(client.clone());
     let pod_informer =
         factory.informer_with(&pods(), WatchOptions::default().include_uninitialized());

@@ -19,6 +19,9 @@ pub struct Ctx {
     pub client: Client,
     /// `-n`, when given.
     pub namespace: Option<String>,
+    /// The namespace when neither `-n` nor a file names one: the kubeconfig context's, else
+    /// `default`.
+    fallback_namespace: String,
     /// The deadline of each request, and of `delete`'s wait: `--timeout`, else 30s.
     pub timeout: Duration,
     /// `--timeout` as given. `rollout status` and `scale` wait only when it is given and not
@@ -28,16 +31,21 @@ pub struct Ctx {
 
 impl Ctx {
     pub async fn connect(
-        servers: &[String],
+        config: ClientConfig,
         namespace: Option<String>,
+        context_namespace: Option<String>,
         timeout: Option<Duration>,
     ) -> Result<Ctx, Error> {
         let wait_timeout = timeout.filter(|t| !t.is_zero());
         let timeout = wait_timeout.unwrap_or(DEFAULT_REQUEST_TIMEOUT);
-        let client = Client::connect(&ClientConfig::new(servers).timeout(timeout)).await?;
+        // Connecting sends nothing (connections are made lazily): its errors are ours.
+        let client = Client::connect(&config.timeout(timeout))
+            .await
+            .map_err(|e| Error::Connection(e.message))?;
         Ok(Ctx {
             client,
             namespace,
+            fallback_namespace: context_namespace.unwrap_or_else(|| DEFAULT_NAMESPACE.to_string()),
             timeout,
             wait_timeout,
         })
@@ -45,7 +53,9 @@ impl Ctx {
 
     /// The namespace commands act in when no file names one: `-n`, else `default`.
     pub fn default_namespace(&self) -> &str {
-        self.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE)
+        self.namespace
+            .as_deref()
+            .unwrap_or(&self.fallback_namespace)
     }
 
     /// The served resources (keel-client fails over to the next endpoint when one is down).
@@ -61,7 +71,7 @@ impl Ctx {
         }
         self.namespace
             .clone()
-            .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string())
+            .unwrap_or_else(|| self.fallback_namespace.clone())
     }
 
     /// The namespace of an object from a file: its own, else `-n`, else `default`; a file

@@ -29,6 +29,15 @@ pub enum Error {
     #[error("Unable to connect to the server: {0}")]
     Unreachable(String),
 
+    /// A connection that cannot be set up as given (a malformed certificate, an https server
+    /// without a CA): nothing was sent.
+    #[error("error: {0}")]
+    Connection(String),
+
+    /// A kubeconfig that cannot be used: the file and what is wrong.
+    #[error("error: kubeconfig: {0}")]
+    Kubeconfig(String),
+
     #[error("error: the path {0:?} does not exist")]
     PathNotFound(String),
 

@@ -8,11 +8,11 @@
 
 #![forbid(unsafe_code)]
 
-mod age;
 mod cmd;
 mod context;
 mod editor;
 mod error;
+mod kubeconfig;
 mod last_applied;
 mod manifest;
 mod patches;
@@ -22,6 +22,7 @@ mod rollout;
 mod table;
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -29,6 +30,7 @@ use clap::{Parser, Subcommand};
 
 use context::Ctx;
 use error::Error;
+use keel_client::{ClientConfig, TlsConfig};
 
 /// keelctl controls keel, a Kubernetes-like control plane.
 ///
@@ -42,16 +44,33 @@ use error::Error;
     after_help = "The declarative workflow:\n  keelctl apply -f nginx.yaml      # created\n  vi nginx.yaml                    # image: nginx:1.7.9\n  keelctl diff -f nginx.yaml       # what apply would change\n  keelctl apply -f nginx.yaml      # configured: a patch, not a replace"
 )]
 struct Cli {
-    /// API server endpoints, comma-separated; requests go to those that answer.
+    /// API server endpoints, comma-separated; requests go to those that answer. Default: the
+    /// kubeconfig context's server, else http://127.0.0.1:6443.
     #[arg(
         long,
         global = true,
         help_heading = "Global options",
         env = "KEEL_SERVER",
-        value_delimiter = ',',
-        default_value = "http://127.0.0.1:6443"
+        value_delimiter = ','
     )]
     server: Vec<String>,
+
+    /// The kubeconfig to use (default: the files of KUBECONFIG, else ~/.kube/config).
+    #[arg(long, global = true, help_heading = "Global options")]
+    kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use (default: its current-context).
+    #[arg(long, global = true, help_heading = "Global options")]
+    context: Option<String>,
+
+    /// Bearer token for the API server (instead of the kubeconfig user's credentials).
+    #[arg(long, global = true, help_heading = "Global options")]
+    token: Option<String>,
+
+    /// The CA that signed the API server's certificate (PEM file; default: the kubeconfig
+    /// cluster's).
+    #[arg(long, global = true, help_heading = "Global options")]
+    certificate_authority: Option<PathBuf>,
 
     /// Namespace of namespaced objects (default: the file's, else "default").
     #[arg(short = 'n', long, global = true, help_heading = "Global options")]
@@ -125,7 +144,11 @@ async fn main() -> ExitCode {
         }
     };
     let is_diff = matches!(cli.command, Command::Diff(_));
-    let servers = cli.server.join(",");
+    let servers = if cli.server.is_empty() {
+        "the kubeconfig's server".to_string()
+    } else {
+        cli.server.join(",")
+    };
     match run(cli).await {
         Ok(code) => ExitCode::from(code),
         Err(e) if e.is_broken_pipe() => ExitCode::from(1),
@@ -148,8 +171,43 @@ async fn main() -> ExitCode {
     }
 }
 
+/// Where to connect and as whom: the flags, over the kubeconfig context, over the defaults.
+/// Also the context's namespace.
+fn connection(cli: &Cli) -> Result<(ClientConfig, Option<String>), Error> {
+    let files = kubeconfig::files(cli.kubeconfig.as_deref())?;
+    let resolved = kubeconfig::resolve(&files, cli.context.as_deref())?;
+    let servers = if cli.server.is_empty() {
+        vec![
+            resolved
+                .server
+                .clone()
+                .unwrap_or_else(|| "http://127.0.0.1:6443".to_string()),
+        ]
+    } else {
+        cli.server.clone()
+    };
+    let mut config = ClientConfig::new(servers);
+    config.tls = resolved.tls();
+    if let Some(ca) = &cli.certificate_authority {
+        let pem = std::fs::read(ca).map_err(|error| Error::Read {
+            path: ca.display().to_string(),
+            error,
+        })?;
+        config.tls.get_or_insert_with(TlsConfig::default).ca_pem = pem;
+    }
+    config.token = cli.token.clone().or(resolved.token);
+    Ok((config, resolved.namespace))
+}
+
 async fn run(cli: Cli) -> Result<u8, Error> {
-    let ctx = Ctx::connect(&cli.server, cli.namespace, cli.timeout).await?;
+    let (config, context_namespace) = connection(&cli)?;
+    let ctx = Ctx::connect(
+        config,
+        cli.namespace.clone(),
+        context_namespace,
+        cli.timeout,
+    )
+    .await?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match &cli.command {

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::resources::Resource;
-use crate::table::{Aligner, Columns};
+use crate::table::{Aligner, columns};
 
 /// How `get` prints what it finds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -127,7 +127,7 @@ impl Printer {
         objects: &[Value],
         header: bool,
     ) -> Result<(), Error> {
-        let cols = Columns::new(
+        let cols = columns(
             resource,
             self.format == Format::Wide,
             self.all_namespaces,

@@ -112,9 +112,11 @@ impl ErrorCauses {
 }
 
 /// A file that gets one line per client-visible error, as it happens:
-/// `<failed: unix time in ms>\t<sent: unix time in ms>\t<what failed>\t<cause>\t<message>`
-/// (tabs and line breaks become spaces), so that a harness can attribute errors to the faults
-/// it injected, and tell a request in flight when a server died from one sent afterwards.
+/// `<failed: unix time in ms>\t<sent: unix time in ms>\t<what failed>\t<caller>\t<cause>\t<message>`
+/// (tabs and line breaks become spaces; the caller is the index of the writer or watcher, or
+/// of the request, that failed), so that a harness can attribute errors to the faults it
+/// injected, tell a request in flight when a server died from one sent afterwards, and count
+/// the errors of each caller.
 #[derive(Debug, Clone)]
 pub struct ErrorLog {
     file: Arc<Mutex<std::fs::File>>,
@@ -139,11 +141,12 @@ impl ErrorLog {
 
     /// Writes the line of an error that ends, now, a request sent (or a watch opened) at
     /// `sent`; a failed write is ignored (the counts still hold it).
-    pub fn write(&self, what: &str, sent: SystemTime, cause: &str, message: &str) {
+    pub fn write(&self, what: &str, caller: usize, sent: SystemTime, cause: &str, message: &str) {
         let line = log_line(
             unix_ms(SystemTime::now()),
             unix_ms(sent),
             what,
+            caller,
             cause,
             message,
         );
@@ -159,14 +162,21 @@ fn unix_ms(t: SystemTime) -> u128 {
         .unwrap_or(0)
 }
 
-fn log_line(failed: u128, sent: u128, what: &str, cause: &str, message: &str) -> String {
+fn log_line(
+    failed: u128,
+    sent: u128,
+    what: &str,
+    caller: usize,
+    cause: &str,
+    message: &str,
+) -> String {
     let flat = |s: &str| s.replace(['\t', '\n', '\r'], " ");
     let message: String = flat(message)
         .chars()
         .take(MAX_LOGGED_MESSAGE_CHARS)
         .collect();
     format!(
-        "{failed}\t{sent}\t{}\t{}\t{message}\n",
+        "{failed}\t{sent}\t{}\t{caller}\t{}\t{message}\n",
         flat(what),
         flat(cause)
     )
@@ -283,17 +293,18 @@ mod tests {
     }
 
     #[test]
-    fn a_log_line_is_five_tab_separated_fields_on_one_line() {
+    fn a_log_line_is_six_tab_separated_fields_on_one_line() {
         let line = log_line(
             1700000000123,
             1700000000100,
             "patch",
+            7,
             "Timeout: a\tb",
             "line one\nline\ttwo",
         );
         assert_eq!(
             line,
-            "1700000000123\t1700000000100\tpatch\tTimeout: a b\tline one line two\n"
+            "1700000000123\t1700000000100\tpatch\t7\tTimeout: a b\tline one line two\n"
         );
     }
 }

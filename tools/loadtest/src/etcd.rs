@@ -80,7 +80,7 @@ pub async fn run(
                     }
                     Err(e) => {
                         let message = e.to_string();
-                        counters.error(sent, &causes::cause("etcd", &message), &message);
+                        counters.error(w, sent, &causes::cause("etcd", &message), &message);
                         first_error.get_or_insert(message);
                     }
                 }

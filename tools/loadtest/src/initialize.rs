@@ -134,7 +134,7 @@ pub async fn run(
                 }
                 Err(e) => {
                     sent.lock().unwrap_or_else(|e| e.into_inner()).remove(&name);
-                    counters.api_error(sent_at, &e);
+                    counters.api_error(n as usize, sent_at, &e);
                     first_error
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -198,7 +198,8 @@ pub async fn run(
     Ok(Summary {
         writers: 1,
         objects: created.len(),
-        servers: common.server.len(),
+        servers: common.connect.server.len(),
+        tls: common.connect.tls(),
         events_expected: created.len() as u64,
         events_missed: missed,
         sidecars_missing: Some(without_sidecar),

@@ -25,20 +25,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use keel_client::{Client, ClientConfig, PatchType};
+use keel_client::{Client, PatchType};
 
 /// Options every mode shares.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Common {
-    /// API server endpoints, comma-separated; writers are spread over them.
-    #[arg(
-        long,
-        env = "KEEL_SERVER",
-        default_value = "http://127.0.0.1:6443",
-        value_delimiter = ',',
-        global = true
-    )]
-    pub server: Vec<String>,
+    /// The API servers (writers are spread over them), and how to reach them.
+    #[command(flatten)]
+    pub connect: keel_client::ConnectFlags,
     /// How long to write.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, global = true)]
     pub duration: Duration,
@@ -52,8 +46,9 @@ pub struct Common {
     /// Print the result as one JSON object.
     #[arg(long, global = true)]
     pub json: bool,
-    /// Append a line per client-visible error to this file, as it happens: unix time in ms,
-    /// what failed (the mode, or `watch-stream`), cause, message; tab-separated.
+    /// Append a line per client-visible error to this file, as it happens: unix time in ms of
+    /// the failure and of the request, what failed (the mode, or `watch-stream`), the index of
+    /// the writer or watcher, cause, message; tab-separated.
     #[arg(long, value_parser = causes::ErrorLog::parse, global = true)]
     pub error_log: Option<causes::ErrorLog>,
 }
@@ -164,7 +159,7 @@ pub(crate) async fn clients(
 ) -> Result<Vec<Client>, keel_client::ApiError> {
     let mut out = Vec::new();
     for _ in 0..callers.div_ceil(CALLERS_PER_CONNECTION).max(1) {
-        let config = ClientConfig::new(&common.server).timeout(Duration::from_secs(30));
+        let config = common.connect.config()?.timeout(Duration::from_secs(30));
         out.push(Client::connect(&config).await?);
     }
     Ok(out)

@@ -39,22 +39,22 @@ impl Counters {
         }
     }
 
-    /// Counts one failed request, sent (or, for a watch, opened) at `sent`, under its cause
-    /// (see [`causes::cause`]).
-    pub fn error(&self, sent: SystemTime, cause: &str, message: &str) {
+    /// Counts one failed request of `caller` (the writer's, watcher's or request's index),
+    /// sent (or, for a watch, opened) at `sent`, under its cause (see [`causes::cause`]).
+    pub fn error(&self, caller: usize, sent: SystemTime, cause: &str, message: &str) {
         self.errors.fetch_add(1, Ordering::Relaxed);
         self.causes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .add(cause);
         if let Some(log) = &self.log {
-            log.write(self.what, sent, cause, message);
+            log.write(self.what, caller, sent, cause, message);
         }
     }
 
     /// [`Counters::error`] for a keel API error.
-    pub fn api_error(&self, sent: SystemTime, e: &keel_client::ApiError) {
-        self.error(sent, &causes::of_api_error(e), &e.message);
+    pub fn api_error(&self, caller: usize, sent: SystemTime, e: &keel_client::ApiError) {
+        self.error(caller, sent, &causes::of_api_error(e), &e.message);
     }
 
     /// The errors so far, by cause.
@@ -153,6 +153,8 @@ pub struct Summary {
     pub watchers: usize,
     pub patch_type: String,
     pub servers: usize,
+    /// Whether the servers were reached over TLS (`https://`).
+    pub tls: bool,
     pub duration_s: f64,
     pub ok: u64,
     pub ok_per_s: f64,
@@ -372,8 +374,12 @@ mod tests {
     fn counters_count_each_error_under_its_cause() {
         let c = Counters::default();
         let sent = SystemTime::now();
-        c.api_error(sent, &keel_client::ApiError::unavailable("transport error"));
-        c.error(sent, "x: y", "y");
+        c.api_error(
+            0,
+            sent,
+            &keel_client::ApiError::unavailable("transport error"),
+        );
+        c.error(1, sent, "x: y", "y");
         assert_eq!(c.errors.load(Ordering::Relaxed), 2);
         assert_eq!(
             c.causes().by_count(),

@@ -62,10 +62,13 @@ pub fn print(files: &[PathBuf]) -> Result<(), String> {
         .filter(|c| *c > 0.0)
         .map(|c| format!("{:.0}%", 100.0 * f(r, "ok_per_s") / c))
         .unwrap_or_else(|| "–".into());
-        let mode_label = match r["patch_type"].as_str() {
+        let mut mode_label = match r["patch_type"].as_str() {
             Some(p) if !p.is_empty() => format!("{mode} ({p})"),
             _ => mode.to_string(),
         };
+        if r["tls"].as_bool() == Some(true) {
+            mode_label.push_str(", TLS");
+        }
         let conflicts = if mode == "watch" {
             "–".to_string()
         } else {

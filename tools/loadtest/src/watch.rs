@@ -78,7 +78,7 @@ pub async fn run(
                 let mut s = match c.watch_raw(&cms, &p).await {
                     Ok(s) => s,
                     Err(e) => {
-                        breaks.api_error(opened, &e);
+                        breaks.api_error(w, opened, &e);
                         log.reconnects += 1;
                         tokio::time::sleep(Duration::from_millis(100)).await;
                         continue;
@@ -95,12 +95,12 @@ pub async fn run(
                             }
                             Some(Ok(_)) => {}
                             Some(Err(e)) => {
-                                breaks.api_error(opened, &e);
+                                breaks.api_error(w, opened, &e);
                                 log.reconnects += 1;
                                 continue 'outer;
                             }
                             None => {
-                                breaks.error(opened, STREAM_ENDED, STREAM_ENDED);
+                                breaks.error(w, opened, STREAM_ENDED, STREAM_ENDED);
                                 log.reconnects += 1;
                                 continue 'outer;
                             }
@@ -145,7 +145,7 @@ pub async fn run(
                         counters.ok.fetch_add(1, Ordering::Relaxed);
                     }
                     Err(e) => {
-                        counters.api_error(sent, &e);
+                        counters.api_error(w, sent, &e);
                         first_error.get_or_insert_with(|| e.to_string());
                     }
                 }
@@ -200,7 +200,8 @@ pub async fn run(
         writers: writer_count,
         objects,
         watchers,
-        servers: common.server.len(),
+        servers: common.connect.server.len(),
+        tls: common.connect.tls(),
         events_expected: acked.len() as u64,
         events_missed: missed,
         events_duplicated: duplicated,

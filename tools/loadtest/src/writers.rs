@@ -162,7 +162,7 @@ pub async fn run(
                         counters.ok.fetch_add(1, Ordering::Relaxed);
                     }
                     Err(e) => {
-                        counters.api_error(sent, &e);
+                        counters.api_error(w, sent, &e);
                         r.first_error.get_or_insert_with(|| e.to_string());
                         // Back off a little so a failing server is not hammered.
                         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -215,7 +215,8 @@ pub async fn run(
             Mode::Patch(k) => format!("{k:?}").to_lowercase(),
             Mode::Replace => String::new(),
         },
-        servers: common.server.len(),
+        servers: common.connect.server.len(),
+        tls: common.connect.tls(),
         server_retries: server.map(|s| s.patch_retries),
         mean_batch: server
             .filter(|s| s.batch_count > 0.0)

@@ -1,20 +1,57 @@
-//! keel-probe: `keel-probe http://host:port/path` exits 0 when the URL answers HTTP 200 within
+//! keel-probe: `keel-probe [--cacert CA.crt] URL` exits 0 when the URL answers HTTP 200 within
 //! two seconds, 1 otherwise. Images built `FROM scratch` have no shell or curl; Docker health
-//! checks run this instead. Plain HTTP only, no dependencies.
+//! checks run this instead. `http://`, or `https://` verified against `--cacert` (rustls).
 
 #![forbid(unsafe_code)]
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 
-fn probe(url: &str) -> Result<(), String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or("only http:// URLs are supported")?;
+/// rustls' client configuration trusting the CA in `ca` (PEM file).
+fn tls_config(ca: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+    let pem = std::fs::read(ca).map_err(|e| format!("{ca}: {e}"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(&pem) {
+        let c = c.map_err(|e| format!("{ca}: {e}"))?;
+        roots.add(c).map_err(|e| format!("{ca}: {e}"))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// Reads into `buf` until it holds the status line (or is full, or the peer is done); the
+/// bytes read.
+fn read_head(s: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() && !buf[..n].contains(&b'\n') {
+        match s.read(&mut buf[n..])? {
+            0 => break,
+            m => n += m,
+        }
+    }
+    Ok(n)
+}
+
+fn probe(url: &str, ca: Option<&str>) -> Result<(), String> {
+    let (tls, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+        (Some(rest), _) => (false, rest),
+        (_, Some(rest)) => (true, rest),
+        _ => return Err("only http:// and https:// URLs are supported".into()),
+    };
     let (host, path) = match rest.split_once('/') {
         Some((h, p)) => (h, format!("/{p}")),
         None => (rest, "/".to_string()),
@@ -24,15 +61,31 @@ fn probe(url: &str) -> Result<(), String> {
         .map_err(|e| format!("{host}: {e}"))?
         .next()
         .ok_or_else(|| format!("{host}: no address"))?;
-    let mut s = TcpStream::connect_timeout(&addr, TIMEOUT).map_err(|e| format!("{addr}: {e}"))?;
-    s.set_read_timeout(Some(TIMEOUT))
+    let tcp = TcpStream::connect_timeout(&addr, TIMEOUT).map_err(|e| format!("{addr}: {e}"))?;
+    tcp.set_read_timeout(Some(TIMEOUT))
         .map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(TIMEOUT))
+    tcp.set_write_timeout(Some(TIMEOUT))
         .map_err(|e| e.to_string())?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").map_err(|e| e.to_string())?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n");
     // The status line is all we need; read a bounded amount.
     let mut buf = [0u8; 256];
-    let n = s.read(&mut buf).map_err(|e| e.to_string())?;
+    let n = if tls {
+        let ca = ca.ok_or("an https:// URL needs --cacert")?;
+        // The host without its port ("[::1]:6080" names ::1).
+        let name = host.rsplit_once(':').map_or(host, |(h, _)| h);
+        let name = name.trim_start_matches('[').trim_end_matches(']');
+        let name = ServerName::try_from(name.to_string()).map_err(|e| format!("{name}: {e}"))?;
+        let conn =
+            rustls::ClientConnection::new(tls_config(ca)?, name).map_err(|e| e.to_string())?;
+        let mut s = rustls::StreamOwned::new(conn, tcp);
+        s.write_all(request.as_bytes())
+            .map_err(|e| format!("{url}: {e}"))?;
+        read_head(&mut s, &mut buf).map_err(|e| format!("{url}: {e}"))?
+    } else {
+        let mut s = tcp;
+        s.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
+        read_head(&mut s, &mut buf).map_err(|e| e.to_string())?
+    };
     let head = String::from_utf8_lossy(&buf[..n]);
     let code = head.split_whitespace().nth(1).unwrap_or("");
     if code == "200" {
@@ -43,11 +96,16 @@ fn probe(url: &str) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let Some(url) = std::env::args().nth(1) else {
-        eprintln!("usage: keel-probe http://host:port/path");
-        return ExitCode::from(2);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (ca, url) = match args.as_slice() {
+        [url] => (None, url),
+        [flag, ca, url] if flag == "--cacert" => (Some(ca.as_str()), url),
+        _ => {
+            eprintln!("usage: keel-probe [--cacert CA.crt] http(s)://host:port/path");
+            return ExitCode::from(2);
+        }
     };
-    match probe(&url) {
+    match probe(url, ca) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("keel-probe: {e}");

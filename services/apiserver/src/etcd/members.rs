@@ -7,15 +7,20 @@
 //! [`PROBE_INTERVAL`]: one failure or timeout marks the member down, [`UP_AFTER`] successes in
 //! a row mark it up again. Calls go to one healthy member (sticky, so a connection stays warm)
 //! and move to the next one when it fails or is marked down.
+//!
+//! A failed probe also replaces the member's connection: after a partition heals, a TCP
+//! connection from before it only resumes at its next retransmission (backed off to seconds),
+//! while a new one answers at once.
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions, GetOptions};
+use etcd_client::{Certificate, Client, ConnectOptions, GetOptions, Identity, TlsOptions};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::EtcdTls;
 use crate::metrics::Metrics;
 
 /// How often each member is probed.
@@ -29,9 +34,20 @@ const UP_AFTER: u32 = 2;
 /// One etcd member and the client that talks to it alone.
 pub struct Member {
     pub endpoint: String,
-    pub client: Client,
+    /// Replaced by the prober when a probe fails (calls in flight keep the old one).
+    client: Mutex<Client>,
     /// Successful probes in a row since the last failure.
     successes: AtomicU32,
+}
+
+impl Member {
+    /// The member's current client (a cheap clone: it shares the connection).
+    pub fn client(&self) -> Client {
+        self.client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
 
 /// Every member, which of them are up, and the one calls go to first.
@@ -42,26 +58,35 @@ pub struct Members {
     up: watch::Sender<Vec<bool>>,
     preferred: AtomicUsize,
     metrics: Metrics,
+    options: ConnectOptions,
 }
 
 impl Members {
     /// Clients for every endpoint (connected lazily) and a prober for each.
     pub async fn connect(
         endpoints: &[String],
+        tls: Option<&EtcdTls>,
         metrics: Metrics,
     ) -> Result<Arc<Members>, etcd_client::Error> {
-        let opts = ConnectOptions::new()
+        let mut opts = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(2))
             .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
             .with_keep_alive_while_idle(true)
             .with_require_leader(true);
+        if let Some(tls) = tls {
+            let mut options = TlsOptions::new().ca_certificate(Certificate::from_pem(&tls.ca));
+            if let Some((cert, key)) = &tls.identity {
+                options = options.identity(Identity::from_pem(cert, key));
+            }
+            opts = opts.with_tls(options);
+        }
         let mut members = Vec::with_capacity(endpoints.len());
         for endpoint in endpoints {
             let client = Client::connect([endpoint.as_str()], Some(opts.clone())).await?;
             metrics.etcd_member_up(endpoint, true);
             members.push(Member {
                 endpoint: endpoint.clone(),
-                client,
+                client: Mutex::new(client),
                 successes: AtomicU32::new(UP_AFTER),
             });
         }
@@ -72,6 +97,7 @@ impl Members {
             up,
             preferred: AtomicUsize::new(0),
             metrics,
+            options: opts,
         });
         for i in 0..members.members.len() {
             tokio::spawn(probe(Arc::downgrade(&members), i));
@@ -179,7 +205,7 @@ async fn probe(members: Weak<Members>, i: usize) {
         ticks.tick().await;
         let Some(ms) = members.upgrade() else { return };
         let Some(m) = ms.members.get(i) else { return };
-        let mut kv = m.client.kv_client();
+        let mut kv = m.client().kv_client();
         let read = kv.get("/", Some(GetOptions::new().with_count_only()));
         let result = match tokio::time::timeout(PROBE_TIMEOUT, read).await {
             Ok(Ok(_)) => Ok(()),
@@ -198,7 +224,17 @@ async fn probe(members: Weak<Members>, i: usize) {
                     ms.set(i, true, "");
                 }
             }
-            Err(cause) => ms.mark_down(i, &format!("health probe: {cause}")),
+            Err(cause) => {
+                ms.mark_down(i, &format!("health probe: {cause}"));
+                // A fresh connection for the next probe and the calls after it (connected
+                // lazily, so this cannot wait on the member).
+                match Client::connect([m.endpoint.as_str()], Some(ms.options.clone())).await {
+                    Ok(fresh) => *m.client.lock().unwrap_or_else(PoisonError::into_inner) = fresh,
+                    Err(e) => {
+                        tracing::warn!(endpoint = %m.endpoint, error = %e, "etcd: cannot make a new connection")
+                    }
+                }
+            }
         }
     }
 }

@@ -16,11 +16,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
-use keel_api::ApiError;
+use keel_api::{ApiError, Reason};
 use tokio::time::Instant;
 
 use crate::metrics::Metrics;
 use members::Members;
+
+/// TLS towards etcd (`https://` endpoints): the CA that signed etcd's serving certificate,
+/// and the client certificate and key etcd checks with `--client-cert-auth` (PEM).
+#[derive(Debug, Clone)]
+pub struct EtcdTls {
+    pub ca: Vec<u8>,
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
 
 /// One stored key: its value bytes and revisions.
 #[derive(Debug, Clone)]
@@ -61,6 +69,15 @@ pub struct Etcd {
 /// The message of etcd's `NOSPACE` alarm, refusing every write until it is disarmed.
 const NOSPACE: &str = "database space exceeded";
 
+/// The largest answer to a read that is decoded (etcd-client's default is 4 MiB, three
+/// objects of the largest size). A range whose keys make more is read in smaller parts.
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+/// The keys a range without a limit reads at once, before halving for size.
+const UNLIMITED_RANGE: i64 = 1000;
+/// The largest watch answer decoded: etcd batches a catching-up watcher's events (up to 1,000
+/// revisions) into one answer, and they cannot be asked for in smaller parts.
+pub const MAX_WATCH_ANSWER_BYTES: usize = 256 * 1024 * 1024;
+
 /// What to do after one attempt failed.
 enum Failure {
     /// Another member may succeed (this one is down, has no leader, or lost the connection).
@@ -81,10 +98,21 @@ fn classify(e: etcd_client::Error) -> Failure {
                     s.message()
                 )))
             }
-            Code::OutOfRange => Failure::Final(ApiError::expired(format!(
-                "the requested resourceVersion is too old or not yet reached: {}",
-                s.message()
-            ))),
+            // etcd's own: a revision compacted away, or not yet written.
+            Code::OutOfRange if s.message().contains("mvcc: required revision") => {
+                Failure::Final(ApiError::expired(format!(
+                    "the requested resourceVersion is too old or not yet reached: {}",
+                    s.message()
+                )))
+            }
+            // The client's: an answer over the size it decodes ([`MAX_ANSWER_BYTES`]).
+            Code::OutOfRange => Failure::Final(ApiError::too_large(
+                Default::default(),
+                format!(
+                    "etcd's answer is too large to read at once: {}",
+                    s.message()
+                ),
+            )),
             Code::InvalidArgument if s.message().contains("too large") => {
                 Failure::Final(ApiError::too_large(Default::default(), s.message()))
             }
@@ -156,8 +184,12 @@ enum Write<'a> {
 impl Etcd {
     /// Connects lazily: the API server starts even while etcd is down, and requests wait for
     /// a member (up to their deadline) until one answers.
-    pub async fn connect(endpoints: &[String], metrics: Metrics) -> Result<Etcd, ApiError> {
-        let members = Members::connect(endpoints, metrics.clone())
+    pub async fn connect(
+        endpoints: &[String],
+        tls: Option<&EtcdTls>,
+        metrics: Metrics,
+    ) -> Result<Etcd, ApiError> {
+        let members = Members::connect(endpoints, tls, metrics.clone())
             .await
             .map_err(|e| ApiError::unavailable(format!("etcd: {e}")))?;
         Ok(Etcd { members, metrics })
@@ -186,7 +218,7 @@ impl Etcd {
             let mut health = self.members.health();
             let failure = tokio::select! {
                 biased;
-                r = tokio::time::timeout_at(deadline, f(member.client.clone())) => match r {
+                r = tokio::time::timeout_at(deadline, f(member.client())) => match r {
                     Err(_) => break Err(timeout(&cause)),
                     Ok(Ok(v)) => break Ok((v, retried)),
                     Ok(Err(e)) => classify(e),
@@ -229,11 +261,35 @@ impl Etcd {
         Ok(resp.kvs().first().map(stored))
     }
 
-    /// Reads up to `limit` keys of `[start, end)` at `revision` (0: newest).
+    /// Reads up to `limit` keys of `[start, end)` at `revision` (0: newest); fewer (with
+    /// `more` set) when that many would make an answer over [`MAX_ANSWER_BYTES`]: the read is
+    /// tried again with half as many keys, down to one (an object is at most 1.5 MiB).
     pub async fn range(
         &self,
         start: &[u8],
         end: Vec<u8>,
+        revision: i64,
+        limit: i64,
+        deadline: Instant,
+    ) -> Result<Page, ApiError> {
+        let mut limit = if limit > 0 { limit } else { UNLIMITED_RANGE };
+        loop {
+            match self
+                .range_once(start, &end, revision, limit, deadline)
+                .await
+            {
+                Err(e) if e.reason == Reason::RequestEntityTooLarge && limit > 1 => {
+                    limit /= 2;
+                }
+                answer => return answer,
+            }
+        }
+    }
+
+    async fn range_once(
+        &self,
+        start: &[u8],
+        end: &[u8],
         revision: i64,
         limit: i64,
         deadline: Instant,
@@ -245,7 +301,12 @@ impl Etcd {
         let (resp, _) = self
             .call("range", deadline, |c| {
                 let opts = opts.clone();
-                async move { c.kv_client().get(start, Some(opts)).await }
+                async move {
+                    c.kv_client()
+                        .max_decoding_message_size(MAX_ANSWER_BYTES)
+                        .get(start, Some(opts))
+                        .await
+                }
             })
             .await?;
         Ok(Page {
@@ -435,5 +496,26 @@ mod tests {
     fn prefix_end_is_the_next_key() {
         assert_eq!(prefix_end("/a/"), b"/a0".to_vec());
         assert_eq!(prefix_end("a\u{7f}"), b"a\x80".to_vec());
+    }
+
+    fn final_reason(s: tonic::Status) -> Option<Reason> {
+        match classify(etcd_client::Error::GRpcStatus(s)) {
+            Failure::Final(e) => Some(e.reason),
+            Failure::Retry(_) => None,
+        }
+    }
+
+    #[test]
+    fn out_of_range_is_expired_only_when_etcd_says_so() {
+        for compacted in [
+            "etcdserver: mvcc: required revision has been compacted",
+            "etcdserver: mvcc: required revision is a future revision",
+        ] {
+            let s = tonic::Status::out_of_range(compacted);
+            assert_eq!(final_reason(s), Some(Reason::Expired));
+        }
+        // The client's own decode limit: read in smaller parts, never relist.
+        let s = tonic::Status::out_of_range("decoded message length too large");
+        assert_eq!(final_reason(s), Some(Reason::RequestEntityTooLarge));
     }
 }

@@ -119,7 +119,10 @@ impl Etcd {
             };
             let member = &self.members.members[i];
             let mut health = self.members.health();
-            let mut client = member.client.clone();
+            let mut client = member
+                .client()
+                .watch_client()
+                .max_decoding_message_size(super::MAX_WATCH_ANSWER_BYTES);
             let opened = tokio::select! {
                 r = tokio::time::timeout_at(deadline, client.watch(key, Some(opts.clone()))) => r,
                 _ = Members::better_elsewhere(&mut health, i) => continue,

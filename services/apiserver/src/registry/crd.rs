@@ -43,6 +43,8 @@ pub struct CustomResource {
     pub merge: keel_patch::OpenApiSchema,
     /// `additionalPrinterColumns`, as the CRD has them.
     pub printer_columns: Vec<Value>,
+    /// The version's `openAPIV3Schema` as the CRD has it (`Null`: none), for OpenAPI.
+    pub openapi_schema: Value,
     /// The CRD is being deleted: no new objects.
     pub terminating: bool,
 }
@@ -367,7 +369,8 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
                 crd: crd.name().to_string(),
                 storage_version: storage_version.clone(),
                 schema,
-                merge: keel_patch::OpenApiSchema::new(schema_value),
+                merge: keel_patch::OpenApiSchema::new(schema_value.clone()),
+                openapi_schema: schema_value,
                 printer_columns: v["additionalPrinterColumns"]
                     .as_array()
                     .cloned()

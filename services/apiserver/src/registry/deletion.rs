@@ -39,6 +39,8 @@ pub struct DeleteOptions {
     /// Precondition: the object's `resourceVersion` as the client sent it (empty: any).
     pub resource_version: String,
     pub propagation: Propagation,
+    /// Say what the delete would do, and do nothing (`dryRun=All`).
+    pub dry_run: bool,
 }
 
 /// The finalizer in a Namespace's `spec.finalizers` that the namespace controller removes once

@@ -79,6 +79,7 @@ impl Registry {
         let opts = UpdateOptions {
             expected_revision: Some(rv),
             read_etcd: true,
+            ..UpdateOptions::default()
         };
         let mutation = match init.failure_policy {
             FailurePolicy::Ignore => drop_head(info, init.name.clone()),

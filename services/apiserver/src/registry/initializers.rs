@@ -360,14 +360,7 @@ pub fn config_defaults(obj: &mut Object) {
 /// with groups, versions and resources (`*` alone or names, no subresources); a timeout of 1 to
 /// 3600 seconds; `failurePolicy` `Ignore` or `Fail`.
 pub fn validate_config(root: &Map<String, Value>, causes: &mut Vec<FieldCause>) {
-    let list = match root.get("initializers") {
-        None | Some(Value::Null) => return,
-        Some(Value::Array(l)) => l,
-        Some(_) => {
-            causes.push(FieldCause::type_error("initializers", "a list"));
-            return;
-        }
-    };
+    let list = super::validation::optional_list(root, "initializers", causes);
     let mut names: Vec<&str> = Vec::new();
     for (i, init) in list.iter().enumerate() {
         let path = format!("initializers[{i}]");

@@ -15,6 +15,7 @@ pub mod deletion;
 mod initialization;
 pub mod initializers;
 pub mod patch;
+pub mod rbac;
 mod resources;
 mod store;
 pub mod strategy;
@@ -22,6 +23,7 @@ pub mod validation;
 
 pub use deletion::{DeleteOptions, FinalizerRules, Propagation};
 pub use patch::PatchType;
+pub use rbac::Attributes;
 pub use resources::Resources;
 pub use store::{ListOptions, Registry};
 pub use strategy::Subresource;

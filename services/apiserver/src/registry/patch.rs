@@ -143,15 +143,44 @@ pub fn mutation(
         let current = keel_api::conversion::served(&info, current);
         let current: &Object = &current;
         let t = target(&info, current.name());
+        if sub == Subresource::Scale {
+            // The patch is of the object's Scale: only its replicas reach the object.
+            let scale =
+                apply(&keel_api::scale::view(current)).map_err(|e| patch_error(&t, "Scale", e))?;
+            let replicas = keel_api::scale::replicas(&scale, &t)?;
+            let mut scaled = current.clone();
+            let spec = scaled
+                .as_map_mut()
+                .entry("spec")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(spec) = spec.as_object_mut() {
+                spec.insert("replicas".into(), replicas.into());
+            }
+            let mut new = strategy::prepare_for_update(&info, scaled, current, Subresource::Main)?;
+            keel_api::conversion::to_stored(&info, &mut new);
+            validate(&info, &new)?;
+            return Ok(Change::Put(new));
+        }
         let patched = apply(&Value::Object(current.as_map().clone()))
             .map_err(|e| patch_error(&t, &info.kind, e))?;
-        let patched = Object::from_value(patched).map_err(|e| match e {
+        let mut patched = Object::from_value(patched).map_err(|e| match e {
             ObjectError::NotAnObject => ApiError::bad_request(
                 t.clone(),
                 "the patch turns the object into something that is not an object",
             ),
             e => ApiError::bad_request(t.clone(), e.to_string()),
         })?;
+        in_place_of(&mut patched, current);
+        if patched.name() != current.name() {
+            return Err(ApiError::bad_request(
+                t.clone(),
+                format!(
+                    "the name of the object ({}) does not match the name on the URL ({})",
+                    keel_api::shorten_name(patched.name()),
+                    keel_api::shorten_name(current.name())
+                ),
+            ));
+        }
         if patched.api_version() != current.api_version() || patched.kind() != current.kind() {
             return Err(ApiError::bad_request(
                 t.clone(),
@@ -167,6 +196,22 @@ pub fn mutation(
         }
         Ok(Change::Put(new))
     }))
+}
+
+/// What Kubernetes' decoding of a patched object into the request's kind fills in: an
+/// apiVersion, kind or namespace the patch removed is the current object's. (A strategic
+/// `{"$patch": "delete"}` at the top leaves `{}`, which then fails the name check, as there.)
+fn in_place_of(patched: &mut Object, current: &Object) {
+    for field in ["apiVersion", "kind"] {
+        if !patched.as_map().contains_key(field)
+            && let Some(v) = current.as_map().get(field)
+        {
+            patched.as_map_mut().insert(field.to_string(), v.clone());
+        }
+    }
+    if patched.namespace().is_empty() && !current.namespace().is_empty() {
+        patched.set_meta_str("namespace", current.namespace());
+    }
 }
 
 #[cfg(test)]
@@ -228,6 +273,56 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    fn configmaps() -> Arc<ResourceInfo> {
+        Arc::new(
+            keel_api::builtin_resources()
+                .into_iter()
+                .find(|r| r.kind == "ConfigMap")
+                .unwrap(),
+        )
+    }
+
+    fn patch(kind: PatchType, p: Value) -> Result<Change, ApiError> {
+        let current = Object::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "default", "uid": "u1", "resourceVersion": "5"},
+            "data": {"a": "1"},
+        }))
+        .unwrap();
+        mutation(&configmaps(), None, kind, Subresource::Main, p)?(&current)
+    }
+
+    #[test]
+    fn a_patch_that_empties_the_object_fails_the_name_check_as_in_kubernetes() {
+        for (kind, p) in [
+            (PatchType::Strategic, json!({"$patch": "delete"})),
+            (PatchType::Merge, json!({"metadata": null})),
+        ] {
+            let e = patch(kind, p).err().unwrap();
+            assert_eq!(e.reason, keel_api::Reason::BadRequest);
+            assert_eq!(
+                e.message,
+                "the name of the object () does not match the name on the URL (cm)"
+            );
+        }
+    }
+
+    #[test]
+    fn a_patch_that_drops_apiversion_or_kind_keeps_the_request_kind() {
+        let Ok(Change::Put(o)) = patch(
+            PatchType::Merge,
+            json!({"apiVersion": null, "kind": null, "data": {"b": "2"}}),
+        ) else {
+            panic!("patched");
+        };
+        assert_eq!((o.api_version(), o.kind()), ("v1", "ConfigMap"));
+        assert_eq!(o.as_map()["data"], json!({"a": "1", "b": "2"}));
+        let e = patch(PatchType::Merge, json!({"kind": "Secret"}))
+            .err()
+            .unwrap();
+        assert_eq!(e.message, "a patch may not change apiVersion or kind");
     }
 
     #[test]

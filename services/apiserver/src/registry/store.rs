@@ -3,8 +3,8 @@
 //! `registry/generic/registry.Store`. What the client sent arrives parsed by the request layer,
 //! except `resourceVersion`s, which are parsed here with storage's parser.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use keel_api::{ApiError, GroupVersionResource, Object, ResourceInfo};
@@ -16,10 +16,12 @@ use super::crd::{self, CustomResource};
 use super::deletion::{self, DeleteOptions};
 use super::initializers::{self, CONFIG_GROUP, CONFIG_VERSION, Initializers};
 use super::patch::{self, PatchType};
+use super::rbac::Policy;
 use super::resources::Resources;
 use super::strategy::{self, Subresource, kind_target};
 use super::validation::validate;
 use crate::metrics::Metrics;
+use crate::storage::FRESH_WAIT;
 use crate::storage::resource_version;
 use crate::storage::{
     Change, Coalescer, Filter, ListQuery, ListResult, Mutation, ReadFrom, Store, UpdateOptions,
@@ -48,6 +50,11 @@ pub struct Registry {
     coalescer: Arc<Coalescer>,
     /// Set once the built-in namespaces exist (a condition of readiness).
     bootstrapped: AtomicBool,
+    /// The RBAC policy as this replica's caches hold it (`rbac.rs`).
+    policy: RwLock<Arc<Policy>>,
+    /// Set once the policy holds the bootstrap roles and bindings (a condition of readiness:
+    /// keel's components are not refused by a replica that has not read its policy yet).
+    policy_ready: AtomicBool,
 }
 
 impl Registry {
@@ -62,7 +69,24 @@ impl Registry {
             resources,
             store,
             bootstrapped: AtomicBool::new(false),
+            policy: RwLock::new(Arc::new(Policy::default())),
+            policy_ready: AtomicBool::new(false),
         })
+    }
+
+    /// The RBAC policy in force on this replica.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(super) fn set_policy(&self, policy: Policy) {
+        if self.is_bootstrapped() && policy.has_bootstrap() {
+            self.policy_ready.store(true, Ordering::Release);
+        }
+        *self.policy.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(policy);
     }
 
     /// The resource a request names, or `NotFound` naming it.
@@ -86,6 +110,14 @@ impl Registry {
             .unwrap_or_default()
     }
 
+    /// A custom resource's `openAPIV3Schema`, if it has one.
+    pub fn openapi_schema(&self, gvr: &GroupVersionResource) -> Option<Value> {
+        self.resources
+            .custom(gvr)
+            .map(|c| c.openapi_schema.clone())
+            .filter(|s| s.is_object())
+    }
+
     /// Whether this replica can serve: storage is ready and the built-in namespaces exist;
     /// else why not.
     pub async fn readiness(&self) -> Result<(), String> {
@@ -93,7 +125,10 @@ impl Registry {
             .readiness(Instant::now() + READINESS_TIMEOUT)
             .await?;
         if !self.bootstrapped.load(Ordering::Acquire) {
-            return Err("creating the built-in namespaces".into());
+            return Err("creating the built-in namespaces and the bootstrap policy".into());
+        }
+        if !self.policy_ready.load(Ordering::Acquire) {
+            return Err("reading the RBAC policy".into());
         }
         Ok(())
     }
@@ -104,6 +139,10 @@ impl Registry {
 
     pub(super) fn resources_mut(&self) -> &Resources {
         &self.resources
+    }
+
+    pub(super) fn is_bootstrapped(&self) -> bool {
+        self.bootstrapped.load(Ordering::Acquire)
     }
 
     pub(super) fn set_bootstrapped(&self) {
@@ -118,6 +157,7 @@ impl Registry {
         &self,
         info: &Arc<ResourceInfo>,
         mut obj: Object,
+        dry_run: bool,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
         let requested_rv = obj.resource_version().to_string();
@@ -159,7 +199,11 @@ impl Registry {
             crd::to_storage_version(custom, &mut obj);
         }
         let key = self.store.key(info, obj.namespace(), obj.name());
-        let created = self.store.create(&key, obj, deadline).await?;
+        let created = if dry_run {
+            self.store.create_dry_run(&key, obj, deadline).await?
+        } else {
+            self.store.create(&key, obj, deadline).await?
+        };
         Ok(crd::to_request_version(info, created))
     }
 
@@ -178,7 +222,11 @@ impl Registry {
         let t = target(info, name);
         let from = match resource_version::parse(resource_version) {
             Ok(Some(0)) => ReadFrom::Cache,
-            Ok(_) => ReadFrom::Etcd,
+            Ok(Some(rv)) => {
+                self.store.wait_for_revision(info, rv, deadline).await?;
+                ReadFrom::Etcd
+            }
+            Ok(None) => ReadFrom::Etcd,
             Err(e) => return Err(e.bad_request(&t)),
         };
         let key = self.store.key(info, namespace, name);
@@ -247,6 +295,9 @@ impl Registry {
                 ));
             }
         };
+        if let Some(rv) = resource_version.filter(|rv| *rv > 0) {
+            self.store.wait_for_revision(info, rv, deadline).await?;
+        }
         let q = ListQuery {
             filter: opts.filter,
             limit: opts.limit,
@@ -264,6 +315,7 @@ impl Registry {
         info: &Arc<ResourceInfo>,
         obj: Object,
         sub: Subresource,
+        dry_run: bool,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
         let key = self.store.key(info, obj.namespace(), obj.name());
@@ -284,6 +336,7 @@ impl Registry {
         let mutation = update_mutation(info, custom, obj, sub);
         let opts = UpdateOptions {
             expected_revision,
+            dry_run,
             ..UpdateOptions::default()
         };
         let committed = self.store.update(&key, opts, mutation, deadline).await?;
@@ -301,6 +354,7 @@ impl Registry {
         sub: Subresource,
         kind: PatchType,
         body: &[u8],
+        dry_run: bool,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
         let t = target(info, name);
@@ -314,16 +368,18 @@ impl Registry {
         let mutation =
             patch::mutation(info, custom, kind, sub, body).map_err(|e| e.with_target(&t))?;
         let key = self.store.key(info, namespace, name);
+        // A precondition, or a dry run, is one compare (or none); never coalesced.
         match expected_revision {
-            Some(_) => {
+            _ if dry_run || expected_revision.is_some() => {
                 let opts = UpdateOptions {
                     expected_revision,
+                    dry_run,
                     ..UpdateOptions::default()
                 };
                 let committed = self.store.update(&key, opts, mutation, deadline).await?;
                 Ok(crd::to_request_version(info, committed.object))
             }
-            None => self
+            _ => self
                 .coalescer
                 .mutate(key, mutation, deadline)
                 .await
@@ -344,6 +400,7 @@ impl Registry {
         let expected_revision = resource_version::parse(&opts.resource_version)
             .map_err(|e| e.bad_request(&target(info, name)))?;
         let key = self.store.key(info, namespace, name);
+        let dry_run = opts.dry_run;
         let mutation = stored_form(
             info,
             self.resources.custom(&info.gvr),
@@ -351,6 +408,7 @@ impl Registry {
         );
         let update = UpdateOptions {
             read_etcd: true,
+            dry_run,
             ..UpdateOptions::default()
         };
         let committed = self.store.update(&key, update, mutation, deadline).await?;
@@ -371,6 +429,11 @@ impl Registry {
         let from = resource_version::parse(resource_version)
             .map_err(|e| e.bad_request(&target(info, "")))?
             .filter(|rv| *rv > 0);
+        if let Some(rv) = from {
+            self.store
+                .wait_for_revision(info, rv, Instant::now() + FRESH_WAIT)
+                .await?;
+        }
         self.store.watch(info, filter, from, allow_bookmarks).await
     }
 

@@ -21,6 +21,8 @@ pub enum Subresource {
     Status,
     /// A Namespace's `finalize`: only `spec.finalizers`; everything else is ignored.
     Finalize,
+    /// A workload's `scale` (an `autoscaling/v1` Scale): only `spec.replicas`, by PATCH.
+    Scale,
 }
 
 impl Subresource {
@@ -33,6 +35,9 @@ impl Subresource {
         if info.kind == "Namespace" {
             subs.push("finalize");
         }
+        if keel_api::scale::has_scale(info) {
+            subs.push("scale");
+        }
         subs
     }
 
@@ -42,6 +47,7 @@ impl Subresource {
             "" => Ok(Subresource::Main),
             "status" if info.status_subresource => Ok(Subresource::Status),
             "finalize" if info.kind == "Namespace" => Ok(Subresource::Finalize),
+            "scale" if keel_api::scale::has_scale(info) => Ok(Subresource::Scale),
             other => Err(ApiError::not_found(target.clone()).with_message(format!(
                 "{} has no subresource {other:?}",
                 info.qualified_name()
@@ -77,14 +83,19 @@ const SYSTEM_FIELDS: [&str; 6] = [
     "resourceVersion",
 ];
 
-/// Kubernetes' `Forbidden` wording: `namespaces "default" is forbidden: <why>`.
+/// Kubernetes' `Forbidden` wording: `namespaces "default" is forbidden: <why>`, or
+/// `configmaps is forbidden: <why>` when no object is named.
 pub(super) fn forbidden(t: Target, why: &str) -> ApiError {
     let what = if t.group.is_empty() {
         t.kind.clone()
     } else {
         format!("{}.{}", t.kind, t.group)
     };
-    let message = format!("{what} {:?} is forbidden: {why}", t.name);
+    let message = if t.name.is_empty() {
+        format!("{what} is forbidden: {why}")
+    } else {
+        format!("{what} {:?} is forbidden: {why}", t.name)
+    };
     ApiError::new(keel_api::Reason::Forbidden, t, message)
 }
 

@@ -2,22 +2,21 @@
 //! pod specs, workloads, Deployment strategies, Namespace finalizers, ConfigMap keys. Pure
 //! functions.
 
-use keel_api::validation::{dns1123_label, dns1123_subdomain, label_key, label_value, object_meta};
+use keel_api::resource::RBAC_GROUP;
+use keel_api::validation::{
+    dns1123_label, dns1123_subdomain, label_key, label_value, name_rule, object_meta,
+};
 use keel_api::{ApiError, FieldCause, Object, ResourceInfo};
 use serde_json::{Map, Value};
 
 use super::deletion::NAMESPACE_FINALIZER;
 use super::initializers;
+use super::rbac;
 use super::strategy::kind_target;
 
 /// Validates a whole object of this resource: metadata, then the kind's own rules.
 pub fn validate(info: &ResourceInfo, obj: &Object) -> Result<(), ApiError> {
-    let name_check = if info.kind == "Namespace" {
-        dns1123_label
-    } else {
-        dns1123_subdomain
-    };
-    let mut causes = object_meta(obj, info.namespaced, name_check);
+    let mut causes = object_meta(obj, info.namespaced, name_rule(info));
     let root = obj.as_map();
     match info.kind.as_str() {
         "Pod" => pod_spec(root.get("spec"), "spec", &mut causes),
@@ -29,6 +28,12 @@ pub fn validate(info: &ResourceInfo, obj: &Object) -> Result<(), ApiError> {
         "Namespace" => namespace_spec(root.get("spec"), &mut causes),
         "ConfigMap" => config_map(root, &mut causes),
         "InitializerConfiguration" => initializers::validate_config(root, &mut causes),
+        "Role" | "ClusterRole" if info.gvr.group == RBAC_GROUP => {
+            rbac::validate_role(root, &mut causes)
+        }
+        "RoleBinding" | "ClusterRoleBinding" if info.gvr.group == RBAC_GROUP => {
+            rbac::validate_binding(root, info.namespaced, &mut causes)
+        }
         "CustomResourceDefinition" if info.gvr.group == super::crd::GROUP => {
             causes.extend(super::crd::validate(obj))
         }
@@ -39,6 +44,23 @@ pub fn validate(info: &ResourceInfo, obj: &Object) -> Result<(), ApiError> {
         Ok(())
     } else {
         Err(ApiError::invalid(kind_target(info, obj.name()), causes))
+    }
+}
+
+/// The list at `root[field]`: empty when absent or null; a `type_error` cause (and empty) when
+/// it is not a list.
+pub(super) fn optional_list<'a>(
+    root: &'a Map<String, Value>,
+    field: &str,
+    causes: &mut Vec<FieldCause>,
+) -> &'a [Value] {
+    match root.get(field) {
+        None | Some(Value::Null) => &[],
+        Some(Value::Array(a)) => a,
+        Some(_) => {
+            causes.push(FieldCause::type_error(field, "a list"));
+            &[]
+        }
     }
 }
 

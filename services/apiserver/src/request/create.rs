@@ -3,6 +3,7 @@
 use keel_api::{ApiError, Object};
 
 use super::handler::{Context, Verb};
+use super::limits::Class;
 use super::names::resolve_namespace;
 use crate::registry::strategy;
 
@@ -11,15 +12,25 @@ pub struct Create {
     pub namespace: String,
     /// The object's JSON.
     pub object: Vec<u8>,
+    /// Answer what would be created, creating nothing.
+    pub dry_run: bool,
 }
 
 impl Verb for Create {
     const NAME: &'static str = "create";
+    const CLASS: Class = Class::Mutating;
+    const OK_CODE: u16 = 201;
     type Output = Object;
 
     async fn run(self, cx: Context<'_>) -> Result<Object, ApiError> {
         let mut obj = strategy::decode(&cx.info, &self.object)?;
-        resolve_namespace(&cx.info, &self.namespace, &mut obj)?;
-        cx.registry.create(&cx.info, obj, cx.deadline).await
+        let ns = resolve_namespace(&cx.info, &self.namespace, &mut obj)?;
+        // As in Kubernetes, a create is authorized without the new object's name.
+        let made = cx
+            .authorize(Self::NAME, &ns, "", "")?
+            .create(&cx.info, obj, self.dry_run, cx.deadline)
+            .await?;
+        cx.made(made.name());
+        Ok(made)
     }
 }

@@ -3,7 +3,8 @@
 use keel_api::{ApiError, Object};
 
 use super::handler::{Context, Verb};
-use super::names::{check_lookup, namespace_of};
+use super::limits::Class;
+use super::names::{check_lookup, object_namespace};
 use crate::registry::DeleteOptions;
 
 pub struct Delete {
@@ -14,13 +15,14 @@ pub struct Delete {
 
 impl Verb for Delete {
     const NAME: &'static str = "delete";
+    const CLASS: Class = Class::Mutating;
     /// The object as it was last, and whether it is gone (else: marked, finalizers pending).
     type Output = (Object, bool);
 
     async fn run(self, cx: Context<'_>) -> Result<(Object, bool), ApiError> {
-        let ns = namespace_of(&cx.info, &self.namespace);
+        let ns = object_namespace(&cx.info, &self.namespace);
         check_lookup(&cx.info, &ns, &self.name)?;
-        cx.registry
+        cx.authorize(Self::NAME, &ns, &self.name, "")?
             .delete(&cx.info, &ns, &self.name, self.options, cx.deadline)
             .await
     }

@@ -3,7 +3,9 @@
 use keel_api::{ApiError, Object};
 
 use super::handler::{Context, Verb};
-use super::names::{check_lookup, namespace_of};
+use super::limits::Class;
+use super::names::{check_lookup, object_namespace};
+use crate::registry::{Subresource, target};
 
 pub struct Get {
     pub namespace: String,
@@ -12,16 +14,21 @@ pub struct Get {
     pub resource_version: String,
     /// An object whose initializers are still pending is found too (else: `NotFound`).
     pub include_uninitialized: bool,
+    /// `""`, or a subresource the object has (`status`, `scale`): the object is read the
+    /// same; the transport shows the subresource's view of it.
+    pub subresource: String,
 }
 
 impl Verb for Get {
     const NAME: &'static str = "get";
+    const CLASS: Class = Class::ReadOnly;
     type Output = Object;
 
     async fn run(self, cx: Context<'_>) -> Result<Object, ApiError> {
-        let ns = namespace_of(&cx.info, &self.namespace);
+        let ns = object_namespace(&cx.info, &self.namespace);
         check_lookup(&cx.info, &ns, &self.name)?;
-        cx.registry
+        Subresource::parse(&cx.info, &self.subresource, &target(&cx.info, &self.name))?;
+        cx.authorize(Self::NAME, &ns, &self.name, &self.subresource)?
             .get(
                 &cx.info,
                 &ns,

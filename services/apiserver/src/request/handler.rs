@@ -1,13 +1,17 @@
-//! The handler every request goes through: deadline, resource lookup, the verb, metrics.
+//! The handler every request goes through: limits, deadline, resource lookup, the verb,
+//! metrics, audit.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use keel_api::{ApiError, GroupVersionResource, Reason, ResourceInfo};
 use tokio::time::Instant;
 
+use super::audit::{AuditLog, Entry};
+use super::limits::{Class, Limits, Slot};
+use crate::auth::User;
 use crate::metrics::Metrics;
-use crate::registry::Registry;
+use crate::registry::{Attributes, Registry};
 
 /// Used when the client sets no deadline: long enough for a contended PATCH to land.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -20,21 +24,141 @@ pub struct Request<V> {
     pub resource: Option<GroupVersionResource>,
     /// How long the client gives it (`None`: [`DEFAULT_TIMEOUT`]; at most [`MAX_TIMEOUT`]).
     pub timeout: Option<Duration>,
+    /// Who sent it (`None`: authentication is off, or authorization is `AlwaysAllow`).
+    pub user: Option<User>,
     pub verb: V,
 }
 
-/// What a verb has to work with once its resource is known.
+/// What a verb has to work with once its resource is known. The registry is reached only
+/// through [`Context::authorize`], so that no verb can touch an object before the request's
+/// user is allowed to.
 pub struct Context<'a> {
-    pub registry: &'a Registry,
+    registry: &'a Registry,
+    user: Option<&'a User>,
     pub info: Arc<ResourceInfo>,
     /// When the request must be answered by.
     pub deadline: Instant,
     pub metrics: &'a Metrics,
+    /// A watch's place among the open watches, which it keeps while it is open (other verbs'
+    /// places are held by the handler until their audit line is written).
+    pub watch_slot: Option<Slot>,
+    /// What [`Context::authorize`] was asked about: the audit line's object.
+    scope: &'a Mutex<Scope>,
+}
+
+/// The namespace, name and subresource a request addressed, as authorized.
+#[derive(Default)]
+struct Scope {
+    namespace: String,
+    name: String,
+    subresource: String,
+}
+
+impl<'a> Context<'a> {
+    /// Names the object the request made (a create is authorized without its name), for its
+    /// audit line.
+    pub fn made(&self, name: &str) {
+        self.scope.lock().unwrap_or_else(|e| e.into_inner()).name = name.into();
+    }
+
+    /// The registry, once the user may do `verb` (Kubernetes' verb: `get`, `list`, `watch`,
+    /// `create`, `update`, `patch`, `delete`) on this resource's `subresource` in `namespace`
+    /// (`""`: cluster-scoped, or all namespaces) to the object `name` (`""`: none named);
+    /// `Forbidden` otherwise.
+    pub fn authorize(
+        &self,
+        verb: &str,
+        namespace: &str,
+        name: &str,
+        subresource: &str,
+    ) -> Result<&'a Registry, ApiError> {
+        let gvr = &self.info.gvr;
+        *self.scope.lock().unwrap_or_else(|e| e.into_inner()) = Scope {
+            namespace: namespace.into(),
+            name: name.into(),
+            subresource: subresource.into(),
+        };
+        let attributes = Attributes {
+            verb,
+            group: &gvr.group,
+            resource: &gvr.resource,
+            subresource,
+            namespace,
+            name,
+        };
+        self.registry.authorize(self.user, &attributes)?;
+        Ok(self.registry)
+    }
+}
+
+/// The audit line of a request in progress: written by [`Handler::handle`] once answered, or
+/// by this guard's drop when the client went away first (code 499, "client closed request",
+/// as nginx names it; or the answer's own line, if it was ready but not yet queued).
+struct Abandoned<'a> {
+    audit: &'a AuditLog,
+    scope: &'a Mutex<Scope>,
+    user: Option<User>,
+    resource: Option<GroupVersionResource>,
+    verb: &'static str,
+    start: Instant,
+    answered: Option<Entry>,
+    /// The line is queued: nothing left to do.
+    recorded: bool,
+}
+
+/// The code of a request whose client went away before the answer.
+const CLIENT_CLOSED_REQUEST: u16 = 499;
+
+impl Abandoned<'_> {
+    fn entry(&self, code: u16, reason: Option<Reason>) -> Entry {
+        let scope = self.scope.lock().unwrap_or_else(|e| e.into_inner());
+        let (user, groups) = self
+            .user
+            .as_ref()
+            .map(|u| (u.name.clone(), u.groups.clone()))
+            .unwrap_or_default();
+        let (group, resource) = self
+            .resource
+            .as_ref()
+            .map(|r| (r.group.clone(), r.resource.clone()))
+            .unwrap_or_default();
+        Entry {
+            time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            user,
+            groups,
+            verb: self.verb,
+            group,
+            resource,
+            subresource: scope.subresource.clone(),
+            namespace: scope.namespace.clone(),
+            name: scope.name.clone(),
+            code,
+            reason,
+            latency_ms: self.start.elapsed().as_secs_f64() * 1000.0,
+        }
+    }
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if self.recorded {
+            return;
+        }
+        let entry = self
+            .answered
+            .take()
+            .unwrap_or_else(|| self.entry(CLIENT_CLOSED_REQUEST, None));
+        self.audit.record_now(&entry);
+    }
 }
 
 /// One verb: its name in metrics, and what it does.
 pub trait Verb: Send {
     const NAME: &'static str;
+    /// Which in-flight limit it counts against.
+    const CLASS: Class;
+    /// The HTTP code Kubernetes answers its success with (the audit log's code).
+    const OK_CODE: u16 = 200;
     type Output: Send;
     fn run(self, cx: Context<'_>) -> impl Future<Output = Result<Self::Output, ApiError>> + Send;
 }
@@ -43,11 +167,28 @@ pub trait Verb: Send {
 pub struct Handler {
     registry: Arc<Registry>,
     metrics: Metrics,
+    /// Whether requests are authorized by RBAC (else every authenticated user may do
+    /// everything: `--authorization-mode AlwaysAllow`).
+    rbac: bool,
+    limits: Limits,
+    audit: Option<AuditLog>,
 }
 
 impl Handler {
-    pub fn new(registry: Arc<Registry>, metrics: Metrics) -> Handler {
-        Handler { registry, metrics }
+    pub fn new(
+        registry: Arc<Registry>,
+        metrics: Metrics,
+        rbac: bool,
+        limits: Limits,
+        audit: Option<AuditLog>,
+    ) -> Handler {
+        Handler {
+            registry,
+            metrics,
+            rbac,
+            limits,
+            audit,
+        }
     }
 
     /// Serves one request: every verb of every transport comes through here.
@@ -55,25 +196,61 @@ impl Handler {
         let start = Instant::now();
         let deadline = start + req.timeout.unwrap_or(DEFAULT_TIMEOUT).min(MAX_TIMEOUT);
         let label = resource_label(req.resource.as_ref());
-        let out = match self.registry.lookup(req.resource.as_ref()) {
-            Ok(info) => {
+        let scope = Mutex::new(Scope::default());
+        // Written if the client goes away before the answer (the transport then drops this
+        // future).
+        let mut abandoned = self.audit.as_ref().map(|audit| Abandoned {
+            audit,
+            scope: &scope,
+            user: req.user.clone(),
+            resource: req.resource.clone(),
+            verb: V::NAME,
+            start,
+            answered: None,
+            recorded: false,
+        });
+        let admitted = self.limits.admit(V::CLASS, req.user.as_ref());
+        // Held until the audit line is queued: a request waiting on a slow audit log still
+        // counts as in flight.
+        let mut _held = None;
+        let out = match admitted
+            .and_then(|slot| Ok((slot, self.registry.lookup(req.resource.as_ref())?)))
+        {
+            Ok((slot, info)) => {
+                let watch_slot = if V::CLASS == Class::Watch {
+                    Some(slot)
+                } else {
+                    _held = Some(slot);
+                    None
+                };
                 let cx = Context {
                     registry: &self.registry,
+                    user: req.user.as_ref().filter(|_| self.rbac),
                     info,
                     deadline,
                     metrics: &self.metrics,
+                    watch_slot,
+                    scope: &scope,
                 };
                 req.verb.run(cx).await
             }
             Err(e) => Err(e),
         };
         let reason = out.as_ref().err().map(|e| e.reason);
-        self.metrics
-            .request(V::NAME, &label, reason, start.elapsed());
+        let took = start.elapsed();
+        self.metrics.request(V::NAME, &label, reason, took);
         if let Err(e) = &out
             && e.reason == Reason::InternalError
         {
             tracing::error!(verb = V::NAME, resource = %label, error = %e, "internal error");
+        }
+        if let Some(pending) = &mut abandoned {
+            let code = reason.map_or(V::OK_CODE, Reason::http_code);
+            let entry = pending.entry(code, reason);
+            // Until it is queued, the line is the drop guard's to write.
+            pending.answered = Some(entry.clone());
+            pending.audit.record(&entry).await;
+            pending.recorded = true;
         }
         out
     }
@@ -84,8 +261,22 @@ impl Handler {
     }
 
     /// A custom resource's `additionalPrinterColumns` (none for a built-in one).
+    /// The kind of a served resource (`""` when it is not served).
+    pub fn kind(&self, gvr: &GroupVersionResource) -> String {
+        self.resources()
+            .iter()
+            .find(|r| r.gvr == *gvr)
+            .map(|r| r.kind.clone())
+            .unwrap_or_default()
+    }
+
     pub fn printer_columns(&self, gvr: &GroupVersionResource) -> Vec<serde_json::Value> {
         self.registry.printer_columns(gvr)
+    }
+
+    /// A custom resource's `openAPIV3Schema`, if it has one.
+    pub fn openapi_schema(&self, gvr: &GroupVersionResource) -> Option<serde_json::Value> {
+        self.registry.openapi_schema(gvr)
     }
 
     /// Whether this replica can serve; else why not.

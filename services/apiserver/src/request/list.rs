@@ -4,6 +4,7 @@ use keel_api::ApiError;
 use keel_api::shard::ShardSelector;
 
 use super::handler::{Context, Verb};
+use super::limits::Class;
 use super::names::{collection_scope, shard_scope};
 pub use crate::registry::ListResult;
 use crate::registry::{ListOptions, target};
@@ -26,6 +27,7 @@ pub struct List {
 
 impl Verb for List {
     const NAME: &'static str = "list";
+    const CLASS: Class = Class::ReadOnly;
     type Output = ListResult;
 
     async fn run(self, cx: Context<'_>) -> Result<ListResult, ApiError> {
@@ -43,7 +45,8 @@ impl Verb for List {
                 "limit must not be negative",
             ));
         }
-        cx.registry
+        let namespace = filter.namespace.clone().unwrap_or_default();
+        cx.authorize(Self::NAME, &namespace, "", "")?
             .list(
                 &cx.info,
                 ListOptions {

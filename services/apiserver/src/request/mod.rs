@@ -1,25 +1,32 @@
 //! Request handling: the one path every verb takes, whatever transport it came by. A transport
 //! turns its wire into a [`Request`] of one verb ([`Create`], [`Get`], ...); the [`Handler`]
 //! gives it a deadline, looks up its resource, runs it against the registry and records its
-//! metrics. Authentication, authorization and limits belong here too, once keel has them.
+//! metrics. Limits, authorization (with the user that the transport authenticated) and the
+//! audit log are here too, the same for every transport.
 //!
 //! It knows the registry below it and nothing of the wire: requests and answers are keel's
 //! types, errors are `ApiError`s.
 
+mod audit;
 mod create;
 mod delete;
+mod delete_collection;
 mod get;
 mod handler;
+mod limits;
 mod list;
 mod names;
 mod patch;
 mod update;
 mod watch;
 
+pub use audit::{AuditConfig, AuditLog};
 pub use create::Create;
 pub use delete::Delete;
+pub use delete_collection::DeleteCollection;
 pub use get::Get;
 pub use handler::{Context, DEFAULT_TIMEOUT, Handler, MAX_TIMEOUT, Request, Verb};
+pub use limits::{Class, Limits, LimitsConfig};
 pub use list::{List, ListResult};
 pub use patch::Patch;
 pub use update::Update;

@@ -3,7 +3,7 @@
 
 use keel_api::selector::{FieldSelector, LabelSelector};
 use keel_api::shard::ShardSelector;
-use keel_api::validation::{dns1123_label, dns1123_subdomain};
+use keel_api::validation::{dns1123_label, name_rule};
 use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
 
 use crate::registry::strategy::kind_target;
@@ -29,12 +29,7 @@ fn name_problems(info: &ResourceInfo, namespace: &str, name: &str) -> Vec<FieldC
     if name.is_empty() {
         causes.push(FieldCause::required("metadata.name"));
     } else {
-        let check = if info.kind == "Namespace" {
-            dns1123_label
-        } else {
-            dns1123_subdomain
-        };
-        for e in check(name) {
+        for e in name_rule(info)(name) {
             causes.push(FieldCause::invalid("metadata.name", name, e));
         }
     }
@@ -139,6 +134,16 @@ pub fn collection_scope(
     })
 }
 
+/// The namespace of a request that names one object (get, patch, delete): `default` when a
+/// namespaced resource's request gives none, as for a create or update (DESIGN.md,
+/// "Namespaces"); none for a cluster-scoped resource.
+pub fn object_namespace(info: &ResourceInfo, ns: &str) -> String {
+    match namespace_of(info, ns) {
+        ns if ns.is_empty() && info.namespaced => "default".to_string(),
+        ns => ns,
+    }
+}
+
 pub fn namespace_of(info: &ResourceInfo, ns: &str) -> String {
     if info.namespaced {
         ns.to_string()
@@ -193,6 +198,14 @@ mod tests {
         let e = check_lookup(&cms, "default", "").unwrap_err();
         assert_eq!(e.reason, Reason::Invalid);
         check_lookup(&cms, "default", "good").unwrap();
+    }
+
+    #[test]
+    fn every_verb_on_one_object_defaults_an_empty_namespace() {
+        assert_eq!(object_namespace(&info("ConfigMap"), ""), "default");
+        assert_eq!(object_namespace(&info("ConfigMap"), "x"), "x");
+        assert_eq!(object_namespace(&info("Namespace"), "x"), "");
+        assert_eq!(object_namespace(&info("Namespace"), ""), "");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 use keel_api::{ApiError, Object};
 
 use super::handler::{Context, Verb};
-use super::names::{check_lookup, namespace_of};
+use super::limits::Class;
+use super::names::{check_lookup, object_namespace};
 use crate::registry::{PatchType, Subresource, target};
 
 pub struct Patch {
@@ -14,18 +15,21 @@ pub struct Patch {
     pub patch_type: PatchType,
     /// The patch document (JSON).
     pub patch: Vec<u8>,
+    /// Answer the patched object, writing nothing.
+    pub dry_run: bool,
 }
 
 impl Verb for Patch {
     const NAME: &'static str = "patch";
+    const CLASS: Class = Class::Mutating;
     type Output = Object;
 
     async fn run(self, cx: Context<'_>) -> Result<Object, ApiError> {
-        let ns = namespace_of(&cx.info, &self.namespace);
+        let ns = object_namespace(&cx.info, &self.namespace);
         check_lookup(&cx.info, &ns, &self.name)?;
         let t = target(&cx.info, &self.name);
         let sub = Subresource::parse(&cx.info, &self.subresource, &t)?;
-        cx.registry
+        cx.authorize(Self::NAME, &ns, &self.name, &self.subresource)?
             .patch(
                 &cx.info,
                 &ns,
@@ -33,6 +37,7 @@ impl Verb for Patch {
                 sub,
                 self.patch_type,
                 &self.patch,
+                self.dry_run,
                 cx.deadline,
             )
             .await

@@ -3,6 +3,7 @@
 use keel_api::{ApiError, Object};
 
 use super::handler::{Context, Verb};
+use super::limits::Class;
 use super::names::{check_names, resolve_namespace};
 use crate::registry::{Subresource, strategy, target};
 
@@ -12,10 +13,13 @@ pub struct Update {
     pub subresource: String,
     /// The object's JSON; its `metadata.resourceVersion`, when set, is a precondition.
     pub object: Vec<u8>,
+    /// Answer the replaced object, writing nothing.
+    pub dry_run: bool,
 }
 
 impl Verb for Update {
     const NAME: &'static str = "update";
+    const CLASS: Class = Class::Mutating;
     type Output = Object;
 
     async fn run(self, cx: Context<'_>) -> Result<Object, ApiError> {
@@ -24,6 +28,15 @@ impl Verb for Update {
         check_names(&cx.info, &ns, obj.name())?;
         let t = target(&cx.info, obj.name());
         let sub = Subresource::parse(&cx.info, &self.subresource, &t)?;
-        cx.registry.update(&cx.info, obj, sub, cx.deadline).await
+        if sub == Subresource::Scale {
+            return Err(ApiError::new(
+                keel_api::Reason::MethodNotAllowed,
+                t,
+                "a replace of the scale subresource is not supported: PATCH it",
+            ));
+        }
+        cx.authorize(Self::NAME, &ns, obj.name(), &self.subresource)?
+            .update(&cx.info, obj, sub, self.dry_run, cx.deadline)
+            .await
     }
 }

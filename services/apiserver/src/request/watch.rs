@@ -1,4 +1,5 @@
-//! Watch: a stream of the changes a namespace and selectors choose, counted while it is open.
+//! Watch: a stream of the changes a namespace and selectors choose, counted (and holding its
+//! place among the open watches) while it is open.
 
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
@@ -8,6 +9,7 @@ use keel_api::ApiError;
 use keel_api::shard::ShardSelector;
 
 use super::handler::{Context, Verb};
+use super::limits::{Class, Slot};
 use super::names::{collection_scope, shard_scope};
 use crate::metrics::Metrics;
 use crate::registry::WatchStream;
@@ -29,6 +31,7 @@ pub struct Watch {
 
 impl Verb for Watch {
     const NAME: &'static str = "watch";
+    const CLASS: Class = Class::Watch;
     type Output = OpenWatch;
 
     async fn run(self, cx: Context<'_>) -> Result<OpenWatch, ApiError> {
@@ -40,8 +43,9 @@ impl Verb for Watch {
         )?;
         filter.include_uninitialized = self.include_uninitialized;
         filter.shard = shard_scope(&cx.info, self.shard)?;
+        let namespace = filter.namespace.clone().unwrap_or_default();
         let inner = cx
-            .registry
+            .authorize(Self::NAME, &namespace, "", "")?
             .watch(
                 &cx.info,
                 filter,
@@ -55,6 +59,7 @@ impl Verb for Watch {
             inner,
             metrics: cx.metrics.clone(),
             resource,
+            _slot: cx.watch_slot,
         })
     }
 }
@@ -66,6 +71,8 @@ pub struct OpenWatch {
     inner: WatchStream,
     metrics: Metrics,
     resource: String,
+    /// Its place among the open watches.
+    _slot: Option<Slot>,
 }
 
 impl Stream for OpenWatch {

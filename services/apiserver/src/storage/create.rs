@@ -31,4 +31,21 @@ impl Store {
             Cas::Stale(_) => Err(ApiError::already_exists(t)),
         }
     }
+
+    /// What [`Store::create`] would answer, writing nothing: the object (without a
+    /// resourceVersion, as Kubernetes answers a dry run), or `AlreadyExists`.
+    pub async fn create_dry_run(
+        &self,
+        key: &ObjectKey,
+        obj: Object,
+        deadline: Instant,
+    ) -> Result<Object, ApiError> {
+        let t = key.target();
+        codec::encode(&t, &obj)?;
+        match self.etcd.get(&key.key, deadline).await {
+            Ok(Some(_)) => Err(ApiError::already_exists(t)),
+            Ok(None) => Ok(obj),
+            Err(e) => Err(e.with_target(&t)),
+        }
+    }
 }

@@ -103,7 +103,7 @@ impl Store {
                 if e.reason == Reason::Expired && !q.continue_token.is_empty() {
                     ApiError::expired("the provided continue parameter is too old to display a consistent list result; list again without it")
                 } else if e.reason == Reason::Expired && q.exact {
-                    ApiError::expired(format!("resourceVersion {} is compacted or not yet written: list again without resourceVersionMatch=Exact", q.resource_version.unwrap_or(0)))
+                    ApiError::expired(format!("resourceVersion {} is compacted: list again without resourceVersionMatch=Exact", q.resource_version.unwrap_or(0)))
                 } else {
                     e.with_target(&t)
                 }

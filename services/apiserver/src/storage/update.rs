@@ -49,6 +49,9 @@ pub struct UpdateOptions {
     /// Read the first state from etcd even without an expected revision (a Delete answers
     /// with the object as etcd has it).
     pub read_etcd: bool,
+    /// Compute the change from etcd's current state and answer with it, writing nothing
+    /// (Kubernetes' `dryRun=All`).
+    pub dry_run: bool,
 }
 
 /// What a guaranteed update committed.
@@ -78,7 +81,7 @@ impl Store {
         let t = key.target();
         let info = &key.info;
         let mut errors: Vec<Option<ApiError>> = vec![None; mutations.len()];
-        let mut allow_cache = opts.expected_revision.is_none() && !opts.read_etcd;
+        let mut allow_cache = opts.expected_revision.is_none() && !opts.read_etcd && !opts.dry_run;
         let mut current: Option<Current> = None;
         loop {
             let cur = match current.take() {
@@ -125,6 +128,15 @@ impl Store {
                 }
                 Change::Remove(obj) => (obj, true),
             };
+            if opts.dry_run {
+                return (
+                    Ok(Committed {
+                        object: obj,
+                        removed: remove,
+                    }),
+                    errors,
+                );
+            }
             let result = if remove {
                 self.etcd
                     .compare_and_delete(&key.key, cur.rv, deadline)

@@ -9,9 +9,7 @@ use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use keel_client::{
-    ApiError, Event, EventType, GroupVersionResource, ListParams, Reason, WatchParams,
-};
+use keel_client::{ApiError, Event, EventType, GroupVersionResource, ListParams, WatchParams};
 use serde_json::Value;
 
 use crate::cmd::watch::{MAX_BACKOFF, MIN_BACKOFF, transient};
@@ -120,7 +118,7 @@ impl<'a> ObjectWatch<'a> {
                         return Ok(Observed::Seen(event.object));
                     }
                 },
-                Some(Err(e)) if e.reason == Reason::Expired => self.expired(),
+                Some(Err(e)) if e.must_relist() => self.expired(),
                 Some(Err(e)) => return Err(e.into()),
                 // The resumable stream ends only after an error; list again to be safe.
                 None => self.expired(),

@@ -124,7 +124,7 @@ impl Watch<'_> {
                 Ok(event) => {
                     printer.watch_rows(out, self.resource, std::slice::from_ref(&event.object))?
                 }
-                Err(e) if e.reason == Reason::Expired => return Ok(()),
+                Err(e) if e.must_relist() => return Ok(()),
                 Err(e) => return Err(e.into()),
             }
         }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use keel_api::proto::discovery_server::Discovery;
-use keel_api::proto::{ApiResource, DiscoveryRequest, DiscoveryResponse, PrinterColumn};
+use keel_api::proto::{ApiResource, DiscoveryRequest, DiscoveryResponse};
 use tonic::{Request, Response, Status};
 
 use crate::request::{Handler, Subresource};
@@ -43,16 +43,7 @@ impl Discovery for DiscoveryService {
                     .handler
                     .printer_columns(&r.gvr)
                     .iter()
-                    .map(|c| PrinterColumn {
-                        name: c["name"].as_str().unwrap_or("").to_string(),
-                        r#type: c["type"].as_str().unwrap_or("").to_string(),
-                        json_path: c["jsonPath"].as_str().unwrap_or("").to_string(),
-                        priority: c["priority"]
-                            .as_i64()
-                            .and_then(|p| i32::try_from(p).ok())
-                            .unwrap_or(0),
-                        description: c["description"].as_str().unwrap_or("").to_string(),
-                    })
+                    .map(keel_api::table::printer_column)
                     .collect(),
             })
             .collect();

@@ -3,12 +3,19 @@
 
 mod deadline;
 pub mod discovery;
+pub mod limit;
 pub mod objects;
 
 pub use discovery::DiscoveryService;
+pub use limit::MessageLimitLayer;
 pub use objects::ObjectsService;
 
 use std::sync::Arc;
+
+/// Largest gRPC message decoded or sent. Well above the object limit so that oversized objects
+/// get keel's typed `RequestEntityTooLarge` naming the object; still a bound on memory per
+/// request. Larger requests are refused by [`MessageLimitLayer`], larger lists by `list`.
+pub const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
 
 use crate::auth::Authenticator;
 

@@ -7,16 +7,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use keel_api::GroupVersionResource;
 use keel_api::proto::objects_server::Objects;
 use keel_api::proto::{
     CreateRequest, DeleteRequest, DeleteResponse, GetRequest, ListRequest, ListResponse,
     ObjectResponse, PatchRequest, PatchType as ProtoPatchType, PropagationPolicy, ResourceRef,
     UpdateRequest, WatchEvent as ProtoWatchEvent, WatchRequest,
 };
+use keel_api::{ApiError, GroupVersionResource, Target};
 use tonic::{Response, Status};
 
-use super::deadline;
+use super::{MAX_MESSAGE_BYTES, deadline};
+use crate::auth::User;
 use crate::request::{
     Create, Delete, DeleteOptions, Get, Handler, List, Patch, PatchType, Propagation, Request,
     Update, Watch, WatchEvent,
@@ -28,9 +29,21 @@ pub struct ObjectsService {
 
 type BoxWatch = Pin<Box<dyn Stream<Item = Result<ProtoWatchEvent, Status>> + Send>>;
 
-/// The request layer's request of `verb` on `resource`, with the client's `timeout`.
-fn request<V>(resource: Option<ResourceRef>, timeout: Option<Duration>, verb: V) -> Request<V> {
+/// The user the authentication interceptor found (none when authentication is off).
+fn user_of<T>(req: &tonic::Request<T>) -> Option<User> {
+    req.extensions().get::<User>().cloned()
+}
+
+/// The request layer's request of `verb` on `resource`, with the client's `timeout`, from
+/// `user`.
+fn request<V>(
+    resource: Option<ResourceRef>,
+    timeout: Option<Duration>,
+    user: Option<User>,
+    verb: V,
+) -> Request<V> {
     Request {
+        user,
         resource: resource.map(|r| GroupVersionResource {
             group: r.group,
             version: r.version,
@@ -77,15 +90,16 @@ impl Objects for ObjectsService {
         &self,
         req: tonic::Request<CreateRequest>,
     ) -> Result<Response<ObjectResponse>, Status> {
-        let timeout = deadline::timeout(&req);
+        let (timeout, user) = (deadline::timeout(&req), user_of(&req));
         let r = req.into_inner();
         let verb = Create {
             namespace: r.namespace,
             object: r.object,
+            dry_run: r.dry_run,
         };
         let created = self
             .handler
-            .handle(request(r.resource, timeout, verb))
+            .handle(request(r.resource, timeout, user, verb))
             .await?;
         Ok(object_response(created))
     }
@@ -94,17 +108,18 @@ impl Objects for ObjectsService {
         &self,
         req: tonic::Request<GetRequest>,
     ) -> Result<Response<ObjectResponse>, Status> {
-        let timeout = deadline::timeout(&req);
+        let (timeout, user) = (deadline::timeout(&req), user_of(&req));
         let r = req.into_inner();
         let verb = Get {
             namespace: r.namespace,
             name: r.name,
             resource_version: r.resource_version,
             include_uninitialized: r.include_uninitialized,
+            subresource: String::new(),
         };
         let obj = self
             .handler
-            .handle(request(r.resource, timeout, verb))
+            .handle(request(r.resource, timeout, user, verb))
             .await?;
         Ok(object_response(obj))
     }
@@ -113,7 +128,7 @@ impl Objects for ObjectsService {
         &self,
         req: tonic::Request<ListRequest>,
     ) -> Result<Response<ListResponse>, Status> {
-        let timeout = deadline::timeout(&req);
+        let (timeout, user) = (deadline::timeout(&req), user_of(&req));
         let r = req.into_inner();
         let verb = List {
             namespace: r.namespace,
@@ -126,32 +141,47 @@ impl Objects for ObjectsService {
             include_uninitialized: r.include_uninitialized,
             shard: r.shard.map(shard_selector),
         };
+        let resource = r.resource.as_ref().map(|r| r.resource.clone());
         let res = self
             .handler
-            .handle(request(r.resource, timeout, verb))
+            .handle(request(r.resource, timeout, user, verb))
             .await?;
-        Ok(Response::new(ListResponse {
+        let list = ListResponse {
             resource_version: res.revision.to_string(),
             continue_token: res.continue_token,
             items: res.items,
             remaining_item_count: res.remaining,
-        }))
+        };
+        // Past the limit tonic would refuse to encode it with a bare OUT_OF_RANGE (keel's code
+        // for Expired): say what is wrong and what to do instead.
+        let size = prost::Message::encoded_len(&list);
+        if size > MAX_MESSAGE_BYTES {
+            return Err(ApiError::too_large(
+                Target::new("", &resource.unwrap_or_default(), ""),
+                format!(
+                    "the list is {size} bytes, more than the {MAX_MESSAGE_BYTES} bytes a response may carry: list in pages (limit)"
+                ),
+            )
+            .into());
+        }
+        Ok(Response::new(list))
     }
 
     async fn update(
         &self,
         req: tonic::Request<UpdateRequest>,
     ) -> Result<Response<ObjectResponse>, Status> {
-        let timeout = deadline::timeout(&req);
+        let (timeout, user) = (deadline::timeout(&req), user_of(&req));
         let r = req.into_inner();
         let verb = Update {
             namespace: r.namespace,
             subresource: r.subresource,
             object: r.object,
+            dry_run: r.dry_run,
         };
         let updated = self
             .handler
-            .handle(request(r.resource, timeout, verb))
+            .handle(request(r.resource, timeout, user, verb))
             .await?;
         Ok(object_response(updated))
     }
@@ -160,7 +190,7 @@ impl Objects for ObjectsService {
         &self,
         req: tonic::Request<PatchRequest>,
     ) -> Result<Response<ObjectResponse>, Status> {
-        let timeout = deadline::timeout(&req);
+        let (timeout, user) = (deadline::timeout(&req), user_of(&req));
         let r = req.into_inner();
         let verb = Patch {
             namespace: r.namespace,
@@ -168,10 +198,11 @@ impl Objects for ObjectsService {
             subresource: r.subresource,
             patch_type: patch_type(r.patch_type),
             patch: r.patch,
+            dry_run: r.dry_run,
         };
         let patched = self
             .handler
-            .handle(request(r.resource, timeout, verb))
+            .handle(request(r.resource, timeout, user, verb))
             .await?;
         Ok(object_response(patched))
     }
@@ -180,7 +211,7 @@ impl Objects for ObjectsService {
         &self,
         req: tonic::Request<DeleteRequest>,
     ) -> Result<Response<DeleteResponse>, Status> {
-        let timeout = deadline::timeout(&req);
+        let (timeout, user) = (deadline::timeout(&req), user_of(&req));
         let r = req.into_inner();
         let pre = r.preconditions.unwrap_or_default();
         let verb = Delete {
@@ -190,11 +221,12 @@ impl Objects for ObjectsService {
                 uid: pre.uid,
                 resource_version: pre.resource_version,
                 propagation: propagation(r.propagation_policy),
+                dry_run: r.dry_run,
             },
         };
         let (obj, deleted) = self
             .handler
-            .handle(request(r.resource, timeout, verb))
+            .handle(request(r.resource, timeout, user, verb))
             .await?;
         Ok(Response::new(DeleteResponse {
             object: obj.to_vec(),
@@ -205,7 +237,7 @@ impl Objects for ObjectsService {
     type WatchStream = BoxWatch;
 
     async fn watch(&self, req: tonic::Request<WatchRequest>) -> Result<Response<BoxWatch>, Status> {
-        let timeout = deadline::timeout(&req);
+        let (timeout, user) = (deadline::timeout(&req), user_of(&req));
         let r = req.into_inner();
         let verb = Watch {
             namespace: r.namespace,
@@ -218,7 +250,7 @@ impl Objects for ObjectsService {
         };
         let events = self
             .handler
-            .handle(request(r.resource, timeout, verb))
+            .handle(request(r.resource, timeout, user, verb))
             .await?;
         let stream = events.map(|item| item.map(watch_event).map_err(Status::from));
         Ok(Response::new(Box::pin(stream)))

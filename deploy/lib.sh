@@ -1,0 +1,60 @@
+# Sourced by the stack tests (compose-test.sh, chaos-test.sh) after setting $project: the
+# compose helpers (deploy/compose.sh), a work directory, checks that count passes and failures,
+# waiting for health, and the teardown that leaves nothing behind.
+source "$(dirname "${BASH_SOURCE[0]}")/compose.sh" # $compose and the stack_* helpers
+dc() { $compose -p "$project" "$@"; }
+work=$(mktemp -d)
+# The stack's CA and client certificates, copied out once it is up (stack_certs).
+certs=$work/certs
+passed=0
+failed=0
+
+# check DESCRIPTION COMMAND: runs COMMAND, counts and prints "ok:" or "FAIL:".
+check() {
+  if eval "$2"; then echo "ok: $1"; passed=$((passed + 1)); else echo "FAIL: $1"; failed=$((failed + 1)); fi
+}
+
+# wait_healthy DESCRIPTION SECONDS [N]: waits until N containers of the project (3 etcd
+# members, 2 API servers, 2 controller-managers, 1 initializer: 8 by default) are healthy.
+wait_healthy() {
+  local what=$1 deadline=$((SECONDS + $2)) want=${3:-8}
+  while [ $SECONDS -lt $deadline ]; do
+    if [ "$(stack_states "$project" | grep -c '(healthy)')" = "$want" ]; then
+      echo "ok: $what"; passed=$((passed + 1)); return 0
+    fi
+    sleep 0.5
+  done
+  echo "FAIL: $what"; docker ps -a --filter "label=com.docker.compose.project=$project"; failed=$((failed + 1)); return 1
+}
+
+# stack_teardown [LOG_DIR]: after a failure, the end of each keel container's log (to tell what
+# went wrong from CI's output alone); every container's whole log into LOG_DIR when given; then
+# the stack down with its volumes, a FAIL if anything is left, and the work directory removed.
+stack_teardown() {
+  local c logs=${1:-}
+  if [ "$failed" -gt 0 ]; then
+    for c in $(docker ps -a --filter "label=com.docker.compose.project=$project" --format '{{.Names}}' | grep -v etcd | sort); do
+      echo "--- last lines of $c"
+      docker logs --tail 15 "$c" 2>&1 | sed 's/\x1b\[[0-9;]*m//g'
+    done
+  fi
+  if [ -n "$logs" ]; then
+    mkdir -p "$logs"
+    cp -r "$work"/. "$logs"/
+    for c in $(docker ps -a --filter "label=com.docker.compose.project=$project" --format '{{.Names}}'); do
+      docker logs -t "$c" >"$logs/$c.log" 2>&1 || true
+    done
+    echo "logs kept in $logs"
+  fi
+  # A paused container cannot be removed by compose.
+  for c in $(docker ps -q --filter "label=com.docker.compose.project=$project" --filter status=paused); do
+    docker unpause "$c" >/dev/null 2>&1 || true
+  done
+  dc down -v --remove-orphans >/dev/null 2>&1 || true
+  local left
+  left=$(docker ps -aq --filter "label=com.docker.compose.project=$project"; \
+         docker network ls -q --filter "label=com.docker.compose.project=$project"; \
+         docker volume ls -q --filter "label=com.docker.compose.project=$project")
+  if [ -n "$left" ]; then echo "FAIL: left behind after teardown: $left"; failed=$((failed + 1)); fi
+  rm -rf "$work"
+}

@@ -1,0 +1,276 @@
+//! Discovery as kubectl and client-go read it: `/version`, `/api` (APIVersions), `/apis`
+//! (APIGroupList), `/apis/{group}` (APIGroup) and a group version's APIResourceList; and the
+//! aggregated form of `/api` and `/apis` (apidiscovery.k8s.io/v2 APIGroupDiscoveryList), which
+//! kubectl asks for first and which saves it one request per group version.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use keel_api::ResourceInfo;
+use serde_json::{Value, json};
+
+use crate::request::{Handler, Subresource};
+
+/// The verbs every resource serves.
+const VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// The Kubernetes version keel speaks the API of (kubectl warns past one minor of skew).
+pub fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "32",
+        "gitVersion": concat!("v1.32.0-keel-", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, go_arch()),
+    })
+}
+
+/// The machine's architecture as Go names it (what kubectl prints).
+fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        other => other,
+    }
+}
+
+/// The served group versions: group → versions, each with its resources, in a stable order
+/// (the core group first, as Kubernetes lists it).
+fn groups(handler: &Handler) -> BTreeMap<String, BTreeMap<String, Vec<Arc<ResourceInfo>>>> {
+    let mut out: BTreeMap<String, BTreeMap<String, Vec<Arc<ResourceInfo>>>> = BTreeMap::new();
+    for r in handler.resources() {
+        out.entry(r.gvr.group.clone())
+            .or_default()
+            .entry(r.gvr.version.clone())
+            .or_default()
+            .push(r);
+    }
+    out
+}
+
+/// The preferred version of a group: the first in Kubernetes' version order.
+fn preferred(versions: &[&String]) -> String {
+    let mut v: Vec<&String> = versions.to_vec();
+    v.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+    v.first().map(|s| s.to_string()).unwrap_or_default()
+}
+
+/// Kubernetes' version priority: GA above beta above alpha, higher numbers first.
+fn version_priority(v: &str) -> (u8, u32, u32) {
+    let Some(rest) = v.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let major = digits.parse().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    let level = |prefix: &str| {
+        tail.strip_prefix(prefix)
+            .and_then(|n| n.parse::<u32>().ok())
+    };
+    if tail.is_empty() {
+        (3, major, 0)
+    } else if let Some(n) = level("beta") {
+        (2, major, n)
+    } else if let Some(n) = level("alpha") {
+        (1, major, n)
+    } else {
+        (0, 0, 0)
+    }
+}
+
+/// `/api`: the core group's versions.
+pub fn api_versions() -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [],
+    })
+}
+
+fn group_json(name: &str, versions: &BTreeMap<String, Vec<Arc<ResourceInfo>>>) -> Value {
+    let names: Vec<&String> = versions.keys().collect();
+    let preferred = preferred(&names);
+    let mut ordered = names.clone();
+    ordered.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+    let gv = |v: &str| json!({"groupVersion": format!("{name}/{v}"), "version": v});
+    json!({
+        "name": name,
+        "versions": ordered.iter().map(|v| gv(v)).collect::<Vec<_>>(),
+        "preferredVersion": gv(&preferred),
+    })
+}
+
+/// `/apis`: every group but the core one.
+pub fn api_groups(handler: &Handler) -> Value {
+    let groups: Vec<Value> = groups(handler)
+        .iter()
+        .filter(|(g, _)| !g.is_empty())
+        .map(|(g, versions)| group_json(g, versions))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// `/apis/{group}`.
+pub fn api_group(handler: &Handler, group: &str) -> Option<Value> {
+    let all = groups(handler);
+    let versions = all.get(group).filter(|_| !group.is_empty())?;
+    let mut g = group_json(group, versions);
+    g["kind"] = "APIGroup".into();
+    g["apiVersion"] = "v1".into();
+    Some(g)
+}
+
+/// One resource and its subresources, as an APIResourceList lists them.
+fn resource_entries(r: &ResourceInfo) -> Vec<Value> {
+    let mut main = json!({
+        "name": r.gvr.resource,
+        "singularName": r.singular,
+        "namespaced": r.namespaced,
+        "kind": r.kind,
+        "verbs": VERBS,
+    });
+    if !r.short_names.is_empty() {
+        main["shortNames"] = json!(r.short_names);
+    }
+    let mut out = vec![main];
+    for sub in Subresource::served(r) {
+        let verbs: &[&str] = if sub == "finalize" {
+            &["update"]
+        } else {
+            &["get", "patch", "update"]
+        };
+        let mut entry = json!({
+            "name": format!("{}/{sub}", r.gvr.resource),
+            "singularName": "",
+            "namespaced": r.namespaced,
+            "kind": r.kind,
+            "verbs": verbs,
+        });
+        if sub == "scale" {
+            // A Scale of autoscaling/v1, whatever the workload's group: kubectl scale reads
+            // which kind to send from here.
+            entry["group"] = "autoscaling".into();
+            entry["version"] = "v1".into();
+            entry["kind"] = "Scale".into();
+        }
+        out.push(entry);
+    }
+    out
+}
+
+/// `/api/v1`, `/apis/{group}/{version}`.
+pub fn resource_list(handler: &Handler, group: &str, version: &str) -> Option<Value> {
+    let all = groups(handler);
+    let resources = all.get(group)?.get(version)?;
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    let entries: Vec<Value> = resources.iter().flat_map(|r| resource_entries(r)).collect();
+    Some(json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": entries,
+    }))
+}
+
+/// The aggregated discovery of `/api` (`core`: the core group) or `/apis` (every other
+/// group): apidiscovery.k8s.io/v2's APIGroupDiscoveryList.
+pub fn aggregated(handler: &Handler, core: bool, api_version: &str) -> Value {
+    let items: Vec<Value> = groups(handler)
+        .iter()
+        .filter(|(g, _)| g.is_empty() == core)
+        .map(|(g, versions)| {
+            let mut names: Vec<&String> = versions.keys().collect();
+            names.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+            let versions: Vec<Value> = names
+                .iter()
+                .map(|v| {
+                    let resources: Vec<Value> = versions[*v]
+                        .iter()
+                        .map(|r| aggregated_resource(r))
+                        .collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            json!({"metadata": {"name": g}, "versions": versions})
+        })
+        .collect();
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": api_version,
+        "metadata": {},
+        "items": items,
+    })
+}
+
+fn aggregated_resource(r: &ResourceInfo) -> Value {
+    let scope = if r.namespaced {
+        "Namespaced"
+    } else {
+        "Cluster"
+    };
+    let kind = json!({"group": r.gvr.group, "version": r.gvr.version, "kind": r.kind});
+    let subresources: Vec<Value> = Subresource::served(r)
+        .into_iter()
+        .map(|sub| {
+            let verbs: &[&str] = if sub == "finalize" {
+                &["update"]
+            } else {
+                &["get", "patch", "update"]
+            };
+            let response = if sub == "scale" {
+                json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+            } else {
+                kind.clone()
+            };
+            json!({"subresource": sub, "responseKind": response, "verbs": verbs})
+        })
+        .collect();
+    let mut v = json!({
+        "resource": r.gvr.resource,
+        "responseKind": kind,
+        "scope": scope,
+        "singularResource": r.singular,
+        "verbs": VERBS,
+    });
+    if !r.short_names.is_empty() {
+        v["shortNames"] = json!(r.short_names);
+    }
+    if !subresources.is_empty() {
+        v["subresources"] = json!(subresources);
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_order_as_kubernetes_orders_them() {
+        let v1 = "v1".to_string();
+        let v1beta1 = "v1beta1".to_string();
+        let v2alpha1 = "v2alpha1".to_string();
+        let v2 = "v2".to_string();
+        assert_eq!(preferred(&[&v1beta1, &v1, &v2alpha1]), "v1");
+        assert_eq!(preferred(&[&v1, &v2]), "v2");
+        assert_eq!(preferred(&[&v2alpha1, &v1beta1]), "v1beta1");
+    }
+}

@@ -1,0 +1,343 @@
+//! Every verb on a resource path: the HTTP method, path and query become the request layer's
+//! verb, as gRPC's messages do; the answer becomes Kubernetes' JSON (an object, a `...List`, a
+//! stream of `WatchEvent` lines, a `Status`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, Method, Response, StatusCode, header};
+use keel_api::{ApiError, GroupVersionResource, Reason, Target};
+
+use super::path::ResourcePath;
+use super::query::Query;
+use super::status::{deleted, error_response, json_response, value_response};
+use super::table::{self, Printer};
+use super::watch;
+use crate::auth::User;
+use crate::request::{
+    Create, Delete, DeleteCollection, DeleteOptions, Get, Handler, List, Patch, PatchType,
+    Propagation, Request, Update, Watch,
+};
+
+/// What one REST request carries besides its path.
+pub struct Call {
+    pub method: Method,
+    pub query: Query,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub user: Option<User>,
+}
+
+fn request<V>(
+    p: &ResourcePath,
+    timeout: Option<Duration>,
+    user: Option<User>,
+    verb: V,
+) -> Request<V> {
+    Request {
+        user,
+        resource: Some(p.gvr.clone()),
+        timeout,
+        verb,
+    }
+}
+
+fn object(code: StatusCode, obj: keel_api::Object) -> Response<Body> {
+    json_response(code, obj.to_vec())
+}
+
+/// The patch type a PATCH's `Content-Type` names.
+fn patch_type(headers: &HeaderMap, t: &Target) -> Result<PatchType, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let media = ct.split(';').next().unwrap_or("").trim();
+    match media {
+        "application/json-patch+json" => Ok(PatchType::Json),
+        "application/merge-patch+json" => Ok(PatchType::Merge),
+        "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
+        "application/apply-patch+yaml" | "application/apply-patch+cbor" => Err(unsupported(
+            t,
+            "server-side apply is not supported by keel yet: use client-side apply (kubectl apply --server-side=false) or another patch type",
+        )),
+        other => Err(unsupported(
+            t,
+            &format!(
+                "the body of the request was in an unknown format ({other:?}) - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
+            ),
+        )),
+    }
+}
+
+fn unsupported(t: &Target, message: &str) -> ApiError {
+    ApiError::new(Reason::UnsupportedMediaType, t.clone(), message)
+}
+
+/// A body that must be JSON (a create's or update's object, a delete's options).
+fn check_json_body(headers: &HeaderMap, t: &Target) -> Result<(), ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    match ct.split(';').next().unwrap_or("").trim() {
+        "application/json" | "" | "*/*" => Ok(()),
+        other => Err(unsupported(
+            t,
+            &format!(
+                "the body of the request was in an unknown format ({other:?}) - accepted media types include: application/json"
+            ),
+        )),
+    }
+}
+
+/// The kind of a resource's list (`ConfigMapList`) and its apiVersion.
+fn list_kind(handler: &Handler, gvr: &GroupVersionResource) -> (String, String) {
+    let kind = handler.kind(gvr);
+    let api_version = if gvr.group.is_empty() {
+        gvr.version.clone()
+    } else {
+        format!("{}/{}", gvr.group, gvr.version)
+    };
+    (format!("{kind}List"), api_version)
+}
+
+/// Serves one call on a resource path.
+pub async fn serve(handler: Arc<Handler>, p: ResourcePath, call: Call) -> Response<Body> {
+    match run(&handler, &p, call).await {
+        Ok(r) => r,
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn run(
+    handler: &Arc<Handler>,
+    p: &ResourcePath,
+    call: Call,
+) -> Result<Response<Body>, ApiError> {
+    let t = Target::new(
+        &p.gvr.group,
+        &p.gvr.resource,
+        p.name.as_deref().unwrap_or(""),
+    );
+    let q = &call.query;
+    let dry_run = q.dry_run(&t)?;
+    let timeout = q.timeout(&t)?;
+    let user = call.user.clone();
+    // `kubectl get` asks for a Table (a get, a list or a watch); no other request does.
+    let printer = (call.method == Method::GET && table::wanted(&call.headers))
+        .then(|| Printer::new(handler, &p.gvr, q, &t))
+        .transpose()?;
+    match (&call.method, p.name.as_deref()) {
+        (&Method::GET, None) if q.watch(&t)? => {
+            let verb = Watch {
+                namespace: p.namespace.clone(),
+                label_selector: q.get("labelSelector").to_string(),
+                field_selector: q.get("fieldSelector").to_string(),
+                resource_version: q.get("resourceVersion").to_string(),
+                allow_bookmarks: q.flag("allowWatchBookmarks", &t)?,
+                include_uninitialized: q.flag("includeUninitialized", &t)?,
+                shard: q.shard(&t)?,
+            };
+            let timeout_seconds = q.timeout_seconds(&t)?;
+            let events = handler.handle(request(p, None, user, verb)).await?;
+            Ok(watch::response(events, timeout_seconds, printer))
+        }
+        (&Method::GET, None) => {
+            let verb = List {
+                namespace: p.namespace.clone(),
+                label_selector: q.get("labelSelector").to_string(),
+                field_selector: q.get("fieldSelector").to_string(),
+                limit: q.int("limit", &t)?,
+                continue_token: q.get("continue").to_string(),
+                resource_version: q.get("resourceVersion").to_string(),
+                resource_version_match: q.get("resourceVersionMatch").to_string(),
+                include_uninitialized: q.flag("includeUninitialized", &t)?,
+                shard: q.shard(&t)?,
+            };
+            let list = handler.handle(request(p, timeout, user, verb)).await?;
+            if let Some(printer) = printer {
+                let objects: Vec<serde_json::Value> = list
+                    .items
+                    .iter()
+                    .filter_map(|i| serde_json::from_slice(i).ok())
+                    .collect();
+                let table =
+                    printer.table(&objects, &list.revision.to_string(), &list.continue_token);
+                return Ok(value_response(StatusCode::OK, &table));
+            }
+            let (kind, api_version) = list_kind(handler, &p.gvr);
+            Ok(json_response(
+                StatusCode::OK,
+                list_json(&kind, &api_version, &list),
+            ))
+        }
+        (&Method::GET, Some(name)) => {
+            let verb = Get {
+                namespace: p.namespace.clone(),
+                name: name.to_string(),
+                resource_version: q.get("resourceVersion").to_string(),
+                include_uninitialized: q.flag("includeUninitialized", &t)?,
+                subresource: p.subresource.clone(),
+            };
+            let obj = handler.handle(request(p, timeout, user, verb)).await?;
+            if p.subresource == "scale" {
+                return Ok(value_response(StatusCode::OK, &keel_api::scale::view(&obj)));
+            }
+            if let Some(printer) = printer {
+                let rv = obj.resource_version().to_string();
+                let table = printer.table(&[obj.into_value()], &rv, "");
+                return Ok(value_response(StatusCode::OK, &table));
+            }
+            Ok(object(StatusCode::OK, obj))
+        }
+        (&Method::POST, None) => {
+            check_json_body(&call.headers, &t)?;
+            let verb = Create {
+                namespace: p.namespace.clone(),
+                object: call.body.to_vec(),
+                dry_run,
+            };
+            let obj = handler.handle(request(p, timeout, user, verb)).await?;
+            Ok(object(StatusCode::CREATED, obj))
+        }
+        (&Method::PUT, Some(_)) => {
+            check_json_body(&call.headers, &t)?;
+            let verb = Update {
+                namespace: p.namespace.clone(),
+                subresource: p.subresource.clone(),
+                object: call.body.to_vec(),
+                dry_run,
+            };
+            let obj = handler.handle(request(p, timeout, user, verb)).await?;
+            Ok(object(StatusCode::OK, obj))
+        }
+        (&Method::PATCH, Some(name)) => {
+            let verb = Patch {
+                namespace: p.namespace.clone(),
+                name: name.to_string(),
+                subresource: p.subresource.clone(),
+                patch_type: patch_type(&call.headers, &t)?,
+                patch: call.body.to_vec(),
+                dry_run,
+            };
+            let obj = handler.handle(request(p, timeout, user, verb)).await?;
+            if p.subresource == "scale" {
+                return Ok(value_response(StatusCode::OK, &keel_api::scale::view(&obj)));
+            }
+            Ok(object(StatusCode::OK, obj))
+        }
+        (&Method::DELETE, Some(name)) => {
+            check_json_body(&call.headers, &t)?;
+            let options = delete_options(&call.body, q, dry_run, &t)?;
+            let verb = Delete {
+                namespace: p.namespace.clone(),
+                name: name.to_string(),
+                options,
+            };
+            let (obj, gone) = handler.handle(request(p, timeout, user, verb)).await?;
+            if gone {
+                let kind = obj.kind().to_string();
+                Ok(value_response(
+                    StatusCode::OK,
+                    &deleted(&p.gvr.group, &kind, name, obj.uid()),
+                ))
+            } else {
+                // Still there (finalizers, a foreground deletion): the object, as Kubernetes.
+                Ok(object(StatusCode::OK, obj))
+            }
+        }
+        (&Method::DELETE, None) => {
+            check_json_body(&call.headers, &t)?;
+            let verb = DeleteCollection {
+                namespace: p.namespace.clone(),
+                label_selector: q.get("labelSelector").to_string(),
+                field_selector: q.get("fieldSelector").to_string(),
+                options: delete_options(&call.body, q, dry_run, &t)?,
+            };
+            let deleted = handler.handle(request(p, timeout, user, verb)).await?;
+            let (kind, api_version) = list_kind(handler, &p.gvr);
+            Ok(value_response(
+                StatusCode::OK,
+                &serde_json::json!({
+                    "kind": kind,
+                    "apiVersion": api_version,
+                    "metadata": {},
+                    "items": deleted.into_iter().map(keel_api::Object::into_value).collect::<Vec<_>>(),
+                }),
+            ))
+        }
+        (m, _) => Err(ApiError::new(
+            Reason::MethodNotAllowed,
+            t.clone(),
+            format!("the server does not allow this method on the requested resource ({m})"),
+        )),
+    }
+}
+
+/// `{"kind": "ConfigMapList", ..., "items": [...]}`, the items' JSON copied as they are.
+fn list_json(kind: &str, api_version: &str, list: &crate::request::ListResult) -> Vec<u8> {
+    let mut metadata = serde_json::json!({"resourceVersion": list.revision.to_string()});
+    if !list.continue_token.is_empty() {
+        metadata["continue"] = list.continue_token.clone().into();
+    }
+    if list.remaining > 0 {
+        metadata["remainingItemCount"] = list.remaining.into();
+    }
+    let head = serde_json::json!({"kind": kind, "apiVersion": api_version, "metadata": metadata});
+    let mut out = serde_json::to_vec(&head).unwrap_or_default();
+    // Replace the closing brace with the items.
+    out.pop();
+    out.extend_from_slice(br#","items":["#);
+    for (i, item) in list.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item);
+    }
+    out.extend_from_slice(b"]}");
+    out
+}
+
+/// A delete's options: `DeleteOptions` in the body (preconditions, `propagationPolicy`), or the
+/// `propagationPolicy` query parameter.
+fn delete_options(
+    body: &[u8],
+    q: &Query,
+    dry_run: bool,
+    t: &Target,
+) -> Result<DeleteOptions, ApiError> {
+    let opts: serde_json::Value = if body.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(t.clone(), format!("malformed DeleteOptions: {e}"))
+        })?
+    };
+    let pre = &opts["preconditions"];
+    let policy = opts["propagationPolicy"]
+        .as_str()
+        .unwrap_or_else(|| q.get("propagationPolicy"));
+    let propagation = match policy {
+        "" | "Background" => Propagation::Background,
+        "Foreground" => Propagation::Foreground,
+        "Orphan" => Propagation::Orphan,
+        other => {
+            return Err(ApiError::bad_request(
+                t.clone(),
+                format!(
+                    "propagationPolicy {}: supported values: \"Background\", \"Foreground\", \"Orphan\"",
+                    keel_api::echo(other)
+                ),
+            ));
+        }
+    };
+    Ok(DeleteOptions {
+        uid: pre["uid"].as_str().unwrap_or("").to_string(),
+        resource_version: pre["resourceVersion"].as_str().unwrap_or("").to_string(),
+        propagation,
+        // A body's `dryRun: ["All"]` counts as the query's.
+        dry_run: dry_run || opts["dryRun"].as_array().is_some_and(|d| !d.is_empty()),
+    })
+}

@@ -1,0 +1,176 @@
+//! OpenAPI, as kubectl reads it: `/openapi/v3` lists a document per group version, each with
+//! the resource paths and their operations (tagged with `x-kubernetes-group-version-kind`; a
+//! PATCH that takes `fieldValidation` tells kubectl to let the server validate) and the schemas
+//! keel has: a custom resource's `openAPIV3Schema`. `/openapi/v2` is not served: client-go
+//! reads it only as protobuf, and reads v3 first.
+//!
+//! Built-in kinds have no schemas here yet: kubectl then computes strategic merge patches from
+//! its own compiled-in types, as it does for any server that publishes none.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+
+use keel_api::ResourceInfo;
+use serde_json::{Map, Value, json};
+
+use crate::request::Handler;
+
+/// The query parameters of a PATCH: `fieldValidation` among them.
+fn patch_parameters() -> Value {
+    let query = |name: &str, description: &str| {
+        json!({"name": name, "in": "query", "description": description,
+               "schema": {"type": "string", "uniqueItems": true}})
+    };
+    json!([
+        query(
+            "dryRun",
+            "When present, indicates that modifications should not be persisted."
+        ),
+        query(
+            "fieldManager",
+            "A name associated with the actor or entity that is making these changes."
+        ),
+        query(
+            "fieldValidation",
+            "How the server handles unknown and duplicate fields: Ignore, Warn or Strict."
+        ),
+    ])
+}
+
+fn gvk_extension(r: &ResourceInfo) -> Value {
+    json!({"group": r.gvr.group, "version": r.gvr.version, "kind": r.kind})
+}
+
+/// The schema's name in `components.schemas` (Kubernetes': the reversed group, then the
+/// version and kind: `io.k8s.samplecrd.v1.Network`).
+fn schema_name(r: &ResourceInfo) -> String {
+    let group: Vec<&str> = r.gvr.group.split('.').rev().collect();
+    let group = if r.gvr.group.is_empty() {
+        "io.k8s.api.core".to_string()
+    } else {
+        group.join(".")
+    };
+    format!("{group}.{}.{}", r.gvr.version, r.kind)
+}
+
+fn operation(r: &ResourceInfo, action: &str, parameters: Value) -> Value {
+    let reference = json!({"$ref": format!("#/components/schemas/{}", schema_name(r))});
+    json!({
+        "description": format!("{action} {}", r.kind),
+        "operationId": format!("{action}{}", r.kind),
+        "parameters": parameters,
+        "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": reference}}}},
+        "x-kubernetes-action": action,
+        "x-kubernetes-group-version-kind": gvk_extension(r),
+    })
+}
+
+/// The paths of one resource: its collection and its objects, in a namespace when namespaced.
+fn paths(r: &ResourceInfo, out: &mut Map<String, Value>) {
+    let prefix = if r.gvr.group.is_empty() {
+        format!("/api/{}", r.gvr.version)
+    } else {
+        format!("/apis/{}/{}", r.gvr.group, r.gvr.version)
+    };
+    let scope = if r.namespaced {
+        format!("{prefix}/namespaces/{{namespace}}/{}", r.gvr.resource)
+    } else {
+        format!("{prefix}/{}", r.gvr.resource)
+    };
+    out.insert(
+        scope.clone(),
+        json!({
+            "get": operation(r, "list", json!([])),
+            "post": operation(r, "post", patch_parameters()),
+        }),
+    );
+    out.insert(
+        format!("{scope}/{{name}}"),
+        json!({
+            "get": operation(r, "get", json!([])),
+            "put": operation(r, "put", patch_parameters()),
+            "patch": operation(r, "patch", patch_parameters()),
+            "delete": operation(r, "delete", json!([])),
+        }),
+    );
+}
+
+/// A custom resource's schema, with the fields every object has and its kind.
+fn schema(handler: &Handler, r: &ResourceInfo) -> Value {
+    let mut s = handler
+        .openapi_schema(&r.gvr)
+        .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+    if let Some(props) = s.get_mut("properties").and_then(Value::as_object_mut) {
+        props
+            .entry("apiVersion")
+            .or_insert_with(|| json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."}));
+        props
+            .entry("kind")
+            .or_insert_with(|| json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."}));
+        props.entry("metadata").or_insert_with(
+            || json!({"type": "object", "description": "Standard object's metadata."}),
+        );
+    }
+    s["x-kubernetes-group-version-kind"] = json!([gvk_extension(r)]);
+    s
+}
+
+/// The served resources by group version (`api/v1`, `apis/apps/v1`).
+fn by_group_version(handler: &Handler) -> BTreeMap<String, Vec<std::sync::Arc<ResourceInfo>>> {
+    let mut out: BTreeMap<String, Vec<_>> = BTreeMap::new();
+    for r in handler.resources() {
+        let key = if r.gvr.group.is_empty() {
+            format!("api/{}", r.gvr.version)
+        } else {
+            format!("apis/{}/{}", r.gvr.group, r.gvr.version)
+        };
+        out.entry(key).or_default().push(r);
+    }
+    out
+}
+
+fn document(handler: &Handler, resources: &[std::sync::Arc<ResourceInfo>]) -> Value {
+    let mut all_paths = Map::new();
+    let mut schemas = Map::new();
+    for r in resources {
+        paths(r, &mut all_paths);
+        if handler.openapi_schema(&r.gvr).is_some() {
+            schemas.insert(schema_name(r), schema(handler, r));
+        }
+    }
+    json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.32.0"},
+        "paths": all_paths,
+        "components": {"schemas": schemas},
+    })
+}
+
+fn hash(v: &Value) -> String {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    v.to_string().hash(&mut h);
+    format!("{:016X}", h.finish())
+}
+
+/// `/openapi/v3`: where each group version's document is; its hash changes with the document,
+/// so that clients may cache it.
+pub fn root(handler: &Handler) -> Value {
+    let paths: Map<String, Value> = by_group_version(handler)
+        .into_iter()
+        .map(|(gv, resources)| {
+            let url = format!(
+                "/openapi/v3/{gv}?hash={}",
+                hash(&document(handler, &resources))
+            );
+            (gv, json!({"serverRelativeURL": url}))
+        })
+        .collect();
+    json!({"paths": paths})
+}
+
+/// `/openapi/v3/{api/v1 | apis/group/version}`.
+pub fn group_version(handler: &Handler, gv: &str) -> Option<Value> {
+    by_group_version(handler)
+        .get(gv.trim_matches('/'))
+        .map(|resources| document(handler, resources))
+}

@@ -1,0 +1,461 @@
+//! The real kubectl (v1.32, `/usr/bin/kubectl` or `$KUBECTL`) against keel's REST dialect: the
+//! seeds' declarative workflow, as a Kubernetes user types it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use keel_client::{PatchType, gvr};
+use keel_tests::{ApiServer, Etcd, certs, eventually};
+use serde_json::{Value, json};
+
+/// kubectl with a kubeconfig for one API server, in a directory of its own.
+struct Kubectl {
+    dir: tempfile::TempDir,
+}
+
+impl Kubectl {
+    fn new(api: &ApiServer) -> Kubectl {
+        Self::with(&format!("{{server: \"{}\"}}", api.endpoint()), "{}")
+    }
+
+    /// Over TLS, trusting `ca`, with `user` as the kubeconfig's user entry (`{token: ...}`,
+    /// say: kubectl sends credentials only over TLS).
+    fn tls(api: &ApiServer, ca: &Path, user: &str) -> Kubectl {
+        let cluster = format!(
+            "{{server: \"https://{}\", certificate-authority: {}}}",
+            api.grpc,
+            ca.display()
+        );
+        Self::with(&cluster, user)
+    }
+
+    fn with(cluster: &str, user: &str) -> Kubectl {
+        let dir = tempfile::tempdir().unwrap();
+        let config = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: keel\n  cluster: {cluster}\n\
+             users:\n- name: me\n  user: {user}\ncontexts:\n- name: keel\n  context:\n    cluster: keel\n    user: me\n\
+             current-context: keel\n"
+        );
+        std::fs::write(dir.path().join("kubeconfig"), config).unwrap();
+        Kubectl { dir }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let bin = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+        let mut c = Command::new(bin);
+        c.args(args)
+            .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
+            // kubectl caches discovery and OpenAPI under here: none from another run.
+            .env("HOME", self.dir.path())
+            .current_dir(self.dir.path());
+        c
+    }
+
+    /// Runs kubectl to its end.
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap_or_else(|e| {
+            panic!("cannot run kubectl (install kubectl v1.32 or set KUBECTL): {e}")
+        })
+    }
+
+    /// Runs kubectl, which must succeed; its standard output.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs kubectl, which must fail; its standard error.
+    fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(!out.status.success(), "kubectl {args:?} succeeded");
+        String::from_utf8(out.stderr).unwrap()
+    }
+
+    fn file(&self, name: &str, content: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+const CONFIGMAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n  labels:\n    app: web\ndata:\n  a: \"1\"\n";
+
+#[tokio::test]
+async fn apply_is_created_unchanged_then_configured_and_get_prints_kubectls_columns() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let f = k.file("cm.yaml", CONFIGMAP);
+    assert_eq!(k.ok(&["apply", "-f", path(&f)]), "configmap/demo created\n");
+    assert_eq!(
+        k.ok(&["apply", "-f", path(&f)]),
+        "configmap/demo unchanged\n"
+    );
+    let f = k.file(
+        "cm.yaml",
+        &CONFIGMAP.replace("a: \"1\"", "a: \"2\"\n  b: \"3\""),
+    );
+    assert_eq!(
+        k.ok(&["apply", "-f", path(&f)]),
+        "configmap/demo configured\n"
+    );
+
+    let table = k.ok(&["get", "configmaps"]);
+    let lines: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines[0], ["NAME", "DATA", "AGE"], "{table}");
+    assert_eq!(lines[1][..2], ["demo", "2"], "{table}");
+    let all = k.ok(&["get", "cm", "-A", "--show-labels"]);
+    assert!(all.starts_with("NAMESPACE"), "{all}");
+    assert!(all.contains("app=web"), "{all}");
+
+    let o: Value = serde_json::from_str(&k.ok(&["get", "cm", "demo", "-o", "json"])).unwrap();
+    assert_eq!(o["data"], json!({"a": "2", "b": "3"}));
+    assert!(
+        o["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .is_string()
+    );
+    let yaml = k.ok(&["get", "cm", "demo", "-o", "yaml"]);
+    assert!(yaml.contains("name: demo"), "{yaml}");
+
+    let names = k.ok(&["get", "namespaces", "-o", "name"]);
+    assert!(names.contains("namespace/default"), "{names}");
+}
+
+#[tokio::test]
+async fn patch_in_three_types_replace_a_stale_file_edit_and_delete() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let f = k.file("cm.yaml", CONFIGMAP);
+    k.ok(&["apply", "-f", path(&f)]);
+    let stale = k.file("stale.yaml", &k.ok(&["get", "cm", "demo", "-o", "yaml"]));
+
+    for (kind, patch) in [
+        ("merge", r#"{"data":{"b":"2"}}"#),
+        ("json", r#"[{"op":"add","path":"/data/c","value":"3"}]"#),
+        ("strategic", r#"{"data":{"d":"4"}}"#),
+    ] {
+        assert_eq!(
+            k.ok(&["patch", "cm", "demo", "--type", kind, "-p", patch]),
+            "configmap/demo patched\n"
+        );
+    }
+    let data = k.ok(&["get", "cm", "demo", "-o", "jsonpath={.data}"]);
+    let data: Value = serde_json::from_str(&data).unwrap();
+    assert_eq!(data, json!({"a": "1", "b": "2", "c": "3", "d": "4"}));
+
+    // The file still names the version before the patches: Conflict, in Kubernetes' words.
+    let e = k.fails(&["replace", "-f", path(&stale)]);
+    assert!(
+        e.contains("Error from server (Conflict)") && e.contains("the object has been modified"),
+        "{e}"
+    );
+
+    // The editor renames the key d to e in the YAML kubectl hands it.
+    let editor = k.file("editor.sh", "#!/bin/sh\nsed -i 's/^  d: /  e: /' \"$1\"\n");
+    std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut edit = k.command(&["edit", "cm", "demo"]);
+    edit.env("KUBE_EDITOR", &editor);
+    let out = edit.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "configmap/demo edited\n"
+    );
+    let data = k.ok(&["get", "cm", "demo", "-o", "jsonpath={.data.e}"]);
+    assert_eq!(data, "4");
+
+    assert_eq!(
+        k.ok(&["delete", "cm", "demo"]),
+        "configmap \"demo\" deleted\n"
+    );
+    let e = k.fails(&["get", "cm", "demo"]);
+    assert!(
+        e.contains("Error from server (NotFound): configmaps \"demo\" not found"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn get_watch_prints_each_change_as_it_happens() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let f = k.file("cm.yaml", CONFIGMAP);
+    k.ok(&["apply", "-f", path(&f)]);
+    let mut child = k
+        .command(&["get", "cm", "demo", "-w"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let seen = Arc::new(Mutex::new(String::new()));
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = {
+        let seen = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    let rows = |s: &Arc<Mutex<String>>| {
+        let s = s.clone();
+        move || {
+            let rows: Vec<String> = s.lock().unwrap().lines().map(String::from).collect();
+            async move { Some(rows) }
+        }
+    };
+    let first = eventually(Duration::from_secs(20), "the first row", || {
+        let rows = rows(&seen)();
+        async move { rows.await.filter(|r| r.len() >= 2) }
+    })
+    .await;
+    assert!(first[0].starts_with("NAME"), "{first:?}");
+    let c = api.client().await;
+    for i in 2..=3 {
+        c.patch(
+            &gvr("", "v1", "configmaps"),
+            "default",
+            "demo",
+            PatchType::Merge,
+            &json!({"data": {format!("k{i}"): "v"}}),
+        )
+        .await
+        .unwrap();
+    }
+    // Each change is a row: DATA goes 1, 2, 3.
+    let all = eventually(Duration::from_secs(20), "a row per change", || {
+        let rows = rows(&seen)();
+        async move { rows.await.filter(|r| r.len() >= 4) }
+    })
+    .await;
+    let data: Vec<&str> = all[1..]
+        .iter()
+        .map(|r| r.split_whitespace().nth(1).unwrap())
+        .collect();
+    assert_eq!(data, ["1", "2", "3"], "{all:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    reader.join().unwrap();
+}
+
+#[tokio::test]
+async fn api_resources_lists_what_keel_serves() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let out = k.ok(&["api-resources"]);
+    let row = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .unwrap_or_else(|| panic!("{name} missing: {out}"))
+    };
+    assert_eq!(
+        row("configmaps"),
+        ["configmaps", "cm", "v1", "true", "ConfigMap"]
+    );
+    assert_eq!(
+        row("deployments"),
+        ["deployments", "deploy", "apps/v1", "true", "Deployment"]
+    );
+    assert_eq!(
+        row("namespaces"),
+        ["namespaces", "ns", "v1", "false", "Namespace"]
+    );
+    let version = k.ok(&["version", "-o", "json"]);
+    let v: Value = serde_json::from_str(&version).unwrap();
+    assert_eq!(v["serverVersion"]["minor"], "32");
+}
+
+#[tokio::test]
+async fn diff_and_server_dry_runs_show_the_change_and_write_nothing() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let f = k.file("cm.yaml", CONFIGMAP);
+    k.ok(&["apply", "-f", path(&f)]);
+    let before = k.ok(&[
+        "get",
+        "cm",
+        "demo",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ]);
+
+    // kubectl diff: a server-side dry run of the apply patch; exit 1 when there is a change.
+    let f = k.file("cm.yaml", &CONFIGMAP.replace("a: \"1\"", "a: \"5\""));
+    let out = k.run(&["diff", "-f", path(&f)]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let diff = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        diff.contains("-  a: \"1\"") && diff.contains("+  a: \"5\""),
+        "{diff}"
+    );
+
+    assert_eq!(
+        k.ok(&["delete", "cm", "demo", "--dry-run=server"]),
+        "configmap \"demo\" deleted (server dry run)\n"
+    );
+    let f2 = k.file(
+        "other.yaml",
+        &CONFIGMAP.replace("name: demo", "name: other"),
+    );
+    k.ok(&["create", "-f", path(&f2), "--dry-run=server"]);
+    let e = k.fails(&["get", "cm", "other"]);
+    assert!(e.contains("NotFound"), "{e}");
+    // Nothing was written: the same object at the same version.
+    let after = k.ok(&[
+        "get",
+        "cm",
+        "demo",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}={.data.a}",
+    ]);
+    assert_eq!(after, format!("{before}=1"));
+}
+
+#[tokio::test]
+async fn a_user_bound_to_a_namespaced_role_is_refused_elsewhere_in_kubernetes_words() {
+    let dir = tempfile::tempdir().unwrap();
+    certs(dir.path());
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        "admin-token,admin,1,system:masters\nalice-token,alice,2,dev\n",
+    )
+    .unwrap();
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_tls(
+        &etcd,
+        dir.path(),
+        &["--token-auth-file", tokens.to_str().unwrap()],
+    )
+    .await;
+    let ca = dir.path().join("ca.crt");
+    let admin = Kubectl::tls(&api, &ca, "{token: admin-token}");
+    let alice = Kubectl::tls(&api, &ca, "{token: alice-token}");
+    let rbac = admin.file(
+        "rbac.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: reader\n  namespace: team\n\
+         rules:\n- apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [get, list, watch]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: alice-reads\n  namespace: team\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: reader\n\
+         subjects:\n- kind: User\n  name: alice\n  apiGroup: rbac.authorization.k8s.io\n",
+    );
+    admin.ok(&["apply", "-f", path(&rbac)]);
+    // The binding takes effect within a second on every replica.
+    eventually(Duration::from_secs(5), "alice may list in team", || {
+        let out = alice.run(&["get", "cm", "-n", "team"]);
+        async move { out.status.success().then_some(()) }
+    })
+    .await;
+    let e = alice.fails(&["get", "cm", "-n", "default"]);
+    assert!(
+        e.contains(
+            "Error from server (Forbidden): configmaps is forbidden: User \"alice\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\""
+        ),
+        "{e}"
+    );
+    let e = alice.fails(&[
+        "create",
+        "-n",
+        "team",
+        "-f",
+        path(&admin.file("cm.yaml", CONFIGMAP)),
+    ]);
+    assert!(
+        e.contains(
+            "cannot create resource \"configmaps\" in API group \"\" in the namespace \"team\""
+        ),
+        "{e}"
+    );
+    // A token the server does not know: Unauthorized, as kubectl words it.
+    let stranger = Kubectl::tls(&api, &ca, "{token: not-a-token}");
+    let e = stranger.fails(&["get", "cm"]);
+    assert!(
+        e.contains("error: You must be logged in to the server"),
+        "{e}"
+    );
+}
+
+const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.7.9\n";
+
+#[tokio::test]
+async fn kubectl_scale_patches_the_scale_subresource() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let f = k.file("deploy.yaml", DEPLOYMENT);
+    k.ok(&["apply", "-f", path(&f)]);
+    assert_eq!(
+        k.ok(&["scale", "deployment", "web", "--replicas", "3"]),
+        "deployment.apps/web scaled\n"
+    );
+    let replicas = k.ok(&[
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.spec.replicas}",
+    ]);
+    assert_eq!(replicas, "3");
+    // --current-replicas is a precondition, read from the Scale.
+    let e = k.fails(&[
+        "scale",
+        "deployment",
+        "web",
+        "--current-replicas",
+        "2",
+        "--replicas",
+        "5",
+    ]);
+    assert!(e.contains("Expected replicas to be 2, was 3"), "{e}");
+    // The Scale itself, as autoscalers read it.
+    let scale: Value = serde_json::from_str(&k.ok(&[
+        "get",
+        "--raw",
+        "/apis/apps/v1/namespaces/default/deployments/web/scale",
+    ]))
+    .unwrap();
+    assert_eq!(
+        (scale["kind"].as_str(), scale["apiVersion"].as_str()),
+        (Some("Scale"), Some("autoscaling/v1"))
+    );
+    assert_eq!(scale["spec"]["replicas"], 3);
+    assert_eq!(scale["status"]["selector"], "app=web");
+}

@@ -1,0 +1,255 @@
+//! Kubernetes' REST dialect over plain HTTP/1.1, spoken by hand: what a client that gets
+//! things wrong receives (a `Status` with the right code, and a server that goes on serving
+//! everyone else), and many writers patching one object over HTTP without losing a write.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use keel_tests::{ApiServer, Etcd};
+use serde_json::{Value, json};
+
+/// One request on its own connection: the status code and the JSON body.
+fn call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+) -> (u16, Value) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    // The server may answer (413) before the body is all sent, and close.
+    let _ = s.write_all(body);
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {text:?}"));
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_string()
+    };
+    (
+        code,
+        serde_json::from_str(&body).unwrap_or(Value::String(body)),
+    )
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+fn status(v: &Value) -> (&str, &str) {
+    (
+        v["kind"].as_str().unwrap_or(""),
+        v["reason"].as_str().unwrap_or(""),
+    )
+}
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+/// A bad request and its answer: method, path, content type, body, code, reason.
+type Case<'a> = (&'a str, &'a str, &'a str, Vec<u8>, u16, &'a str);
+
+#[tokio::test]
+async fn each_kind_of_bad_request_gets_a_status_with_its_code_and_the_server_goes_on() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let addr = api.grpc;
+    let json = "application/json";
+    let cm = serde_json::to_vec(
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ok"}}),
+    )
+    .unwrap();
+
+    // A slow client that never finishes its body holds only its own connection.
+    let mut slow = TcpStream::connect(addr).unwrap();
+    write!(
+        slow,
+        "POST {CMS} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"apiVersion\""
+    )
+    .unwrap();
+
+    let ok = format!("{CMS}/ok");
+    let cases: Vec<Case> = vec![
+        ("POST", CMS, json, b"{not json".to_vec(), 400, "BadRequest"),
+        (
+            "POST",
+            CMS,
+            "text/plain",
+            cm.clone(),
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            "POST",
+            CMS,
+            "application/vnd.kubernetes.protobuf",
+            cm.clone(),
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            "POST",
+            CMS,
+            json,
+            vec![b' '; 4 * 1024 * 1024],
+            413,
+            "RequestEntityTooLarge",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps?limit=ten",
+            json,
+            vec![],
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps?watch=maybe",
+            json,
+            vec![],
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps?labelSelector=a%20in%20(b",
+            json,
+            vec![],
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps/x/y/z",
+            json,
+            vec![],
+            404,
+            "NotFound",
+        ),
+        (
+            "GET",
+            "/api/v1/nosuchresources",
+            json,
+            vec![],
+            404,
+            "NotFound",
+        ),
+        ("GET", "/nothing/here", json, vec![], 404, "NotFound"),
+        ("PUT", CMS, json, cm.clone(), 405, "MethodNotAllowed"),
+        (
+            "PATCH",
+            &ok,
+            "application/apply-patch+yaml",
+            b"{}".to_vec(),
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            "PATCH",
+            &ok,
+            "text/plain",
+            b"{}".to_vec(),
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            "DELETE",
+            &ok,
+            json,
+            b"{\"propagationPolicy\": \"Sideways\"}".to_vec(),
+            400,
+            "BadRequest",
+        ),
+    ];
+    for (method, path, ct, body, code, reason) in cases {
+        let (got, v) = call(addr, method, path, ct, &body);
+        assert_eq!(
+            (got, status(&v)),
+            (code, ("Status", reason)),
+            "{method} {path} ({ct}): {v}"
+        );
+        assert_eq!(v["code"], code, "{v}");
+    }
+    let (code, v) = call(addr, "POST", CMS, json, &cm);
+    assert_eq!(code, 201, "{v}");
+    let (code, v) = call(addr, "POST", CMS, json, &cm);
+    assert_eq!((code, status(&v)), (409, ("Status", "AlreadyExists")));
+    let (code, v) = call(addr, "GET", &ok, json, &[]);
+    assert_eq!((code, v["metadata"]["name"].as_str()), (200, Some("ok")));
+    drop(slow);
+}
+
+#[tokio::test]
+async fn sixty_four_writers_patching_one_object_over_http_lose_nothing() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let addr = api.grpc;
+    let cm =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hot"}, "data": {}});
+    let (code, _) = call(
+        addr,
+        "POST",
+        CMS,
+        "application/json",
+        &serde_json::to_vec(&cm).unwrap(),
+    );
+    assert_eq!(code, 201);
+    const WRITERS: usize = 64;
+    const EACH: usize = 10;
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            std::thread::spawn(move || {
+                for i in 0..EACH {
+                    let patch =
+                        json!([{"op": "add", "path": format!("/data/w{w}-{i}"), "value": "x"}]);
+                    let (code, v) = call(
+                        addr,
+                        "PATCH",
+                        &format!("{CMS}/hot"),
+                        "application/json-patch+json",
+                        &serde_json::to_vec(&patch).unwrap(),
+                    );
+                    assert_eq!(code, 200, "{v}");
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let (_, v) = call(addr, "GET", &format!("{CMS}/hot"), "application/json", &[]);
+    let data = v["data"].as_object().unwrap();
+    assert_eq!(
+        data.len(),
+        WRITERS * EACH,
+        "every acknowledged patch is in the object"
+    );
+}
