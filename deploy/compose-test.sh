@@ -209,5 +209,5 @@ fi
 
 trap - EXIT
 teardown
-echo "compose test: $passed passed, $failed failed"
+stack_summary "compose test"
 [ "$failed" = 0 ]

@@ -8,10 +8,19 @@ work=$(mktemp -d)
 certs=$work/certs
 passed=0
 failed=0
+failures=() # the descriptions of the failed checks, repeated at the end (stack_summary)
 
 # check DESCRIPTION COMMAND: runs COMMAND, counts and prints "ok:" or "FAIL:".
 check() {
-  if eval "$2"; then echo "ok: $1"; passed=$((passed + 1)); else echo "FAIL: $1"; failed=$((failed + 1)); fi
+  if eval "$2"; then echo "ok: $1"; passed=$((passed + 1)); else echo "FAIL: $1"; failed=$((failed + 1)); failures+=("$1"); fi
+}
+
+# stack_summary NAME: the last lines of a stack test: its failed checks again (CI may show only
+# the end of the output, after the containers' logs), then the counts.
+stack_summary() {
+  local f
+  for f in "${failures[@]}"; do echo "failed: $f"; done
+  echo "$1: $passed passed, $failed failed"
 }
 
 # wait_healthy DESCRIPTION SECONDS [N]: waits until N containers of the project (3 etcd
@@ -24,7 +33,7 @@ wait_healthy() {
     fi
     sleep 0.5
   done
-  echo "FAIL: $what"; docker ps -a --filter "label=com.docker.compose.project=$project"; failed=$((failed + 1)); return 1
+  echo "FAIL: $what"; docker ps -a --filter "label=com.docker.compose.project=$project"; failed=$((failed + 1)); failures+=("$what"); return 1
 }
 
 # stack_teardown [LOG_DIR]: after a failure, the end of each keel container's log (to tell what
@@ -55,6 +64,6 @@ stack_teardown() {
   left=$(docker ps -aq --filter "label=com.docker.compose.project=$project"; \
          docker network ls -q --filter "label=com.docker.compose.project=$project"; \
          docker volume ls -q --filter "label=com.docker.compose.project=$project")
-  if [ -n "$left" ]; then echo "FAIL: left behind after teardown: $left"; failed=$((failed + 1)); fi
+  if [ -n "$left" ]; then echo "FAIL: left behind after teardown: $left"; failed=$((failed + 1)); failures+=("left behind after teardown"); fi
   rm -rf "$work"
 }

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use keel_client::{PatchType, gvr};
-use keel_tests::{ApiServer, Etcd, certs, eventually};
+use keel_tests::keelctl::Keelctl;
+use keel_tests::{ApiServer, ControllerManager, Etcd, certs, eventually};
 use serde_json::{Value, json};
 
 /// kubectl with a kubeconfig for one API server, in a directory of its own.
@@ -458,4 +459,120 @@ async fn kubectl_scale_patches_the_scale_subresource() {
     );
     assert_eq!(scale["spec"]["replicas"], 3);
     assert_eq!(scale["status"]["selector"], "app=web");
+}
+
+/// The seeds' rollout walkthrough with the controller-manager running: two revisions of a
+/// Deployment, `rollout status` until each is out, `rollout history`, then `rollout undo` back
+/// to the first, all through kubectl.
+#[tokio::test]
+async fn rollout_status_history_and_undo_with_the_controller_manager() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let _cm = ControllerManager::start(&[&api], &[]).await;
+    let k = Kubectl::new(&api);
+    let f = k.file("deploy.yaml", DEPLOYMENT);
+    k.ok(&["apply", "-f", path(&f)]);
+    let status = k.ok(&["rollout", "status", "deployment/web", "--timeout", "60s"]);
+    assert!(status.contains("successfully rolled out"), "{status}");
+
+    let f = k.file(
+        "deploy.yaml",
+        &DEPLOYMENT.replace("nginx:1.7.9", "nginx:1.9.1"),
+    );
+    assert_eq!(
+        k.ok(&["apply", "-f", path(&f)]),
+        "deployment.apps/web configured\n"
+    );
+    let status = k.ok(&["rollout", "status", "deployment/web", "--timeout", "60s"]);
+    assert!(status.contains("successfully rolled out"), "{status}");
+    let history = k.ok(&["rollout", "history", "deployment/web"]);
+    let revisions: Vec<&str> = history
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| w.parse::<u32>().is_ok())
+        .collect();
+    assert_eq!(revisions, ["1", "2"], "{history}");
+
+    assert_eq!(
+        k.ok(&["rollout", "undo", "deployment/web"]),
+        "deployment.apps/web rolled back\n"
+    );
+    let image = || {
+        k.ok(&[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}",
+        ])
+    };
+    assert_eq!(image(), "nginx:1.7.9");
+    let status = k.ok(&["rollout", "status", "deployment/web", "--timeout", "60s"]);
+    assert!(status.contains("successfully rolled out"), "{status}");
+    // The first ReplicaSet is the current one again, as revision 3.
+    let rs = k.ok(&[
+        "get",
+        "replicasets",
+        "-l",
+        "app=web",
+        "-o",
+        "jsonpath={range .items[*]}{.spec.template.spec.containers[0].image} {.metadata.annotations.deployment\\.kubernetes\\.io/revision} {.spec.replicas}{\"\\n\"}{end}",
+    ]);
+    let mut rows: Vec<&str> = rs.lines().collect();
+    rows.sort();
+    assert_eq!(rows, ["nginx:1.7.9 3 1", "nginx:1.9.1 2 0"], "{rs}");
+}
+
+/// kubectl and keelctl taking turns applying one file: each sees the other's
+/// last-applied-configuration, so a field dropped from the file is removed whoever applies.
+#[tokio::test]
+async fn kubectl_and_keelctl_take_turns_applying_one_file() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let keel = Keelctl::new(&api);
+    let f = k.file(
+        "cm.yaml",
+        &CONFIGMAP.replace("a: \"1\"", "a: \"1\"\n  b: \"2\""),
+    );
+    assert_eq!(k.ok(&["apply", "-f", path(&f)]), "configmap/demo created\n");
+    let keel_apply = |f: &Path| keel.run(&["apply", "-f", path(f)]).ok().to_string();
+    assert!(
+        keel_apply(&f).contains("unchanged"),
+        "keelctl sees kubectl's apply"
+    );
+
+    // keelctl drops b: removed, as kubectl would.
+    let f = k.file("cm.yaml", CONFIGMAP);
+    assert!(keel_apply(&f).contains("configured"));
+    let data = || k.ok(&["get", "cm", "demo", "-o", "jsonpath={.data}"]);
+    assert_eq!(data(), r#"{"a":"1"}"#);
+    assert_eq!(
+        k.ok(&["apply", "-f", path(&f)]),
+        "configmap/demo unchanged\n"
+    );
+
+    // A change made by hand beside the file survives either tool's apply.
+    k.ok(&[
+        "patch",
+        "cm",
+        "demo",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"manual":"x"}}"#,
+    ]);
+    let f = k.file("cm.yaml", &CONFIGMAP.replace("a: \"1\"", "a: \"3\""));
+    assert_eq!(
+        k.ok(&["apply", "-f", path(&f)]),
+        "configmap/demo configured\n"
+    );
+    assert_eq!(data(), r#"{"a":"3","manual":"x"}"#);
+    let f = k.file("cm.yaml", &CONFIGMAP.replace("a: \"1\"", "a: \"4\""));
+    assert!(keel_apply(&f).contains("configured"));
+    assert_eq!(data(), r#"{"a":"4","manual":"x"}"#);
+    assert_eq!(
+        k.ok(&["apply", "-f", path(&f)]),
+        "configmap/demo unchanged\n"
+    );
 }

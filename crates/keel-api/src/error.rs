@@ -443,6 +443,44 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// Reads an error back from a REST answer: the Kubernetes `Status` in its body, or the
+    /// HTTP code alone when the body is not one (a proxy, a transport).
+    pub fn from_http(code: u16, body: &[u8]) -> ApiError {
+        if let Ok(s) = serde_json::from_slice::<StatusJson>(body) {
+            return ApiError {
+                reason: s.reason,
+                message: s.message,
+                target: s.details.target,
+                causes: s.details.causes,
+                retry_after_seconds: s.details.retry_after_seconds,
+            };
+        }
+        let reason = [
+            Reason::NotFound,
+            Reason::Conflict,
+            Reason::Invalid,
+            Reason::BadRequest,
+            Reason::Expired,
+            Reason::RequestEntityTooLarge,
+            Reason::TooManyRequests,
+            Reason::Unauthorized,
+            Reason::Forbidden,
+            Reason::Timeout,
+            Reason::ServiceUnavailable,
+            Reason::InsufficientStorage,
+            Reason::MethodNotAllowed,
+            Reason::UnsupportedMediaType,
+        ]
+        .into_iter()
+        .find(|r| r.http_code() == code)
+        .unwrap_or(Reason::InternalError);
+        let text = String::from_utf8_lossy(body);
+        let text: String = text.chars().take(200).collect();
+        ApiError::new(reason, Target::default(), format!("HTTP {code}: {text}"))
+    }
+}
+
 /// An error on the wire: its code, a one-line summary as `grpc-message`, and its whole Status
 /// once, in `grpc-status-details-bin`, cut to fit every gRPC client's trailer limit
 /// ([`bounded`]).
@@ -456,6 +494,18 @@ impl From<ApiError> for tonic::Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_round_trip_through_a_rest_status_body() {
+        let e = ApiError::conflict(Target::new("", "ConfigMap", "a"), "stale");
+        let body = serde_json::to_vec(&e.to_status_json()).unwrap_or_default();
+        let back = ApiError::from_http(409, &body);
+        assert_eq!((back.reason, back.target), (Reason::Conflict, e.target));
+        let bare = ApiError::from_http(503, b"upstream connect error");
+        assert_eq!(bare.reason, Reason::ServiceUnavailable);
+        assert!(bare.message.contains("upstream connect error"));
+        assert_eq!(ApiError::from_http(418, b"").reason, Reason::InternalError);
+    }
 
     #[test]
     fn errors_round_trip_through_grpc_status() {

@@ -1,6 +1,7 @@
 //! keel-loadtest: many concurrent writers against keel, checking that no update is lost.
 //!
-//! - `patch`: writers PATCH their own field of shared objects; lost updates are counted.
+//! - `patch`: writers PATCH their own field of shared objects; lost updates are counted. Over
+//!   gRPC, Kubernetes' REST dialect, or both one after the other (`--protocol`).
 //! - `replace`: the same by read-modify-write Update, retrying on Conflict.
 //! - `etcd`: the ceiling, straight to etcd: puts to distinct keys, get+CAS on shared keys.
 //! - `watch`: watchers on a namespace while writers write; delivery latency, missed events.
@@ -15,6 +16,7 @@ mod causes;
 mod etcd;
 mod initialize;
 mod report;
+mod rest;
 mod scrape;
 mod table;
 mod verify;
@@ -53,6 +55,14 @@ pub struct Common {
     pub error_log: Option<causes::ErrorLog>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Protocol {
+    Grpc,
+    Rest,
+    /// gRPC, then REST with the same writers and objects.
+    Both,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Patch {
     Merge,
@@ -87,6 +97,10 @@ enum Cmd {
         /// Bytes of padding in each written value.
         #[arg(long, default_value_t = 0)]
         payload_bytes: usize,
+        /// What the writers speak: keel's gRPC, Kubernetes' REST dialect (PATCH over HTTP/2
+        /// in plain text), or both, one after the other.
+        #[arg(long, value_enum, default_value = "grpc")]
+        protocol: Protocol,
     },
     /// Writers read, modify and Update (replace), retrying on Conflict; reports the conflict rate.
     Replace {
@@ -174,6 +188,7 @@ async fn run(cli: Cli) -> Result<Vec<report::Summary>, String> {
             objects,
             patch_type,
             payload_bytes,
+            protocol,
         } => {
             let kind = match patch_type {
                 Patch::Merge => PatchType::Merge,
@@ -181,18 +196,49 @@ async fn run(cli: Cli) -> Result<Vec<report::Summary>, String> {
                 Patch::Strategic => PatchType::Strategic,
             };
             let cl = clients(c, writers).await.map_err(e)?;
-            vec![
-                writers::run(
-                    c,
-                    &cl,
-                    writers::Mode::Patch(kind),
-                    writers,
-                    objects.max(1),
-                    payload_bytes,
-                )
-                .await
-                .map_err(e)?,
-            ]
+            let mut out = Vec::new();
+            if protocol != Protocol::Rest {
+                let callers: Vec<_> = cl.iter().cloned().map(writers::Caller::Grpc).collect();
+                let mode = writers::Mode::Patch(kind);
+                out.push(
+                    writers::run(
+                        c,
+                        &cl,
+                        &callers,
+                        mode,
+                        writers,
+                        objects.max(1),
+                        payload_bytes,
+                    )
+                    .await
+                    .map_err(e)?,
+                );
+            }
+            if protocol != Protocol::Grpc {
+                let mut callers = Vec::new();
+                for _ in 0..cl.len() {
+                    let rest =
+                        rest::RestClient::connect(&c.connect.server, Duration::from_secs(30))
+                            .await
+                            .map_err(e)?;
+                    callers.push(writers::Caller::Rest(std::sync::Arc::new(rest)));
+                }
+                let mode = writers::Mode::Patch(kind);
+                out.push(
+                    writers::run(
+                        c,
+                        &cl,
+                        &callers,
+                        mode,
+                        writers,
+                        objects.max(1),
+                        payload_bytes,
+                    )
+                    .await
+                    .map_err(e)?,
+                );
+            }
+            out
         }
         Cmd::Replace {
             writers,
@@ -200,10 +246,12 @@ async fn run(cli: Cli) -> Result<Vec<report::Summary>, String> {
             payload_bytes,
         } => {
             let cl = clients(c, writers).await.map_err(e)?;
+            let callers: Vec<_> = cl.iter().cloned().map(writers::Caller::Grpc).collect();
             vec![
                 writers::run(
                     c,
                     &cl,
+                    &callers,
                     writers::Mode::Replace,
                     writers,
                     objects.max(1),

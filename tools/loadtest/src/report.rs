@@ -155,6 +155,8 @@ pub struct Summary {
     pub servers: usize,
     /// Whether the servers were reached over TLS (`https://`).
     pub tls: bool,
+    /// What the writers spoke: `grpc`, or `rest` (Kubernetes' HTTP/JSON dialect).
+    pub protocol: String,
     pub duration_s: f64,
     pub ok: u64,
     pub ok_per_s: f64,

@@ -66,6 +66,9 @@ pub fn print(files: &[PathBuf]) -> Result<(), String> {
             Some(p) if !p.is_empty() => format!("{mode} ({p})"),
             _ => mode.to_string(),
         };
+        if r["protocol"] == "rest" {
+            mode_label.push_str(", REST");
+        }
         if r["tls"].as_bool() == Some(true) {
             mode_label.push_str(", TLS");
         }

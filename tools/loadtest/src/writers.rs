@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::report::{self, Counters, Summary};
+use crate::rest::RestClient;
 use crate::verify::{self, WriterRecord};
 use crate::{Common, scrape};
 
@@ -27,6 +28,14 @@ fn configmaps() -> GroupVersionResource {
 
 pub fn object_name(i: usize) -> String {
     format!("load-{i}")
+}
+
+/// What the writers write through: keel's gRPC client, or Kubernetes' REST dialect
+/// (`--protocol rest`, PATCH only).
+#[derive(Clone)]
+pub enum Caller {
+    Grpc(Client),
+    Rest(Arc<RestClient>),
 }
 
 /// Creates the namespace (if missing) and fresh, empty objects.
@@ -76,7 +85,7 @@ fn value(n: u64, pad: &str) -> String {
 }
 
 async fn write_once(
-    c: &Client,
+    caller: &Caller,
     ns: &str,
     object: &str,
     field: &str,
@@ -84,18 +93,31 @@ async fn write_once(
     mode: Mode,
     counters: &Counters,
 ) -> Result<(), keel_client::ApiError> {
-    match mode {
-        Mode::Patch(kind) => {
-            let patch = match kind {
-                PatchType::Json => {
-                    json!([{"op": "add", "path": format!("/data/{field}"), "value": val}])
-                }
-                _ => json!({"data": {field: val}}),
+    let c = match caller {
+        Caller::Grpc(c) => c,
+        Caller::Rest(rest) => {
+            let Mode::Patch(kind) = mode else {
+                return Err(keel_client::ApiError::bad_request(
+                    Default::default(),
+                    "--protocol rest writes by PATCH only",
+                ));
             };
-            c.patch(&configmaps(), ns, object, kind, &patch)
-                .await
-                .map(|_| ())
+            return rest
+                .patch_configmap(ns, object, kind, &patch_body(kind, field, val))
+                .await;
         }
+    };
+    match mode {
+        Mode::Patch(kind) => c
+            .patch(
+                &configmaps(),
+                ns,
+                object,
+                kind,
+                &patch_body(kind, field, val),
+            )
+            .await
+            .map(|_| ()),
         Mode::Replace => loop {
             let mut o: Value = c.get(&configmaps(), ns, object).await?;
             o["data"][field] = json!(val);
@@ -110,10 +132,20 @@ async fn write_once(
     }
 }
 
+/// A writer's PATCH: its own field set to its value.
+fn patch_body(kind: PatchType, field: &str, val: &str) -> Value {
+    match kind {
+        PatchType::Json => json!([{"op": "add", "path": format!("/data/{field}"), "value": val}]),
+        _ => json!({"data": {field: val}}),
+    }
+}
+
 /// Runs the writers for the duration, then checks every acknowledged write is in place.
+/// `clients` prepare the objects and read them back; `callers` write (round-robin).
 pub async fn run(
     common: &Common,
     clients: &[Client],
+    callers: &[Caller],
     mode: Mode,
     writers: usize,
     objects: usize,
@@ -133,7 +165,7 @@ pub async fn run(
     let pad = "x".repeat(payload);
     let mut tasks = Vec::new();
     for w in 0..writers {
-        let c = clients[w % clients.len()].clone();
+        let c = callers[w % callers.len()].clone();
         let (ns, pad, counters) = (ns.clone(), pad.clone(), counters.clone());
         tasks.push(tokio::spawn(async move {
             let object = object_name(w % objects);
@@ -216,6 +248,10 @@ pub async fn run(
             Mode::Replace => String::new(),
         },
         servers: common.connect.server.len(),
+        protocol: match callers.first() {
+            Some(Caller::Rest(_)) => "rest".into(),
+            _ => "grpc".into(),
+        },
         tls: common.connect.tls(),
         server_retries: server.map(|s| s.patch_retries),
         mean_batch: server

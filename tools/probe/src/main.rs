@@ -1,6 +1,10 @@
-//! keel-probe: `keel-probe [--cacert CA.crt] URL` exits 0 when the URL answers HTTP 200 within
-//! two seconds, 1 otherwise. Images built `FROM scratch` have no shell or curl; Docker health
-//! checks run this instead. `http://`, or `https://` verified against `--cacert` (rustls).
+//! keel-probe: `keel-probe [--cacert CA.crt] [--cert C.crt --key C.key] [--data JSON] URL`
+//! exits 0 when the URL answers HTTP 200 within two seconds, 1 otherwise. Images built
+//! `FROM scratch` have no shell or curl; Docker health checks run this instead. `http://`, or
+//! `https://` verified against `--cacert` (rustls), with a client certificate when given.
+//! `--data` POSTs the JSON instead of a GET: the chaos test asks an etcd member for a
+//! linearizable read through its JSON gateway (`/v3/kv/range`), which its `/health` does not
+//! prove.
 
 #![forbid(unsafe_code)]
 
@@ -12,12 +16,27 @@ use std::time::Duration;
 
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 
-/// rustls' client configuration trusting the CA in `ca` (PEM file).
-fn tls_config(ca: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+/// What to ask, and how.
+#[derive(Default)]
+struct Probe {
+    url: String,
+    ca: Option<String>,
+    /// Client certificate and key (PEM files).
+    identity: Option<(String, String)>,
+    /// A JSON body to POST.
+    data: Option<String>,
+}
+
+/// rustls' client configuration trusting the CA in `ca` (PEM file), with the client's
+/// certificate when given.
+fn tls_config(
+    ca: &str,
+    identity: Option<&(String, String)>,
+) -> Result<Arc<rustls::ClientConfig>, String> {
     let pem = std::fs::read(ca).map_err(|e| format!("{ca}: {e}"))?;
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_slice_iter(&pem) {
@@ -28,8 +47,20 @@ fn tls_config(ca: &str) -> Result<Arc<rustls::ClientConfig>, String> {
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let config = match identity {
+        None => config.with_no_client_auth(),
+        Some((cert, key)) => {
+            let certs = CertificateDer::pem_file_iter(cert)
+                .map_err(|e| format!("{cert}: {e}"))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("{cert}: {e}"))?;
+            let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{key}: {e}"))?;
+            config
+                .with_client_auth_cert(certs, key)
+                .map_err(|e| format!("{cert}: {e}"))?
+        }
+    };
     Ok(Arc::new(config))
 }
 
@@ -46,7 +77,8 @@ fn read_head(s: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-fn probe(url: &str, ca: Option<&str>) -> Result<(), String> {
+fn probe(p: &Probe) -> Result<(), String> {
+    let url = p.url.as_str();
     let (tls, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
         (Some(rest), _) => (false, rest),
         (_, Some(rest)) => (true, rest),
@@ -66,17 +98,24 @@ fn probe(url: &str, ca: Option<&str>) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     tcp.set_write_timeout(Some(TIMEOUT))
         .map_err(|e| e.to_string())?;
-    let request = format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n");
+    let request = match &p.data {
+        None => format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n"),
+        Some(body) => format!(
+            "POST {path} HTTP/1.0\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    };
     // The status line is all we need; read a bounded amount.
     let mut buf = [0u8; 256];
     let n = if tls {
-        let ca = ca.ok_or("an https:// URL needs --cacert")?;
+        let ca = p.ca.as_deref().ok_or("an https:// URL needs --cacert")?;
         // The host without its port ("[::1]:6080" names ::1).
         let name = host.rsplit_once(':').map_or(host, |(h, _)| h);
         let name = name.trim_start_matches('[').trim_end_matches(']');
         let name = ServerName::try_from(name.to_string()).map_err(|e| format!("{name}: {e}"))?;
-        let conn =
-            rustls::ClientConnection::new(tls_config(ca)?, name).map_err(|e| e.to_string())?;
+        let conn = rustls::ClientConnection::new(tls_config(ca, p.identity.as_ref())?, name)
+            .map_err(|e| e.to_string())?;
         let mut s = rustls::StreamOwned::new(conn, tcp);
         s.write_all(request.as_bytes())
             .map_err(|e| format!("{url}: {e}"))?;
@@ -95,17 +134,39 @@ fn probe(url: &str, ca: Option<&str>) -> Result<(), String> {
     }
 }
 
+/// The probe the arguments ask for; None when they do not make one.
+fn parse(args: &[String]) -> Option<Probe> {
+    let mut p = Probe::default();
+    let (mut cert, mut key) = (None, None);
+    let mut args = args.iter();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--cacert" => p.ca = Some(args.next()?.clone()),
+            "--cert" => cert = Some(args.next()?.clone()),
+            "--key" => key = Some(args.next()?.clone()),
+            "--data" => p.data = Some(args.next()?.clone()),
+            url if !url.starts_with("--") && p.url.is_empty() => p.url = url.to_string(),
+            _ => return None,
+        }
+    }
+    p.identity = match (cert, key) {
+        (Some(c), Some(k)) => Some((c, k)),
+        (None, None) => None,
+        _ => return None,
+    };
+    (!p.url.is_empty()).then_some(p)
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (ca, url) = match args.as_slice() {
-        [url] => (None, url),
-        [flag, ca, url] if flag == "--cacert" => (Some(ca.as_str()), url),
-        _ => {
-            eprintln!("usage: keel-probe [--cacert CA.crt] http(s)://host:port/path");
-            return ExitCode::from(2);
-        }
+    let Some(p) = parse(&args) else {
+        eprintln!(
+            "usage: keel-probe [--cacert CA.crt] [--cert C.crt --key C.key] [--data JSON] \
+             http(s)://host:port/path"
+        );
+        return ExitCode::from(2);
     };
-    match probe(url, ca) {
+    match probe(&p) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("keel-probe: {e}");

@@ -247,13 +247,19 @@ pub fn same_template(rs_template: &Value, deployment_template: &Value) -> bool {
     t == d
 }
 
-/// Empty maps and nulls say nothing: `labels: {}` equals no labels.
+/// Empty maps and nulls say nothing: `labels: {}` equals no labels, in lists too (kubectl's
+/// `rollout undo` writes a container's `resources: {}` and `creationTimestamp: null`, as Go
+/// serializes a template).
 fn strip_empty(v: &mut Value) {
-    if let Value::Object(m) = v {
-        for x in m.values_mut() {
-            strip_empty(x);
+    match v {
+        Value::Object(m) => {
+            for x in m.values_mut() {
+                strip_empty(x);
+            }
+            m.retain(|_, x| !(x.is_null() || x.as_object().is_some_and(|o| o.is_empty())));
         }
-        m.retain(|_, x| !(x.is_null() || x.as_object().is_some_and(|o| o.is_empty())));
+        Value::Array(a) => a.iter_mut().for_each(strip_empty),
+        _ => {}
     }
 }
 
@@ -421,6 +427,12 @@ mod tests {
         let d = json!({"metadata": {"labels": {"app": "nginx"}}, "spec": {"containers": []}});
         let r = json!({"metadata": {"labels": {"app": "nginx", "pod-template-hash": "abc"}}, "spec": {"containers": []}});
         assert!(same_template(&r, &d));
+        // As kubectl's rollout undo writes the template back.
+        let undone = json!({"metadata": {"creationTimestamp": null, "labels": {"app": "nginx"}},
+                            "spec": {"containers": [{"name": "a", "resources": {}}]}});
+        let rs = json!({"metadata": {"labels": {"app": "nginx", "pod-template-hash": "abc"}},
+                        "spec": {"containers": [{"name": "a"}]}});
+        assert!(same_template(&rs, &undone));
         let other = json!({"metadata": {"labels": {"app": "web", "pod-template-hash": "abc"}}, "spec": {"containers": []}});
         assert!(!same_template(&other, &d));
         let annotated = json!({"metadata": {"labels": {"app": "nginx"}, "annotations": {}}, "spec": {"containers": []}});

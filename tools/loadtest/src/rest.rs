@@ -1,0 +1,116 @@
+//! `--protocol rest`: the writers speak Kubernetes' REST dialect instead of gRPC, PATCH on
+//! `/api/v1/namespaces/{ns}/configmaps/{name}` with JSON bodies, as kubectl and client-go do.
+//! HTTP/2 in clear text (prior knowledge) on the API server's one port, one connection per
+//! server like a gRPC client's, so that the two protocols are compared on the same footing.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::client::conn::http2::SendRequest;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use keel_client::{ApiError, PatchType};
+use serde_json::Value;
+
+/// The most of an answer read: a ConfigMap of the load is far smaller; a bigger answer is an
+/// error, not a reason to buffer without bound.
+const MAX_ANSWER_BYTES: usize = 4 << 20;
+
+/// A connection to each API server; requests go round-robin over them.
+pub struct RestClient {
+    servers: Vec<(String, SendRequest<Full<Bytes>>)>,
+    next: AtomicUsize,
+    timeout: Duration,
+}
+
+fn unavailable(server: &str, e: impl std::fmt::Display) -> ApiError {
+    ApiError::unavailable(format!("{server}: {e}"))
+}
+
+impl RestClient {
+    /// Connects to every server (`http://host:port`; TLS is not spoken here).
+    pub async fn connect(servers: &[String], timeout: Duration) -> Result<RestClient, ApiError> {
+        let mut out = Vec::new();
+        for server in servers {
+            let Some(authority) = server.strip_prefix("http://") else {
+                return Err(ApiError::bad_request(
+                    Default::default(),
+                    format!(
+                        "--protocol rest speaks plain http:// only, not {server}: run it against a \
+                         server listening in plain text"
+                    ),
+                ));
+            };
+            let authority = authority.trim_end_matches('/').to_string();
+            let tcp = tokio::net::TcpStream::connect(&authority)
+                .await
+                .map_err(|e| unavailable(server, e))?;
+            tcp.set_nodelay(true).map_err(|e| unavailable(server, e))?;
+            let (send, conn) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+                    .await
+                    .map_err(|e| unavailable(server, e))?;
+            // Ends with the connection; a request on a dead one fails with the cause.
+            tokio::spawn(conn);
+            out.push((authority, send));
+        }
+        if out.is_empty() {
+            return Err(ApiError::bad_request(
+                Default::default(),
+                "no --server to connect to",
+            ));
+        }
+        Ok(RestClient {
+            servers: out,
+            next: AtomicUsize::new(0),
+            timeout,
+        })
+    }
+
+    /// PATCHes a ConfigMap; the answer's object is read and dropped.
+    pub async fn patch_configmap(
+        &self,
+        ns: &str,
+        name: &str,
+        kind: PatchType,
+        patch: &Value,
+    ) -> Result<(), ApiError> {
+        let content_type = match kind {
+            PatchType::Json => "application/json-patch+json",
+            PatchType::Merge => "application/merge-patch+json",
+            _ => "application/strategic-merge-patch+json",
+        };
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.servers.len();
+        let (authority, send) = &self.servers[i];
+        let body = serde_json::to_vec(patch).map_err(|e| ApiError::internal(e.to_string()))?;
+        let request = http::Request::patch(format!(
+            "http://{authority}/api/v1/namespaces/{ns}/configmaps/{name}"
+        ))
+        .header("content-type", content_type)
+        .header("accept", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+        let mut send = send.clone();
+        let call = async move {
+            let answer = send
+                .send_request(request)
+                .await
+                .map_err(|e| unavailable(authority, e))?;
+            let code = answer.status().as_u16();
+            let body = Limited::new(answer.into_body(), MAX_ANSWER_BYTES)
+                .collect()
+                .await
+                .map_err(|e| unavailable(authority, e))?
+                .to_bytes();
+            if code == 200 {
+                Ok(())
+            } else {
+                Err(ApiError::from_http(code, &body))
+            }
+        };
+        tokio::time::timeout(self.timeout, call)
+            .await
+            .map_err(|_| ApiError::timeout(Default::default(), "no answer in time"))?
+    }
+}
