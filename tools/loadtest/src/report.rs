@@ -286,7 +286,7 @@ impl Summary {
             rows.push(("first error", e.clone()));
         }
         println!(
-            "keel-loadtest {}: {} writers, {} objects{}{}, {:.0}s",
+            "keel-loadtest {}: {} writers, {} objects{}{}{}, {:.0}s",
             self.mode,
             self.writers,
             self.objects,
@@ -299,6 +299,11 @@ impl Summary {
                 String::new()
             } else {
                 format!(", {} patch", self.patch_type)
+            },
+            if self.protocol == "rest" {
+                " over REST"
+            } else {
+                ""
             },
             self.duration_s
         );
