@@ -576,3 +576,130 @@ async fn kubectl_and_keelctl_take_turns_applying_one_file() {
         "configmap/demo unchanged\n"
     );
 }
+
+/// `kubectl explain` reads Kubernetes' schemas of the built-in kinds from `/openapi/v3`:
+/// descriptions, types and required fields, down nested types.
+#[tokio::test]
+async fn explain_describes_builtin_kinds_and_their_fields() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let cm = k.ok(&["explain", "configmap"]);
+    assert!(
+        cm.contains("ConfigMap holds configuration data for pods to consume."),
+        "{cm}"
+    );
+    assert!(cm.contains("data\t<map[string]string>"), "{cm}");
+    let containers = k.ok(&["explain", "deployment.spec.template.spec.containers"]);
+    assert!(containers.contains("GROUP:      apps"), "{containers}");
+    assert!(
+        containers.contains("FIELD: containers <[]Container>"),
+        "{containers}"
+    );
+    assert!(
+        containers.contains("name\t<string> -required-"),
+        "{containers}"
+    );
+    let rules = k.ok(&["explain", "clusterroles.rules.verbs"]);
+    assert!(rules.contains("<[]string>"), "{rules}");
+    let e = k.fails(&["explain", "configmap.nosuchfield"]);
+    assert!(e.contains("field \"nosuchfield\" does not exist"), "{e}");
+}
+
+/// kubectl's typed commands send Kubernetes' protobuf (`application/vnd.kubernetes.protobuf`),
+/// not JSON: keel reads it, and stores what a JSON client would have sent.
+#[tokio::test]
+async fn kubectl_create_sends_protobuf_bodies_that_keel_reads() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    assert_eq!(
+        k.ok(&["create", "namespace", "team"]),
+        "namespace/team created\n"
+    );
+    assert_eq!(
+        k.ok(&[
+            "create",
+            "configmap",
+            "cfg",
+            "-n",
+            "team",
+            "--from-literal=a=1",
+            "--from-literal=b=two"
+        ]),
+        "configmap/cfg created\n"
+    );
+    let cm: Value =
+        serde_json::from_str(&k.ok(&["get", "cm", "cfg", "-n", "team", "-o", "json"])).unwrap();
+    assert_eq!(cm["data"], json!({"a": "1", "b": "two"}));
+    assert_eq!(cm["metadata"]["namespace"], "team");
+    assert!(
+        cm["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty()),
+        "{cm}"
+    );
+
+    k.ok(&[
+        "create",
+        "deployment",
+        "web",
+        "-n",
+        "team",
+        "--image",
+        "nginx:1.27",
+        "--replicas",
+        "0",
+    ]);
+    let d: Value =
+        serde_json::from_str(&k.ok(&["get", "deployment", "web", "-n", "team", "-o", "json"]))
+            .unwrap();
+    // An explicit zero is kept (protobuf says it was set), and Go's zero time is no time.
+    assert_eq!(d["spec"]["replicas"], 0, "{d}");
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.27"
+    );
+    assert_eq!(
+        d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%",
+        "{d}"
+    );
+    assert!(
+        d["spec"]["template"]["metadata"]["creationTimestamp"].is_null(),
+        "{d}"
+    );
+
+    k.ok(&[
+        "create",
+        "role",
+        "reader",
+        "-n",
+        "team",
+        "--verb=get,list",
+        "--resource=configmaps",
+    ]);
+    k.ok(&[
+        "create",
+        "rolebinding",
+        "bob-reads",
+        "-n",
+        "team",
+        "--role=reader",
+        "--user=bob",
+    ]);
+    let rb: Value = serde_json::from_str(&k.ok(&[
+        "get",
+        "rolebinding",
+        "bob-reads",
+        "-n",
+        "team",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(rb["subjects"][0]["name"], "bob");
+    assert_eq!(
+        rb["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"})
+    );
+}

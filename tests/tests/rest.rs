@@ -106,11 +106,29 @@ async fn each_kind_of_bad_request_gets_a_status_with_its_code_and_the_server_goe
             415,
             "UnsupportedMediaType",
         ),
+        // Kubernetes' protobuf: JSON under its name, a garbled envelope, a kind keel has
+        // no protobuf form of (a runtime.Unknown naming v1 Widget).
         (
             "POST",
             CMS,
             "application/vnd.kubernetes.protobuf",
             cm.clone(),
+            400,
+            "BadRequest",
+        ),
+        (
+            "POST",
+            CMS,
+            "application/vnd.kubernetes.protobuf",
+            b"k8s\x00\x0a\xff\xff".to_vec(),
+            400,
+            "BadRequest",
+        ),
+        (
+            "POST",
+            CMS,
+            "application/vnd.kubernetes.protobuf",
+            b"k8s\x00\x0a\x0c\x0a\x02v1\x12\x06Widget".to_vec(),
             415,
             "UnsupportedMediaType",
         ),

@@ -24,6 +24,7 @@ mod watch;
 mod writers;
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -142,6 +143,11 @@ enum Cmd {
         /// Total writes per second.
         #[arg(long, default_value_t = 1000)]
         rate: u64,
+        /// What the watchers speak (writers always use gRPC): keel's gRPC, Kubernetes' REST
+        /// dialect (newline-delimited WatchEvents over HTTP/2 in plain text), or both, one
+        /// after the other.
+        #[arg(long, value_enum, default_value = "grpc")]
+        protocol: Protocol,
     },
     /// Pods created at a fixed rate while an initializer runs: create → visible and initialized
     /// latency, and every Pod arrives with its sidecar.
@@ -175,6 +181,19 @@ pub(crate) async fn clients(
     for _ in 0..callers.div_ceil(CALLERS_PER_CONNECTION).max(1) {
         let config = common.connect.config()?.timeout(Duration::from_secs(30));
         out.push(Client::connect(&config).await?);
+    }
+    Ok(out)
+}
+
+/// `n` REST clients (each a connection to every server), for `--protocol rest`.
+async fn rest_clients(
+    common: &Common,
+    n: usize,
+) -> Result<Vec<Arc<rest::RestClient>>, keel_client::ApiError> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let c = rest::RestClient::connect(&common.connect.server, Duration::from_secs(30)).await?;
+        out.push(Arc::new(c));
     }
     Ok(out)
 }
@@ -215,14 +234,8 @@ async fn run(cli: Cli) -> Result<Vec<report::Summary>, String> {
                 );
             }
             if protocol != Protocol::Grpc {
-                let mut callers = Vec::new();
-                for _ in 0..cl.len() {
-                    let rest =
-                        rest::RestClient::connect(&c.connect.server, Duration::from_secs(30))
-                            .await
-                            .map_err(e)?;
-                    callers.push(writers::Caller::Rest(std::sync::Arc::new(rest)));
-                }
+                let rest = rest_clients(c, cl.len()).await.map_err(e)?;
+                let callers: Vec<_> = rest.into_iter().map(writers::Caller::Rest).collect();
                 let mode = writers::Mode::Patch(kind);
                 out.push(
                     writers::run(
@@ -288,13 +301,26 @@ async fn run(cli: Cli) -> Result<Vec<report::Summary>, String> {
             writers,
             objects,
             rate,
+            protocol,
         } => {
             let cl = clients(c, watchers).await.map_err(e)?;
-            vec![
-                watch::run(c, &cl, watchers, writers, objects.max(1), rate)
-                    .await
-                    .map_err(e)?,
-            ]
+            let mut out = Vec::new();
+            if protocol != Protocol::Rest {
+                out.push(
+                    watch::run(c, &cl, None, watchers, writers, objects.max(1), rate)
+                        .await
+                        .map_err(e)?,
+                );
+            }
+            if protocol != Protocol::Grpc {
+                let rest = rest_clients(c, cl.len()).await.map_err(e)?;
+                out.push(
+                    watch::run(c, &cl, Some(&rest), watchers, writers, objects.max(1), rate)
+                        .await
+                        .map_err(e)?,
+                );
+            }
+            out
         }
         Cmd::Initialize { rate, sidecar } => {
             let cl = clients(c, 1).await.map_err(e)?;

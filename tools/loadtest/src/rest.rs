@@ -114,3 +114,104 @@ impl RestClient {
             .map_err(|_| ApiError::timeout(Default::default(), "no answer in time"))?
     }
 }
+
+/// The most of one watch event line buffered: a ConfigMap of the load is far smaller.
+const MAX_EVENT_BYTES: usize = 4 << 20;
+
+/// One event of a REST watch: its type and the object's resourceVersion.
+pub struct WatchEvent {
+    pub kind: String,
+    pub resource_version: i64,
+}
+
+impl RestClient {
+    /// Watches the ConfigMaps of `ns` from `resource_version`: Kubernetes' newline-delimited
+    /// `WatchEvent` JSON, read as it comes. An `ERROR` event is the server's Status.
+    pub async fn watch_configmaps(
+        &self,
+        ns: &str,
+        resource_version: &str,
+    ) -> Result<impl futures::Stream<Item = Result<WatchEvent, ApiError>> + use<>, ApiError> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.servers.len();
+        let (authority, send) = &self.servers[i];
+        let request = http::Request::get(format!(
+            "http://{authority}/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={resource_version}"
+        ))
+        .header("accept", "application/json")
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+        let answer = tokio::time::timeout(self.timeout, send.clone().send_request(request))
+            .await
+            .map_err(|_| ApiError::timeout(Default::default(), "no answer in time"))?
+            .map_err(|e| unavailable(authority, e))?;
+        let code = answer.status().as_u16();
+        let body = answer.into_body();
+        if code != 200 {
+            let body = Limited::new(body, MAX_ANSWER_BYTES)
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            return Err(ApiError::from_http(code, &body));
+        }
+        let state = (body, Vec::<u8>::new(), authority.clone(), false);
+        Ok(futures::stream::unfold(
+            state,
+            |(mut body, mut buf, authority, done)| async move {
+                if done {
+                    return None;
+                }
+                loop {
+                    if let Some(end) = buf.iter().position(|b| *b == b'\n') {
+                        let line: Vec<u8> = buf.drain(..=end).collect();
+                        if line.iter().all(u8::is_ascii_whitespace) {
+                            continue;
+                        }
+                        return Some((event(&line), (body, buf, authority, false)));
+                    }
+                    if buf.len() > MAX_EVENT_BYTES {
+                        let e = ApiError::internal(format!(
+                            "{authority}: a watch event over {MAX_EVENT_BYTES} bytes"
+                        ));
+                        return Some((Err(e), (body, buf, authority, true)));
+                    }
+                    match body.frame().await {
+                        None => return None,
+                        Some(Err(e)) => {
+                            let e = unavailable(&authority, e);
+                            return Some((Err(e), (body, buf, authority, true)));
+                        }
+                        Some(Ok(frame)) => {
+                            if let Ok(data) = frame.into_data() {
+                                buf.extend_from_slice(&data);
+                            }
+                        }
+                    }
+                }
+            },
+        ))
+    }
+}
+
+/// One line of a watch: a `WatchEvent`, or the Status of an `ERROR` one.
+fn event(line: &[u8]) -> Result<WatchEvent, ApiError> {
+    let v: Value = serde_json::from_slice(line)
+        .map_err(|e| ApiError::internal(format!("a watch event is not JSON: {e}")))?;
+    let kind = v["type"].as_str().unwrap_or_default().to_string();
+    if kind == "ERROR" {
+        let code = v["object"]["code"].as_u64().unwrap_or(500);
+        let status = serde_json::to_vec(&v["object"]).unwrap_or_default();
+        return Err(ApiError::from_http(
+            u16::try_from(code).unwrap_or(500),
+            &status,
+        ));
+    }
+    let resource_version = v["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or(0);
+    Ok(WatchEvent {
+        kind,
+        resource_version,
+    })
+}

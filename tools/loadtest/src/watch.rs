@@ -15,6 +15,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::report::{self, Counters, Summary};
+use crate::rest::RestClient;
 use crate::{Common, writers};
 
 struct WatcherLog {
@@ -25,9 +26,13 @@ struct WatcherLog {
 
 /// `clients` carry the watches; writers get connections of their own, so that their PATCHes
 /// do not queue behind watch traffic on a shared connection.
+/// `rest`: the watchers speak Kubernetes' REST dialect instead (`--protocol rest`), one
+/// connection per gRPC client's worth of watchers.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     common: &Common,
     clients: &[Client],
+    rest: Option<&[Arc<RestClient>]>,
     watchers: usize,
     writer_count: usize,
     objects: usize,
@@ -59,6 +64,7 @@ pub async fn run(
     let mut watcher_tasks = Vec::new();
     for w in 0..watchers {
         let c = clients[w % clients.len()].clone();
+        let rest = rest.map(|r| r[w % r.len()].clone());
         let (ns, start_rv, cms) = (ns.clone(), start_rv.clone(), cms.clone());
         let mut stop = stop_rx.clone();
         let (newest, breaks) = (newest_seen.clone(), breaks.clone());
@@ -75,7 +81,23 @@ pub async fn run(
                     ..Default::default()
                 };
                 let opened = SystemTime::now();
-                let mut s = match c.watch_raw(&cms, &p).await {
+                // Each event as (is a bookmark, resourceVersion), whichever protocol.
+                let opened_stream = match &rest {
+                    None => c.watch_raw(&cms, &p).await.map(|s| {
+                        s.map(|ev| {
+                            ev.map(|ev| {
+                                let rv = ev.resource_version().unwrap_or(0);
+                                (ev.kind == EventType::Bookmark, rv)
+                            })
+                        })
+                        .boxed()
+                    }),
+                    Some(r) => r.watch_configmaps(&ns, &from).await.map(|s| {
+                        s.map(|ev| ev.map(|ev| (ev.kind == "BOOKMARK", ev.resource_version)))
+                            .boxed()
+                    }),
+                };
+                let mut s = match opened_stream {
                     Ok(s) => s,
                     Err(e) => {
                         breaks.api_error(w, opened, &e);
@@ -87,8 +109,7 @@ pub async fn run(
                 loop {
                     tokio::select! {
                         ev = s.next() => match ev {
-                            Some(Ok(ev)) if ev.kind != EventType::Bookmark => {
-                                let rv = ev.resource_version().unwrap_or(0);
+                            Some(Ok((false, rv))) => {
                                 log.seen.push((rv, Instant::now()));
                                 newest[w].fetch_max(rv, Ordering::Relaxed);
                                 from = rv.to_string();
@@ -202,6 +223,7 @@ pub async fn run(
         watchers,
         servers: common.connect.server.len(),
         tls: common.connect.tls(),
+        protocol: if rest.is_some() { "rest" } else { "grpc" }.into(),
         events_expected: acked.len() as u64,
         events_missed: missed,
         events_duplicated: duplicated,

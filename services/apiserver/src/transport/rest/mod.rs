@@ -7,6 +7,7 @@ mod discovery;
 mod objects;
 mod openapi;
 mod path;
+mod protobuf;
 mod query;
 mod status;
 mod table;

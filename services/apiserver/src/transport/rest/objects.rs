@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, Method, Response, StatusCode, header};
 use keel_api::{ApiError, GroupVersionResource, Reason, Target};
 
 use super::path::ResourcePath;
+use super::protobuf;
 use super::query::Query;
 use super::status::{deleted, error_response, json_response, value_response};
 use super::table::{self, Printer};
@@ -75,18 +76,21 @@ fn unsupported(t: &Target, message: &str) -> ApiError {
     ApiError::new(Reason::UnsupportedMediaType, t.clone(), message)
 }
 
-/// A body that must be JSON (a create's or update's object, a delete's options).
-fn check_json_body(headers: &HeaderMap, t: &Target) -> Result<(), ApiError> {
+/// The JSON of a body that holds an object (a create's or update's object, a delete's
+/// options): JSON as it came, or Kubernetes' protobuf decoded (what typed clients send).
+fn json_body(headers: &HeaderMap, body: &[u8], t: &Target) -> Result<Vec<u8>, ApiError> {
     let ct = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
     match ct.split(';').next().unwrap_or("").trim() {
-        "application/json" | "" | "*/*" => Ok(()),
+        "application/json" | "" | "*/*" => Ok(body.to_vec()),
+        protobuf::MEDIA_TYPE if body.is_empty() => Ok(Vec::new()),
+        protobuf::MEDIA_TYPE => protobuf::to_json(body, t),
         other => Err(unsupported(
             t,
             &format!(
-                "the body of the request was in an unknown format ({other:?}) - accepted media types include: application/json"
+                "the body of the request was in an unknown format ({other:?}) - accepted media types include: application/json, application/vnd.kubernetes.protobuf"
             ),
         )),
     }
@@ -193,21 +197,19 @@ async fn run(
             Ok(object(StatusCode::OK, obj))
         }
         (&Method::POST, None) => {
-            check_json_body(&call.headers, &t)?;
             let verb = Create {
                 namespace: p.namespace.clone(),
-                object: call.body.to_vec(),
+                object: json_body(&call.headers, &call.body, &t)?,
                 dry_run,
             };
             let obj = handler.handle(request(p, timeout, user, verb)).await?;
             Ok(object(StatusCode::CREATED, obj))
         }
         (&Method::PUT, Some(_)) => {
-            check_json_body(&call.headers, &t)?;
             let verb = Update {
                 namespace: p.namespace.clone(),
                 subresource: p.subresource.clone(),
-                object: call.body.to_vec(),
+                object: json_body(&call.headers, &call.body, &t)?,
                 dry_run,
             };
             let obj = handler.handle(request(p, timeout, user, verb)).await?;
@@ -229,8 +231,8 @@ async fn run(
             Ok(object(StatusCode::OK, obj))
         }
         (&Method::DELETE, Some(name)) => {
-            check_json_body(&call.headers, &t)?;
-            let options = delete_options(&call.body, q, dry_run, &t)?;
+            let body = json_body(&call.headers, &call.body, &t)?;
+            let options = delete_options(&body, q, dry_run, &t)?;
             let verb = Delete {
                 namespace: p.namespace.clone(),
                 name: name.to_string(),
@@ -249,12 +251,12 @@ async fn run(
             }
         }
         (&Method::DELETE, None) => {
-            check_json_body(&call.headers, &t)?;
+            let body = json_body(&call.headers, &call.body, &t)?;
             let verb = DeleteCollection {
                 namespace: p.namespace.clone(),
                 label_selector: q.get("labelSelector").to_string(),
                 field_selector: q.get("fieldSelector").to_string(),
-                options: delete_options(&call.body, q, dry_run, &t)?,
+                options: delete_options(&body, q, dry_run, &t)?,
             };
             let deleted = handler.handle(request(p, timeout, user, verb)).await?;
             let (kind, api_version) = list_kind(handler, &p.gvr);

@@ -4,11 +4,16 @@
 //! keel has: a custom resource's `openAPIV3Schema`. `/openapi/v2` is not served: client-go
 //! reads it only as protobuf, and reads v3 first.
 //!
-//! Built-in kinds have no schemas here yet: kubectl then computes strategic merge patches from
-//! its own compiled-in types, as it does for any server that publishes none.
+//! Built-in kinds have Kubernetes' schemas (`builtin-openapi.json`, made by
+//! `scripts/gen-builtin-openapi.py` from the official Python client's models: field names,
+//! types, descriptions, required fields), for `kubectl explain`. Their PATCH operations declare
+//! no request body, so kubectl computes strategic merge patches from its own compiled-in types
+//! (which carry the merge keys these schemas lack), as it does against any server that
+//! publishes no strategic-merge-patch body for a kind.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
+use std::sync::LazyLock;
 
 use keel_api::ResourceInfo;
 use serde_json::{Map, Value, json};
@@ -54,7 +59,11 @@ fn schema_name(r: &ResourceInfo) -> String {
 }
 
 fn operation(r: &ResourceInfo, action: &str, parameters: Value) -> Value {
-    let reference = json!({"$ref": format!("#/components/schemas/{}", schema_name(r))});
+    let builtin = format!("{}/{}/{}", r.gvr.group, r.gvr.version, r.kind);
+    let name = BUILTIN["kinds"][&builtin]
+        .as_str()
+        .map_or_else(|| schema_name(r), str::to_string);
+    let reference = json!({"$ref": format!("#/components/schemas/{name}")});
     json!({
         "description": format!("{action} {}", r.kind),
         "operationId": format!("{action}{}", r.kind),
@@ -115,6 +124,48 @@ fn schema(handler: &Handler, r: &ResourceInfo) -> Value {
     s
 }
 
+/// Kubernetes' schemas of the built-in kinds: `kinds` maps `group/version/Kind` to a schema
+/// name, `schemas` holds every schema by name (referencing each other as
+/// `#/components/schemas/<name>`).
+static BUILTIN: LazyLock<Value> = LazyLock::new(|| {
+    serde_json::from_str(include_str!("builtin-openapi.json")).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "builtin-openapi.json does not parse: built-in kinds have no OpenAPI schemas");
+        Value::Null
+    })
+});
+
+/// Adds the built-in schema `name` and every schema it references, once each.
+fn add_builtin(name: &str, out: &mut Map<String, Value>) {
+    let mut todo = vec![name.to_string()];
+    let mut seen = BTreeSet::new();
+    while let Some(name) = todo.pop() {
+        if !seen.insert(name.clone()) || out.contains_key(&name) {
+            continue;
+        }
+        let Some(s) = BUILTIN["schemas"].get(&name) else {
+            continue;
+        };
+        refs(s, &mut todo);
+        out.insert(name, s.clone());
+    }
+}
+
+/// The schema names `v` references.
+fn refs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            if let Some(r) = m.get("$ref").and_then(Value::as_str)
+                && let Some(name) = r.strip_prefix("#/components/schemas/")
+            {
+                out.push(name.to_string());
+            }
+            m.values().for_each(|x| refs(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+        _ => {}
+    }
+}
+
 /// The served resources by group version (`api/v1`, `apis/apps/v1`).
 fn by_group_version(handler: &Handler) -> BTreeMap<String, Vec<std::sync::Arc<ResourceInfo>>> {
     let mut out: BTreeMap<String, Vec<_>> = BTreeMap::new();
@@ -134,8 +185,11 @@ fn document(handler: &Handler, resources: &[std::sync::Arc<ResourceInfo>]) -> Va
     let mut schemas = Map::new();
     for r in resources {
         paths(r, &mut all_paths);
+        let builtin = format!("{}/{}/{}", r.gvr.group, r.gvr.version, r.kind);
         if handler.openapi_schema(&r.gvr).is_some() {
             schemas.insert(schema_name(r), schema(handler, r));
+        } else if let Some(name) = BUILTIN["kinds"][&builtin].as_str() {
+            add_builtin(name, &mut schemas);
         }
     }
     json!({
