@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the OpenAPI v3 schemas of keel's built-in kinds, as Kubernetes publishes them, to
-services/apiserver/src/transport/rest/builtin-openapi.json (checked in; the API server embeds
+services/apiserver/src/registry/builtin-openapi.json (checked in; the API server embeds
 it for `kubectl explain`).
 
 Kubernetes' own OpenAPI document is generated from its Go types; the official Python client
@@ -163,7 +163,7 @@ class Generator:
 
 
 def main():
-    out = Path(__file__).resolve().parent.parent / "services/apiserver/src/transport/rest/builtin-openapi.json"
+    out = Path(__file__).resolve().parent.parent / "services/apiserver/src/registry/builtin-openapi.json"
     doc = Generator().run()
     out.write_text(json.dumps(doc, indent=None, separators=(",", ":"), sort_keys=False) + "\n")
     print(f"{out}: {len(doc['kinds'])} kinds, {len(doc['schemas'])} schemas, "

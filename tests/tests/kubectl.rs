@@ -703,3 +703,47 @@ async fn kubectl_create_sends_protobuf_bodies_that_keel_reads() {
         json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"})
     );
 }
+
+/// kubectl sends `fieldValidation=Strict` (its `--validate=strict` default): a misspelt field
+/// of a built-in kind is refused in Kubernetes' words, on create and on apply's patch, and
+/// nothing is written; `--validate=false` lets it through. Removing the misspelt field is no
+/// error.
+#[tokio::test]
+async fn misspelt_fields_are_refused_under_strict_field_validation() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let typo = DEPLOYMENT
+        .replace("replicas: 1", "replica: 1")
+        .replace("image: nginx:1.7.9", "image: nginx:1.7.9\n        imagee: x");
+    let f = k.file("deploy.yaml", &typo);
+    let e = k.fails(&["apply", "-f", path(&f)]);
+    assert!(
+        e.contains(
+            r#"Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: unknown field "spec.replica", unknown field "spec.template.spec.containers[0].imagee""#
+        ),
+        "{e}"
+    );
+    assert!(k.fails(&["get", "deployment", "web"]).contains("NotFound"));
+
+    let f = k.file("deploy.yaml", DEPLOYMENT);
+    k.ok(&["apply", "-f", path(&f)]);
+    let f = k.file(
+        "deploy.yaml",
+        &DEPLOYMENT.replace("replicas: 1", "replicas: 1\n  minReadySecondz: 3"),
+    );
+    let e = k.fails(&["apply", "-f", path(&f)]);
+    assert!(e.contains(r#"unknown field "spec.minReadySecondz""#), "{e}");
+    assert_eq!(
+        k.ok(&["apply", "-f", path(&f), "--validate=false"]),
+        "deployment.apps/web configured\n"
+    );
+    // The file fixed: apply's patch removes the field (a null), which is no error.
+    let f = k.file("deploy.yaml", DEPLOYMENT);
+    assert_eq!(
+        k.ok(&["apply", "-f", path(&f)]),
+        "deployment.apps/web configured\n"
+    );
+    let spec = k.ok(&["get", "deployment", "web", "-o", "jsonpath={.spec}"]);
+    assert!(!spec.contains("minReadySecondz"), "{spec}");
+}

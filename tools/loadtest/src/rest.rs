@@ -193,25 +193,42 @@ impl RestClient {
     }
 }
 
+/// What the load reads of a watch line: its type and the object's resourceVersion; the rest
+/// is skipped without building it (the watchers share these cores with the server measured).
+#[derive(serde::Deserialize)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    object: LineObject<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct LineObject<'a> {
+    #[serde(default, borrow)]
+    metadata: LineMeta<'a>,
+    #[serde(default)]
+    code: Option<u16>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct LineMeta<'a> {
+    #[serde(rename = "resourceVersion", default, borrow)]
+    resource_version: std::borrow::Cow<'a, str>,
+}
+
 /// One line of a watch: a `WatchEvent`, or the Status of an `ERROR` one.
 fn event(line: &[u8]) -> Result<WatchEvent, ApiError> {
-    let v: Value = serde_json::from_slice(line)
+    let l: Line<'_> = serde_json::from_slice(line)
         .map_err(|e| ApiError::internal(format!("a watch event is not JSON: {e}")))?;
-    let kind = v["type"].as_str().unwrap_or_default().to_string();
-    if kind == "ERROR" {
-        let code = v["object"]["code"].as_u64().unwrap_or(500);
-        let status = serde_json::to_vec(&v["object"]).unwrap_or_default();
-        return Err(ApiError::from_http(
-            u16::try_from(code).unwrap_or(500),
-            &status,
-        ));
+    if l.kind == "ERROR" {
+        let code = l.object.code.unwrap_or(500);
+        let status: Value = serde_json::from_slice(line).unwrap_or_default();
+        let status = serde_json::to_vec(&status["object"]).unwrap_or_default();
+        return Err(ApiError::from_http(code, &status));
     }
-    let resource_version = v["object"]["metadata"]["resourceVersion"]
-        .as_str()
-        .and_then(|rv| rv.parse().ok())
-        .unwrap_or(0);
     Ok(WatchEvent {
-        kind,
-        resource_version,
+        kind: l.kind.into_owned(),
+        resource_version: l.object.metadata.resource_version.parse().unwrap_or(0),
     })
 }

@@ -8,6 +8,7 @@
 
 mod admission;
 mod bootstrap;
+pub mod builtin_schema;
 pub mod crd;
 pub mod crd_schema;
 mod crd_serving;

@@ -2,10 +2,11 @@
 
 use keel_api::{ApiError, Object};
 
+use super::fields::FieldValidation;
 use super::handler::{Context, Verb};
 use super::limits::Class;
 use super::names::resolve_namespace;
-use crate::registry::strategy;
+use crate::registry::{strategy, target};
 
 pub struct Create {
     /// The namespace of the request (may be empty: the object's, else `default`).
@@ -14,6 +15,7 @@ pub struct Create {
     pub object: Vec<u8>,
     /// Answer what would be created, creating nothing.
     pub dry_run: bool,
+    pub field_validation: FieldValidation,
 }
 
 impl Verb for Create {
@@ -26,8 +28,10 @@ impl Verb for Create {
         let mut obj = strategy::decode(&cx.info, &self.object)?;
         let ns = resolve_namespace(&cx.info, &self.namespace, &mut obj)?;
         // As in Kubernetes, a create is authorized without the new object's name.
-        let made = cx
-            .authorize(Self::NAME, &ns, "", "")?
+        let store = cx.authorize(Self::NAME, &ns, "", "")?;
+        let t = target(&cx.info, obj.name());
+        self.field_validation.check(&cx.info, &self.object, &t)?;
+        let made = store
             .create(&cx.info, obj, self.dry_run, cx.deadline)
             .await?;
         cx.made(made.name());

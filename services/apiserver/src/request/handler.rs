@@ -279,6 +279,12 @@ impl Handler {
         self.registry.openapi_schema(gvr)
     }
 
+    /// Kubernetes' OpenAPI v3 schemas of the built-in kinds: `kinds` (`group/version/Kind` →
+    /// schema name) and `schemas` (by name).
+    pub fn builtin_openapi() -> &'static serde_json::Value {
+        crate::registry::builtin_schema::document()
+    }
+
     /// Whether this replica can serve; else why not.
     pub async fn readiness(&self) -> Result<(), String> {
         self.registry.readiness().await

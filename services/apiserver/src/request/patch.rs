@@ -2,6 +2,7 @@
 
 use keel_api::{ApiError, Object};
 
+use super::fields::FieldValidation;
 use super::handler::{Context, Verb};
 use super::limits::Class;
 use super::names::{check_lookup, object_namespace};
@@ -17,6 +18,8 @@ pub struct Patch {
     pub patch: Vec<u8>,
     /// Answer the patched object, writing nothing.
     pub dry_run: bool,
+    /// Checked on merge and strategic merge patches (a JSON patch's values are not).
+    pub field_validation: FieldValidation,
 }
 
 impl Verb for Patch {
@@ -29,7 +32,12 @@ impl Verb for Patch {
         check_lookup(&cx.info, &ns, &self.name)?;
         let t = target(&cx.info, &self.name);
         let sub = Subresource::parse(&cx.info, &self.subresource, &t)?;
-        cx.authorize(Self::NAME, &ns, &self.name, &self.subresource)?
+        let store = cx.authorize(Self::NAME, &ns, &self.name, &self.subresource)?;
+        // A scale patch is a Scale's, not the kind's.
+        if self.patch_type != PatchType::Json && sub != Subresource::Scale {
+            self.field_validation.check(&cx.info, &self.patch, &t)?;
+        }
+        store
             .patch(
                 &cx.info,
                 &ns,

@@ -2,6 +2,7 @@
 
 use keel_api::{ApiError, Object};
 
+use super::fields::FieldValidation;
 use super::handler::{Context, Verb};
 use super::limits::Class;
 use super::names::{check_names, resolve_namespace};
@@ -15,6 +16,7 @@ pub struct Update {
     pub object: Vec<u8>,
     /// Answer the replaced object, writing nothing.
     pub dry_run: bool,
+    pub field_validation: FieldValidation,
 }
 
 impl Verb for Update {
@@ -35,7 +37,9 @@ impl Verb for Update {
                 "a replace of the scale subresource is not supported: PATCH it",
             ));
         }
-        cx.authorize(Self::NAME, &ns, obj.name(), &self.subresource)?
+        let store = cx.authorize(Self::NAME, &ns, obj.name(), &self.subresource)?;
+        self.field_validation.check(&cx.info, &self.object, &t)?;
+        store
             .update(&cx.info, obj, sub, self.dry_run, cx.deadline)
             .await
     }

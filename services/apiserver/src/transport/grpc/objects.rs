@@ -19,8 +19,8 @@ use tonic::{Response, Status};
 use super::{MAX_MESSAGE_BYTES, deadline};
 use crate::auth::User;
 use crate::request::{
-    Create, Delete, DeleteOptions, Get, Handler, List, Patch, PatchType, Propagation, Request,
-    Update, Watch, WatchEvent,
+    Create, Delete, DeleteOptions, FieldValidation, Get, Handler, List, Patch, PatchType,
+    Propagation, Request, Update, Watch, WatchEvent,
 };
 
 pub struct ObjectsService {
@@ -92,10 +92,12 @@ impl Objects for ObjectsService {
     ) -> Result<Response<ObjectResponse>, Status> {
         let (timeout, user) = (deadline::timeout(&req), user_of(&req));
         let r = req.into_inner();
+        let field_validation = FieldValidation::parse(&r.field_validation, &Target::default())?;
         let verb = Create {
             namespace: r.namespace,
             object: r.object,
             dry_run: r.dry_run,
+            field_validation,
         };
         let created = self
             .handler
@@ -173,11 +175,13 @@ impl Objects for ObjectsService {
     ) -> Result<Response<ObjectResponse>, Status> {
         let (timeout, user) = (deadline::timeout(&req), user_of(&req));
         let r = req.into_inner();
+        let field_validation = FieldValidation::parse(&r.field_validation, &Target::default())?;
         let verb = Update {
             namespace: r.namespace,
             subresource: r.subresource,
             object: r.object,
             dry_run: r.dry_run,
+            field_validation,
         };
         let updated = self
             .handler
@@ -199,6 +203,7 @@ impl Objects for ObjectsService {
             patch_type: patch_type(r.patch_type),
             patch: r.patch,
             dry_run: r.dry_run,
+            field_validation: FieldValidation::parse(&r.field_validation, &Target::default())?,
         };
         let patched = self
             .handler

@@ -17,8 +17,8 @@ use super::table::{self, Printer};
 use super::watch;
 use crate::auth::User;
 use crate::request::{
-    Create, Delete, DeleteCollection, DeleteOptions, Get, Handler, List, Patch, PatchType,
-    Propagation, Request, Update, Watch,
+    Create, Delete, DeleteCollection, DeleteOptions, FieldValidation, Get, Handler, List, Patch,
+    PatchType, Propagation, Request, Update, Watch,
 };
 
 /// What one REST request carries besides its path.
@@ -127,6 +127,7 @@ async fn run(
     );
     let q = &call.query;
     let dry_run = q.dry_run(&t)?;
+    let field_validation = FieldValidation::parse(q.get("fieldValidation"), &t)?;
     let timeout = q.timeout(&t)?;
     let user = call.user.clone();
     // `kubectl get` asks for a Table (a get, a list or a watch); no other request does.
@@ -201,6 +202,7 @@ async fn run(
                 namespace: p.namespace.clone(),
                 object: json_body(&call.headers, &call.body, &t)?,
                 dry_run,
+                field_validation,
             };
             let obj = handler.handle(request(p, timeout, user, verb)).await?;
             Ok(object(StatusCode::CREATED, obj))
@@ -211,6 +213,7 @@ async fn run(
                 subresource: p.subresource.clone(),
                 object: json_body(&call.headers, &call.body, &t)?,
                 dry_run,
+                field_validation,
             };
             let obj = handler.handle(request(p, timeout, user, verb)).await?;
             Ok(object(StatusCode::OK, obj))
@@ -223,6 +226,7 @@ async fn run(
                 patch_type: patch_type(&call.headers, &t)?,
                 patch: call.body.to_vec(),
                 dry_run,
+                field_validation,
             };
             let obj = handler.handle(request(p, timeout, user, verb)).await?;
             if p.subresource == "scale" {

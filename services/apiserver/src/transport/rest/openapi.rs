@@ -4,7 +4,7 @@
 //! keel has: a custom resource's `openAPIV3Schema`. `/openapi/v2` is not served: client-go
 //! reads it only as protobuf, and reads v3 first.
 //!
-//! Built-in kinds have Kubernetes' schemas (`builtin-openapi.json`, made by
+//! Built-in kinds have Kubernetes' schemas (`registry/builtin-openapi.json`, made by
 //! `scripts/gen-builtin-openapi.py` from the official Python client's models: field names,
 //! types, descriptions, required fields), for `kubectl explain`. Their PATCH operations declare
 //! no request body, so kubectl computes strategic merge patches from its own compiled-in types
@@ -13,7 +13,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
-use std::sync::LazyLock;
 
 use keel_api::ResourceInfo;
 use serde_json::{Map, Value, json};
@@ -60,7 +59,7 @@ fn schema_name(r: &ResourceInfo) -> String {
 
 fn operation(r: &ResourceInfo, action: &str, parameters: Value) -> Value {
     let builtin = format!("{}/{}/{}", r.gvr.group, r.gvr.version, r.kind);
-    let name = BUILTIN["kinds"][&builtin]
+    let name = Handler::builtin_openapi()["kinds"][&builtin]
         .as_str()
         .map_or_else(|| schema_name(r), str::to_string);
     let reference = json!({"$ref": format!("#/components/schemas/{name}")});
@@ -124,25 +123,15 @@ fn schema(handler: &Handler, r: &ResourceInfo) -> Value {
     s
 }
 
-/// Kubernetes' schemas of the built-in kinds: `kinds` maps `group/version/Kind` to a schema
-/// name, `schemas` holds every schema by name (referencing each other as
-/// `#/components/schemas/<name>`).
-static BUILTIN: LazyLock<Value> = LazyLock::new(|| {
-    serde_json::from_str(include_str!("builtin-openapi.json")).unwrap_or_else(|e| {
-        tracing::error!(error = %e, "builtin-openapi.json does not parse: built-in kinds have no OpenAPI schemas");
-        Value::Null
-    })
-});
-
 /// Adds the built-in schema `name` and every schema it references, once each.
-fn add_builtin(name: &str, out: &mut Map<String, Value>) {
+fn add_builtin(builtin: &Value, name: &str, out: &mut Map<String, Value>) {
     let mut todo = vec![name.to_string()];
     let mut seen = BTreeSet::new();
     while let Some(name) = todo.pop() {
         if !seen.insert(name.clone()) || out.contains_key(&name) {
             continue;
         }
-        let Some(s) = BUILTIN["schemas"].get(&name) else {
+        let Some(s) = builtin["schemas"].get(&name) else {
             continue;
         };
         refs(s, &mut todo);
@@ -188,8 +177,8 @@ fn document(handler: &Handler, resources: &[std::sync::Arc<ResourceInfo>]) -> Va
         let builtin = format!("{}/{}/{}", r.gvr.group, r.gvr.version, r.kind);
         if handler.openapi_schema(&r.gvr).is_some() {
             schemas.insert(schema_name(r), schema(handler, r));
-        } else if let Some(name) = BUILTIN["kinds"][&builtin].as_str() {
-            add_builtin(name, &mut schemas);
+        } else if let Some(name) = Handler::builtin_openapi()["kinds"][&builtin].as_str() {
+            add_builtin(Handler::builtin_openapi(), name, &mut schemas);
         }
     }
     json!({

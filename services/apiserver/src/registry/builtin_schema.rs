@@ -1,0 +1,164 @@
+//! Kubernetes' OpenAPI v3 schemas of the built-in kinds (`builtin-openapi.json`, made by
+//! `scripts/gen-builtin-openapi.py` from the official Python client's models): what
+//! `/openapi/v3` publishes for `kubectl explain`, and the fields `fieldValidation=Strict`
+//! accepts.
+
+use std::sync::LazyLock;
+
+use keel_api::ResourceInfo;
+use serde_json::Value;
+
+/// `kinds`: `group/version/Kind` → schema name; `schemas`: every schema by name, referencing
+/// each other as `#/components/schemas/<name>`.
+static DOCUMENT: LazyLock<Value> = LazyLock::new(|| {
+    serde_json::from_str(include_str!("builtin-openapi.json")).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "builtin-openapi.json does not parse: built-in kinds have no schemas");
+        Value::Null
+    })
+});
+
+/// At most this many unknown fields are named in one error.
+const MAX_NAMED: usize = 10;
+
+/// The whole document.
+pub fn document() -> &'static Value {
+    &DOCUMENT
+}
+
+/// The schema name of a built-in kind, if Kubernetes publishes one.
+pub fn schema_name(info: &ResourceInfo) -> Option<&'static str> {
+    let key = format!("{}/{}/{}", info.gvr.group, info.gvr.version, info.kind);
+    DOCUMENT["kinds"][&key].as_str()
+}
+
+/// The fields of `value` (an object of the kind, or a merge or strategic merge patch of one)
+/// that its schema does not declare, named as Kubernetes names them (`spec.replica`,
+/// `spec.template.spec.containers[0].imagee`); at most [`MAX_NAMED`]. Keys of a patch's
+/// directives (`$patch`, `$setElementOrder/...`, `$retainKeys`, ...) are not fields, and a
+/// null sets nothing (a patch removing a misspelt field is not refused). Empty for kinds
+/// without a schema.
+pub fn unknown_fields(info: &ResourceInfo, value: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(name) = schema_name(info) {
+        walk(value, &DOCUMENT["schemas"][name], "", &mut out);
+    }
+    out
+}
+
+/// The schema a property's points to (`allOf: [{$ref}]` as Kubernetes writes references).
+fn resolve(schema: &Value) -> &Value {
+    let reference = schema["$ref"]
+        .as_str()
+        .or_else(|| schema["allOf"][0]["$ref"].as_str());
+    match reference.and_then(|r| r.strip_prefix("#/components/schemas/")) {
+        Some(name) => &DOCUMENT["schemas"][name],
+        None => schema,
+    }
+}
+
+fn walk(value: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
+    if out.len() >= MAX_NAMED {
+        return;
+    }
+    let schema = resolve(schema);
+    let field = |k: &str| {
+        if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    match value {
+        Value::Object(m) => {
+            if let Some(props) = schema["properties"].as_object() {
+                for (k, v) in m {
+                    if k.starts_with('$') || v.is_null() {
+                        continue;
+                    }
+                    match props.get(k) {
+                        Some(s) => walk(v, s, &field(k), out),
+                        None if out.len() < MAX_NAMED => out.push(field(k)),
+                        None => return,
+                    }
+                }
+            } else if let Some(values) = schema.get("additionalProperties") {
+                for (k, v) in m {
+                    if !k.starts_with('$') {
+                        walk(v, values, &field(k), out);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, v) in items.iter().enumerate() {
+                    walk(v, s, &format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn info(group: &str, kind: &str) -> ResourceInfo {
+        keel_api::builtin_resources()
+            .into_iter()
+            .find(|r| r.gvr.group == group && r.kind == kind)
+            .unwrap_or_else(|| panic!("no built-in {kind}"))
+    }
+
+    #[test]
+    fn every_builtin_kubernetes_kind_has_a_schema() {
+        for r in keel_api::builtin_resources() {
+            // keel's own InitializerConfiguration, and versions Kubernetes 1.32 no longer
+            // serves (CRDs' v1beta1).
+            if r.gvr.group.starts_with("admissionregistration") || r.gvr.version != "v1" {
+                continue;
+            }
+            assert!(schema_name(&r).is_some(), "{}/{}", r.gvr.group, r.kind);
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_named_with_their_paths() {
+        let d = info("apps", "Deployment");
+        let ok = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "labels": {"any": "label"}},
+            "spec": {"replicas": 1, "strategy": {"rollingUpdate": {"maxSurge": "25%"}},
+                     "template": {"spec": {"containers": [{"name": "a", "image": "x",
+                                  "resources": {"limits": {"cpu": "1"}}}]}}}});
+        assert_eq!(unknown_fields(&d, &ok), Vec::<String>::new());
+        let bad = json!({"spec": {"replica": 1, "template": {"spec": {"containers": [
+            {"name": "a"}, {"name": "b", "imagee": "x"}]}}}, "extra": true});
+        assert_eq!(
+            unknown_fields(&d, &bad),
+            [
+                "extra",
+                "spec.replica",
+                "spec.template.spec.containers[1].imagee"
+            ]
+        );
+    }
+
+    #[test]
+    fn patch_directives_are_not_fields() {
+        let d = info("apps", "Deployment");
+        let patch = json!({"spec": {"replica": null, "template": {"spec": {
+            "$setElementOrder/containers": [{"name": "a"}],
+            "containers": [{"name": "b", "$patch": "delete"}]}}}});
+        assert_eq!(unknown_fields(&d, &patch), Vec::<String>::new());
+    }
+
+    #[test]
+    fn at_most_ten_are_named() {
+        let cm = info("", "ConfigMap");
+        let many: serde_json::Map<String, Value> =
+            (0..50).map(|i| (format!("f{i}"), json!(1))).collect();
+        assert_eq!(unknown_fields(&cm, &Value::Object(many)).len(), MAX_NAMED);
+    }
+}
