@@ -191,6 +191,26 @@ class Conformance(unittest.TestCase):
             grpc.StatusCode.ABORTED, "Conflict")
         self.assertEqual(status["details"]["name"], "cas")
 
+    def test_strict_field_validation_refuses_misspelt_fields(self):
+        bad = json.loads(configmap("strict"))
+        bad["dta"] = {"a": "1"}
+        body = json.dumps(bad).encode()
+        status = self.refused(
+            self.objects.Create,
+            pb.CreateRequest(resource=CONFIGMAPS, namespace="default", object=body,
+                             field_validation="Strict"),
+            grpc.StatusCode.INVALID_ARGUMENT, "BadRequest")
+        self.assertIn('unknown field "dta"', status["message"])
+        self.refused(
+            self.objects.Create,
+            pb.CreateRequest(resource=CONFIGMAPS, namespace="default", object=body,
+                             field_validation="Sloppy"),
+            grpc.StatusCode.INVALID_ARGUMENT, "BadRequest")
+        # Without Strict, it is stored as sent.
+        r = self.objects.Create(pb.CreateRequest(resource=CONFIGMAPS, namespace="default",
+                                                 object=body))
+        self.assertEqual(json.loads(r.object)["dta"], {"a": "1"})
+
     def test_paging_returns_every_object_once(self):
         names = {f"page-{i:02}" for i in range(25)}
         for n in names:

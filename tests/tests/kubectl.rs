@@ -713,9 +713,10 @@ async fn misspelt_fields_are_refused_under_strict_field_validation() {
     let etcd = Etcd::start().await;
     let api = ApiServer::start(&etcd).await;
     let k = Kubectl::new(&api);
-    let typo = DEPLOYMENT
-        .replace("replicas: 1", "replica: 1")
-        .replace("image: nginx:1.7.9", "image: nginx:1.7.9\n        imagee: x");
+    let typo = DEPLOYMENT.replace("replicas: 1", "replica: 1").replace(
+        "image: nginx:1.7.9",
+        "image: nginx:1.7.9\n        imagee: x",
+    );
     let f = k.file("deploy.yaml", &typo);
     let e = k.fails(&["apply", "-f", path(&f)]);
     assert!(
