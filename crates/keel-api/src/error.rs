@@ -258,6 +258,18 @@ struct StatusJson {
     code: u16,
 }
 
+impl From<StatusJson> for ApiError {
+    fn from(s: StatusJson) -> ApiError {
+        ApiError {
+            reason: s.reason,
+            message: s.message,
+            target: s.details.target,
+            causes: s.details.causes,
+            retry_after_seconds: s.details.retry_after_seconds,
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize, Default)]
 struct DetailsJson {
     #[serde(flatten)]
@@ -425,13 +437,7 @@ impl ApiError {
     /// the code and message otherwise (a transport failure, a proxy).
     pub fn from_status(status: &tonic::Status) -> ApiError {
         if let Ok(s) = serde_json::from_slice::<StatusJson>(status.details()) {
-            return ApiError {
-                reason: s.reason,
-                message: s.message,
-                target: s.details.target,
-                causes: s.details.causes,
-                retry_after_seconds: s.details.retry_after_seconds,
-            };
+            return s.into();
         }
         let reason = if status.message().contains("transport error") {
             // The connection broke (a server died mid-request): retry elsewhere.
@@ -448,13 +454,7 @@ impl ApiError {
     /// HTTP code alone when the body is not one (a proxy, a transport).
     pub fn from_http(code: u16, body: &[u8]) -> ApiError {
         if let Ok(s) = serde_json::from_slice::<StatusJson>(body) {
-            return ApiError {
-                reason: s.reason,
-                message: s.message,
-                target: s.details.target,
-                causes: s.details.causes,
-                retry_after_seconds: s.details.retry_after_seconds,
-            };
+            return s.into();
         }
         let reason = [
             Reason::NotFound,

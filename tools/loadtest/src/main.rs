@@ -215,40 +215,22 @@ async fn run(cli: Cli) -> Result<Vec<report::Summary>, String> {
                 Patch::Strategic => PatchType::Strategic,
             };
             let cl = clients(c, writers).await.map_err(e)?;
-            let mut out = Vec::new();
+            let mut runs = Vec::new();
             if protocol != Protocol::Rest {
-                let callers: Vec<_> = cl.iter().cloned().map(writers::Caller::Grpc).collect();
-                let mode = writers::Mode::Patch(kind);
-                out.push(
-                    writers::run(
-                        c,
-                        &cl,
-                        &callers,
-                        mode,
-                        writers,
-                        objects.max(1),
-                        payload_bytes,
-                    )
-                    .await
-                    .map_err(e)?,
-                );
+                runs.push(cl.iter().cloned().map(writers::Caller::Grpc).collect());
             }
             if protocol != Protocol::Grpc {
                 let rest = rest_clients(c, cl.len()).await.map_err(e)?;
-                let callers: Vec<_> = rest.into_iter().map(writers::Caller::Rest).collect();
+                runs.push(rest.into_iter().map(writers::Caller::Rest).collect());
+            }
+            let mut out = Vec::new();
+            for callers in runs {
                 let mode = writers::Mode::Patch(kind);
+                let (objects, payload) = (objects.max(1), payload_bytes);
                 out.push(
-                    writers::run(
-                        c,
-                        &cl,
-                        &callers,
-                        mode,
-                        writers,
-                        objects.max(1),
-                        payload_bytes,
-                    )
-                    .await
-                    .map_err(e)?,
+                    writers::run(c, &cl, &callers, mode, writers, objects, payload)
+                        .await
+                        .map_err(e)?,
                 );
             }
             out
