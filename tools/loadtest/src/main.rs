@@ -215,7 +215,7 @@ async fn run(cli: Cli) -> Result<Vec<report::Summary>, String> {
                 Patch::Strategic => PatchType::Strategic,
             };
             let cl = clients(c, writers).await.map_err(e)?;
-            let mut runs = Vec::new();
+            let mut runs: Vec<Vec<writers::Caller>> = Vec::new();
             if protocol != Protocol::Rest {
                 runs.push(cl.iter().cloned().map(writers::Caller::Grpc).collect());
             }
