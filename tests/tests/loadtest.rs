@@ -154,3 +154,85 @@ async fn the_etcd_ceiling_is_measured_and_tabled() {
     assert!(table.starts_with("| mode |"), "{table}");
     assert_eq!(table.lines().count(), 4, "{table}");
 }
+
+/// `fill` makes every object, of the size asked, over the namespaces asked; run again, it
+/// leaves them and says they were there. `patch --protocol both` runs gRPC then REST writers
+/// and `watch --protocol rest` REST watchers, each losing and missing nothing.
+#[tokio::test]
+async fn fill_makes_every_object_once_and_rest_runs_lose_nothing() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let fill = [
+        "--namespace",
+        "filled",
+        "fill",
+        "--objects",
+        "300",
+        "--object-bytes",
+        "1000",
+        "--namespaces",
+        "3",
+        "--writers",
+        "8",
+    ];
+    let (ok, r) = loadtest(&[&api], &fill);
+    assert!(ok, "{r:?}");
+    assert_eq!(
+        (r[0]["ok"].as_u64(), r[0]["existing"].as_u64()),
+        (Some(300), Some(0))
+    );
+    let client = api.client().await;
+    let mut total = 0;
+    for k in 0..3 {
+        let list = client
+            .list(
+                &keel_client::gvr("", "v1", "configmaps"),
+                &format!("filled-{k}"),
+                &Default::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(list.items.len(), 100);
+        for o in &list.items {
+            let size = o.to_string().len();
+            assert!(
+                (1000..1400).contains(&size),
+                "{size}: metadata added to a 1000-byte object"
+            );
+        }
+        total += list.items.len();
+    }
+    assert_eq!(total, 300);
+    let (ok, r) = loadtest(&[&api], &fill);
+    assert!(ok, "{r:?}");
+    assert_eq!(
+        (r[0]["ok"].as_u64(), r[0]["existing"].as_u64()),
+        (Some(0), Some(300))
+    );
+
+    let (ok, r) = loadtest(&[&api], &["patch", "--writers", "8", "--protocol", "both"]);
+    assert!(ok);
+    assert_eq!(r.len(), 2);
+    assert_eq!(
+        (r[0]["protocol"].as_str(), r[1]["protocol"].as_str()),
+        (Some("grpc"), Some("rest"))
+    );
+    r.iter().for_each(assert_clean);
+    let (ok, r) = loadtest(
+        &[&api],
+        &[
+            "watch",
+            "--watchers",
+            "8",
+            "--writers",
+            "2",
+            "--rate",
+            "50",
+            "--protocol",
+            "rest",
+        ],
+    );
+    assert!(ok);
+    assert_eq!(r[0]["protocol"], "rest");
+    assert_clean(&r[0]);
+}

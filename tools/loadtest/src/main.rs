@@ -3,6 +3,8 @@
 //! - `patch`: writers PATCH their own field of shared objects; lost updates are counted. Over
 //!   gRPC, Kubernetes' REST dialect, or both one after the other (`--protocol`).
 //! - `replace`: the same by read-modify-write Update, retrying on Conflict.
+//! - `fill`: N ConfigMaps of about B bytes, by W concurrent writers, with progress: the start
+//!   of every scale measurement.
 //! - `etcd`: the ceiling, straight to etcd: puts to distinct keys, get+CAS on shared keys.
 //! - `watch`: watchers on a namespace while writers write; delivery latency, missed events.
 //! - `table`: turns `--json` results into the Markdown table of BENCHMARKS.md.
@@ -14,6 +16,7 @@
 
 mod causes;
 mod etcd;
+mod fill;
 mod initialize;
 mod report;
 mod rest;
@@ -102,6 +105,20 @@ enum Cmd {
         /// in plain text), or both, one after the other.
         #[arg(long, value_enum, default_value = "grpc")]
         protocol: Protocol,
+    },
+    /// Creates N ConfigMaps of about B bytes of JSON each over K namespaces with W concurrent
+    /// writers, showing progress; reports objects/s. Objects already there are left as they
+    /// are (a fill can be run again).
+    Fill {
+        #[arg(long)]
+        objects: usize,
+        #[arg(long, default_value_t = 230)]
+        object_bytes: usize,
+        /// Spread over this many namespaces (`<namespace>-0` ...); 1: `--namespace` itself.
+        #[arg(long, default_value_t = 1)]
+        namespaces: usize,
+        #[arg(long, default_value_t = 64)]
+        writers: usize,
     },
     /// Writers read, modify and Update (replace), retrying on Conflict; reports the conflict rate.
     Replace {
@@ -234,6 +251,19 @@ async fn run(cli: Cli) -> Result<Vec<report::Summary>, String> {
                 );
             }
             out
+        }
+        Cmd::Fill {
+            objects,
+            object_bytes,
+            namespaces,
+            writers,
+        } => {
+            let cl = clients(c, writers).await.map_err(e)?;
+            vec![
+                fill::run(c, &cl, objects, object_bytes, namespaces, writers)
+                    .await
+                    .map_err(e)?,
+            ]
         }
         Cmd::Replace {
             writers,

@@ -182,6 +182,8 @@ pub struct Summary {
     /// its last event; a client on `watch_resumable` would not see them), and why.
     pub watch_breaks: u64,
     pub watch_breaks_by_cause: ErrorCauses,
+    /// Fill mode: objects that were there already (left as they are).
+    pub existing: u64,
     /// Initialize mode: Pods that appeared without the sidecar.
     pub sidecars_missing: Option<u64>,
     /// Every failed request (not conflicts retried by a replace writer), by cause.
@@ -225,6 +227,8 @@ impl Summary {
             || self.events_missed > 0
             || self.events_duplicated > 0
             || self.sidecars_missing.is_some_and(|n| n > 0)
+            // A fill that did not make every object leaves the measurement on less.
+            || (self.mode == "fill" && self.errors > 0)
     }
 
     pub fn print(&self, json: bool) {
@@ -244,7 +248,9 @@ impl Summary {
             ),
         ));
         rows.push(("latency max", format!("{:.2} ms", l.max_ms)));
-        if self.mode != "watch" && self.mode != "initialize" {
+        if self.mode == "fill" {
+            rows.push(("already there", self.existing.to_string()));
+        } else if self.mode != "watch" && self.mode != "initialize" {
             rows.push((
                 "conflicts",
                 format!(
@@ -279,7 +285,7 @@ impl Summary {
                 "initialized without the sidecar",
                 self.sidecars_missing.unwrap_or(0).to_string(),
             ));
-        } else if self.mode != "etcd-put" && self.mode != "etcd-cas" {
+        } else if !matches!(self.mode.as_str(), "etcd-put" | "etcd-cas" | "fill") {
             rows.push(("lost updates", self.lost_updates.to_string()));
         }
         if let Some(e) = &self.first_error {
