@@ -140,7 +140,16 @@ async fn the_etcd_ceiling_is_measured_and_tabled() {
                 .to_string()
         })
         .collect();
-    assert_eq!(modes, ["etcd-put", "etcd-cas"]);
+    assert_eq!(modes, ["etcd-put", "etcd-floor", "etcd-cas"]);
+    for l in stdout.lines() {
+        let r: Value = serde_json::from_str(l).unwrap();
+        assert!(r["ok"].as_u64().unwrap() > 0, "{r}");
+        assert_eq!(r["errors"], 0, "{r}");
+        if r["mode"] == "etcd-floor" {
+            // Each writer's own key, on the revision its last write returned: never stale.
+            assert_eq!(r["conflicts"], 0, "{r}");
+        }
+    }
 
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("r.jsonl");
@@ -152,7 +161,7 @@ async fn the_etcd_ceiling_is_measured_and_tabled() {
         .unwrap();
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(table.starts_with("| mode |"), "{table}");
-    assert_eq!(table.lines().count(), 4, "{table}");
+    assert_eq!(table.lines().count(), 5, "{table}");
 }
 
 /// `fill` makes every object, of the size asked, over the namespaces asked; run again, it

@@ -1,5 +1,7 @@
-//! `etcd`: the ceiling, straight to etcd with the same concurrency: plain puts to distinct keys,
-//! and get-then-compare-and-swap on shared keys (what every API server write costs at least).
+//! `etcd`: the ceiling, straight to etcd with the same concurrency: plain puts to distinct keys;
+//! the floor of keel's design (a compare-and-swap transaction per write on the writer's own key,
+//! with no read, and one watcher on the prefix, as the API server writes and its watch cache
+//! follows); and get-then-compare-and-swap on shared keys (what a read-modify-write costs).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -19,6 +21,9 @@ pub enum Kind {
     Put,
     /// Writers spread over `objects` keys: get, then put if the key's revision is unchanged.
     GetCas,
+    /// Each writer compare-and-swaps its own key on the revision its last write returned (no
+    /// read), while one watcher follows the prefix.
+    Floor,
 }
 
 pub async fn run(
@@ -35,6 +40,26 @@ pub async fn run(
     let label = match kind {
         Kind::Put => "etcd put",
         Kind::GetCas => "etcd get+CAS",
+        Kind::Floor => "etcd CAS+watch",
+    };
+    // The floor's watcher: every event of the prefix, read and dropped, until the run ends.
+    let watcher = if kind == Kind::Floor {
+        let mut events = client
+            .watch_client()
+            .watch(
+                format!("{prefix}floor/"),
+                Some(etcd_client::WatchOptions::new().with_prefix()),
+            )
+            .await?;
+        Some(tokio::spawn(async move {
+            let mut n = 0u64;
+            while let Ok(Some(r)) = events.message().await {
+                n += r.events().len() as u64;
+            }
+            n
+        }))
+    } else {
+        None
     };
     let counters = Arc::new(Counters::new(common, label));
     let progress = report::progress(counters.clone(), common.duration, label);
@@ -46,11 +71,14 @@ pub async fn run(
         let key = match kind {
             Kind::Put => format!("{prefix}put/{w}"),
             Kind::GetCas => format!("{prefix}cas/{}", w % objects.max(1)),
+            Kind::Floor => format!("{prefix}floor/{w}"),
         };
         tasks.push(tokio::spawn(async move {
             let mut h = report::histogram();
             let mut attempts = 0u64;
             let mut first_error = None;
+            // Floor: the revision of this writer's key after its last write (0: absent).
+            let mut last = 0i64;
             while Instant::now() < stop {
                 attempts += 1;
                 let (t, sent) = (Instant::now(), SystemTime::now());
@@ -69,6 +97,17 @@ pub async fn run(
                         }
                         Err(e) => Err(e),
                     },
+                    Kind::Floor => {
+                        let txn = Txn::new()
+                            .when([Compare::mod_revision(key.as_str(), CompareOp::Equal, last)])
+                            .and_then([TxnOp::put(key.as_str(), value.as_str(), None)]);
+                        kv.txn(txn).await.map(|r| {
+                            if r.succeeded() {
+                                last = r.header().map_or(last, |h| h.revision());
+                            }
+                            r.succeeded()
+                        })
+                    }
                 };
                 match result {
                     Ok(true) => {
@@ -100,6 +139,9 @@ pub async fn run(
     }
     let elapsed = start.elapsed();
     progress.abort();
+    if let Some(w) = watcher {
+        w.abort();
+    }
     report::clear_progress();
     let mut kv = client.kv_client();
     let _ = kv
@@ -111,10 +153,15 @@ pub async fn run(
     let mode = match kind {
         Kind::Put => "etcd-put",
         Kind::GetCas => "etcd-cas",
+        Kind::Floor => "etcd-floor",
     };
     Ok(Summary {
         writers,
-        objects: if kind == Kind::Put { writers } else { objects },
+        objects: if kind == Kind::GetCas {
+            objects
+        } else {
+            writers
+        },
         first_error,
         ..Summary::measured(mode, &counters, elapsed, attempts, &latency)
     })

@@ -145,8 +145,8 @@ enum Cmd {
         objects: usize,
         #[arg(long, default_value_t = 0)]
         payload_bytes: usize,
-        /// Only this ceiling (default: both, one after the other).
-        #[arg(long, value_parser = ["put", "cas"])]
+        /// Only this one (default: put, floor and get+CAS, one after the other).
+        #[arg(long, value_parser = ["put", "floor", "cas"])]
         only: Option<String>,
     },
     /// Watchers on a namespace while writers write at a fixed rate.
@@ -296,8 +296,9 @@ async fn run(cli: Cli) -> Result<Vec<report::Summary>, String> {
             let mut out = Vec::new();
             let kinds = match only.as_deref() {
                 Some("put") => vec![etcd::Kind::Put],
+                Some("floor") => vec![etcd::Kind::Floor],
                 Some(_) => vec![etcd::Kind::GetCas],
-                None => vec![etcd::Kind::Put, etcd::Kind::GetCas],
+                None => vec![etcd::Kind::Put, etcd::Kind::Floor, etcd::Kind::GetCas],
             };
             for k in kinds {
                 out.push(

@@ -285,7 +285,10 @@ impl Summary {
                 "initialized without the sidecar",
                 self.sidecars_missing.unwrap_or(0).to_string(),
             ));
-        } else if !matches!(self.mode.as_str(), "etcd-put" | "etcd-cas" | "fill") {
+        } else if !matches!(
+            self.mode.as_str(),
+            "etcd-put" | "etcd-cas" | "etcd-floor" | "fill"
+        ) {
             rows.push(("lost updates", self.lost_updates.to_string()));
         }
         if let Some(e) = &self.first_error {
