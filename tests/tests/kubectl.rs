@@ -423,6 +423,27 @@ async fn kubectl_scale_patches_the_scale_subresource() {
     let k = Kubectl::new(&api);
     let f = k.file("deploy.yaml", DEPLOYMENT);
     k.ok(&["apply", "-f", path(&f)]);
+    // `-o wide`: Kubernetes' extra columns for a Deployment.
+    let wide = k.ok(&["get", "deployment", "web", "-o", "wide"]);
+    let rows: Vec<Vec<&str>> = wide
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        [
+            "NAME",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ],
+        "{wide}"
+    );
+    assert_eq!(rows[1][5..], ["web", "nginx:1.7.9", "app=web"], "{wide}");
     assert_eq!(
         k.ok(&["scale", "deployment", "web", "--replicas", "3"]),
         "deployment.apps/web scaled\n"
