@@ -3,7 +3,6 @@
 //! starts from (issue 20). Objects that already exist are left as they are and counted apart,
 //! so that a fill interrupted can be run again.
 
-use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
@@ -127,32 +126,16 @@ fn progress(
     existing: Arc<AtomicU64>,
     total: u64,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let start = Instant::now();
-        let tty = std::io::stderr().is_terminal();
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        tick.tick().await;
-        let mut n = 0u64;
-        loop {
-            tick.tick().await;
-            n += 1;
-            let made = counters.ok.load(Ordering::Relaxed);
-            let done = made + existing.load(Ordering::Relaxed);
-            let errors = counters.errors.load(Ordering::Relaxed);
-            let line = format!(
-                "[{:>4}s] fill: {done}/{total} objects ({:.0}%, {:.0} created/s), {errors} errors",
-                start.elapsed().as_secs(),
-                100.0 * (done + errors) as f64 / total.max(1) as f64,
-                made as f64 / start.elapsed().as_secs_f64().max(0.001),
-            );
-            let mut err = std::io::stderr();
-            if tty {
-                let _ = write!(err, "\r{line}\x1b[K");
-            } else if n.is_multiple_of(5) {
-                let _ = writeln!(err, "{line}");
-            }
-            let _ = err.flush();
-        }
+    report::progress_with(move |elapsed| {
+        let made = counters.ok.load(Ordering::Relaxed);
+        let done = made + existing.load(Ordering::Relaxed);
+        let errors = counters.errors.load(Ordering::Relaxed);
+        format!(
+            "[{:>4}s] fill: {done}/{total} objects ({:.0}%, {:.0} created/s), {errors} errors",
+            elapsed.as_secs(),
+            100.0 * (done + errors) as f64 / total.max(1) as f64,
+            made as f64 / elapsed.as_secs_f64().max(0.001),
+        )
     })
 }
 

@@ -84,6 +84,23 @@ pub fn progress(
     total: Duration,
     label: &'static str,
 ) -> tokio::task::JoinHandle<()> {
+    progress_with(move |el| {
+        let ok = counters.ok.load(Ordering::Relaxed);
+        format!(
+            "[{:>4}s/{}s] {label}: {ok} ok ({:.0}/s), {} errors, {} conflicts",
+            el.as_secs(),
+            total.as_secs(),
+            ok as f64 / el.as_secs_f64().max(0.001),
+            counters.errors.load(Ordering::Relaxed),
+            counters.conflicts.load(Ordering::Relaxed),
+        )
+    })
+}
+
+/// [`progress`] with the line `line` makes of the time elapsed.
+pub fn progress_with(
+    line: impl Fn(Duration) -> String + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let start = Instant::now();
         let tty = std::io::stderr().is_terminal();
@@ -93,16 +110,7 @@ pub fn progress(
         loop {
             tick.tick().await;
             n += 1;
-            let el = start.elapsed();
-            let ok = counters.ok.load(Ordering::Relaxed);
-            let line = format!(
-                "[{:>4}s/{}s] {label}: {ok} ok ({:.0}/s), {} errors, {} conflicts",
-                el.as_secs(),
-                total.as_secs(),
-                ok as f64 / el.as_secs_f64().max(0.001),
-                counters.errors.load(Ordering::Relaxed),
-                counters.conflicts.load(Ordering::Relaxed),
-            );
+            let line = line(start.elapsed());
             let mut err = std::io::stderr();
             if tty {
                 let _ = write!(err, "\r{line}\x1b[K");

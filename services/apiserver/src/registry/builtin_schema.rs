@@ -6,7 +6,7 @@
 use std::sync::LazyLock;
 
 use keel_api::ResourceInfo;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// `kinds`: `group/version/Kind` → schema name; `schemas`: every schema by name, referencing
 /// each other as `#/components/schemas/<name>`.
@@ -37,10 +37,10 @@ pub fn schema_name(info: &ResourceInfo) -> Option<&'static str> {
 /// directives (`$patch`, `$setElementOrder/...`, `$retainKeys`, ...) are not fields, and a
 /// null sets nothing (a patch removing a misspelt field is not refused). Empty for kinds
 /// without a schema.
-pub fn unknown_fields(info: &ResourceInfo, value: &Value) -> Vec<String> {
+pub fn unknown_fields(info: &ResourceInfo, object: &Map<String, Value>) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(name) = schema_name(info) {
-        walk(value, &DOCUMENT["schemas"][name], "", &mut out);
+        walk_map(object, &DOCUMENT["schemas"][name], "", &mut out);
     }
     out
 }
@@ -57,9 +57,20 @@ fn resolve(schema: &Value) -> &Value {
 }
 
 fn walk(value: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
-    if out.len() >= MAX_NAMED {
-        return;
+    match value {
+        Value::Object(m) => walk_map(m, schema, path, out),
+        Value::Array(items) => {
+            if let Some(s) = resolve(schema).get("items") {
+                for (i, v) in items.iter().enumerate() {
+                    walk(v, s, &format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        _ => {}
     }
+}
+
+fn walk_map(m: &Map<String, Value>, schema: &Value, path: &str, out: &mut Vec<String>) {
     let schema = resolve(schema);
     let field = |k: &str| {
         if path.is_empty() {
@@ -68,35 +79,25 @@ fn walk(value: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
             format!("{path}.{k}")
         }
     };
-    match value {
-        Value::Object(m) => {
-            if let Some(props) = schema["properties"].as_object() {
-                for (k, v) in m {
-                    if k.starts_with('$') || v.is_null() {
-                        continue;
-                    }
-                    match props.get(k) {
-                        Some(s) => walk(v, s, &field(k), out),
-                        None if out.len() < MAX_NAMED => out.push(field(k)),
-                        None => return,
-                    }
-                }
-            } else if let Some(values) = schema.get("additionalProperties") {
-                for (k, v) in m {
-                    if !k.starts_with('$') {
-                        walk(v, values, &field(k), out);
-                    }
-                }
+    if let Some(props) = schema["properties"].as_object() {
+        for (k, v) in m {
+            if out.len() >= MAX_NAMED {
+                return;
+            }
+            if k.starts_with('$') || v.is_null() {
+                continue;
+            }
+            match props.get(k) {
+                Some(s) => walk(v, s, &field(k), out),
+                None => out.push(field(k)),
             }
         }
-        Value::Array(items) => {
-            if let Some(s) = schema.get("items") {
-                for (i, v) in items.iter().enumerate() {
-                    walk(v, s, &format!("{path}[{i}]"), out);
-                }
+    } else if let Some(values) = schema.get("additionalProperties") {
+        for (k, v) in m {
+            if !k.starts_with('$') {
+                walk(v, values, &field(k), out);
             }
         }
-        _ => {}
     }
 }
 
@@ -132,11 +133,14 @@ mod tests {
             "spec": {"replicas": 1, "strategy": {"rollingUpdate": {"maxSurge": "25%"}},
                      "template": {"spec": {"containers": [{"name": "a", "image": "x",
                                   "resources": {"limits": {"cpu": "1"}}}]}}}});
-        assert_eq!(unknown_fields(&d, &ok), Vec::<String>::new());
+        assert_eq!(
+            unknown_fields(&d, ok.as_object().unwrap()),
+            Vec::<String>::new()
+        );
         let bad = json!({"spec": {"replica": 1, "template": {"spec": {"containers": [
             {"name": "a"}, {"name": "b", "imagee": "x"}]}}}, "extra": true});
         assert_eq!(
-            unknown_fields(&d, &bad),
+            unknown_fields(&d, bad.as_object().unwrap()),
             [
                 "extra",
                 "spec.replica",
@@ -151,7 +155,10 @@ mod tests {
         let patch = json!({"spec": {"replica": null, "template": {"spec": {
             "$setElementOrder/containers": [{"name": "a"}],
             "containers": [{"name": "b", "$patch": "delete"}]}}}});
-        assert_eq!(unknown_fields(&d, &patch), Vec::<String>::new());
+        assert_eq!(
+            unknown_fields(&d, patch.as_object().unwrap()),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -159,6 +166,6 @@ mod tests {
         let cm = info("", "ConfigMap");
         let many: serde_json::Map<String, Value> =
             (0..50).map(|i| (format!("f{i}"), json!(1))).collect();
-        assert_eq!(unknown_fields(&cm, &Value::Object(many)).len(), MAX_NAMED);
+        assert_eq!(unknown_fields(&cm, &many).len(), MAX_NAMED);
     }
 }

@@ -30,7 +30,7 @@ impl Verb for Create {
         // As in Kubernetes, a create is authorized without the new object's name.
         let store = cx.authorize(Self::NAME, &ns, "", "")?;
         let t = target(&cx.info, obj.name());
-        self.field_validation.check(&cx.info, &self.object, &t)?;
+        self.field_validation.check(&cx.info, obj.as_map(), &t)?;
         let made = store
             .create(&cx.info, obj, self.dry_run, cx.deadline)
             .await?;

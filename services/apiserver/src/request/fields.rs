@@ -6,7 +6,7 @@
 //! schemas keel validates on every write anyway, are not checked for unknown fields yet.
 
 use keel_api::{ApiError, ResourceInfo, Target};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::registry::builtin_schema;
 
@@ -36,17 +36,18 @@ impl FieldValidation {
         }
     }
 
-    /// Refuses, under `Strict`, a document (an object of the kind, or a merge or strategic
-    /// merge patch of one) that sets undeclared fields. A document that is not JSON is left
-    /// to the verb, which says so.
-    pub fn check(self, info: &ResourceInfo, document: &[u8], t: &Target) -> Result<(), ApiError> {
-        if self != FieldValidation::Strict || builtin_schema::schema_name(info).is_none() {
+    /// Refuses, under `Strict`, an object of the kind (or a merge or strategic merge patch of
+    /// one) that sets undeclared fields.
+    pub fn check(
+        self,
+        info: &ResourceInfo,
+        object: &Map<String, Value>,
+        t: &Target,
+    ) -> Result<(), ApiError> {
+        if self != FieldValidation::Strict {
             return Ok(());
         }
-        let Ok(value) = serde_json::from_slice::<Value>(document) else {
-            return Ok(());
-        };
-        let unknown = builtin_schema::unknown_fields(info, &value);
+        let unknown = builtin_schema::unknown_fields(info, object);
         if unknown.is_empty() {
             return Ok(());
         }
@@ -63,5 +64,22 @@ impl FieldValidation {
                 version = info.gvr.version,
             ),
         ))
+    }
+
+    /// [`FieldValidation::check`] of a patch document; one that is not a JSON object is left
+    /// to the patch, which says what is wrong with it.
+    pub fn check_patch(
+        self,
+        info: &ResourceInfo,
+        patch: &[u8],
+        t: &Target,
+    ) -> Result<(), ApiError> {
+        if self != FieldValidation::Strict {
+            return Ok(());
+        }
+        match serde_json::from_slice::<Value>(patch) {
+            Ok(Value::Object(m)) => self.check(info, &m, t),
+            _ => Ok(()),
+        }
     }
 }

@@ -285,6 +285,11 @@ impl Handler {
         crate::registry::builtin_schema::document()
     }
 
+    /// The name of a built-in kind's schema in [`Handler::builtin_openapi`], if it has one.
+    pub fn builtin_schema_name(info: &keel_api::ResourceInfo) -> Option<&'static str> {
+        crate::registry::builtin_schema::schema_name(info)
+    }
+
     /// Whether this replica can serve; else why not.
     pub async fn readiness(&self) -> Result<(), String> {
         self.registry.readiness().await

@@ -35,7 +35,8 @@ impl Verb for Patch {
         let store = cx.authorize(Self::NAME, &ns, &self.name, &self.subresource)?;
         // A scale patch is a Scale's, not the kind's.
         if self.patch_type != PatchType::Json && sub != Subresource::Scale {
-            self.field_validation.check(&cx.info, &self.patch, &t)?;
+            self.field_validation
+                .check_patch(&cx.info, &self.patch, &t)?;
         }
         store
             .patch(

@@ -38,7 +38,7 @@ impl Verb for Update {
             ));
         }
         let store = cx.authorize(Self::NAME, &ns, obj.name(), &self.subresource)?;
-        self.field_validation.check(&cx.info, &self.object, &t)?;
+        self.field_validation.check(&cx.info, obj.as_map(), &t)?;
         store
             .update(&cx.info, obj, sub, self.dry_run, cx.deadline)
             .await

@@ -58,10 +58,7 @@ fn schema_name(r: &ResourceInfo) -> String {
 }
 
 fn operation(r: &ResourceInfo, action: &str, parameters: Value) -> Value {
-    let builtin = format!("{}/{}/{}", r.gvr.group, r.gvr.version, r.kind);
-    let name = Handler::builtin_openapi()["kinds"][&builtin]
-        .as_str()
-        .map_or_else(|| schema_name(r), str::to_string);
+    let name = Handler::builtin_schema_name(r).map_or_else(|| schema_name(r), str::to_string);
     let reference = json!({"$ref": format!("#/components/schemas/{name}")});
     json!({
         "description": format!("{action} {}", r.kind),
@@ -124,7 +121,8 @@ fn schema(handler: &Handler, r: &ResourceInfo) -> Value {
 }
 
 /// Adds the built-in schema `name` and every schema it references, once each.
-fn add_builtin(builtin: &Value, name: &str, out: &mut Map<String, Value>) {
+fn add_builtin(name: &str, out: &mut Map<String, Value>) {
+    let builtin = Handler::builtin_openapi();
     let mut todo = vec![name.to_string()];
     let mut seen = BTreeSet::new();
     while let Some(name) = todo.pop() {
@@ -174,11 +172,10 @@ fn document(handler: &Handler, resources: &[std::sync::Arc<ResourceInfo>]) -> Va
     let mut schemas = Map::new();
     for r in resources {
         paths(r, &mut all_paths);
-        let builtin = format!("{}/{}/{}", r.gvr.group, r.gvr.version, r.kind);
         if handler.openapi_schema(&r.gvr).is_some() {
             schemas.insert(schema_name(r), schema(handler, r));
-        } else if let Some(name) = Handler::builtin_openapi()["kinds"][&builtin].as_str() {
-            add_builtin(Handler::builtin_openapi(), name, &mut schemas);
+        } else if let Some(name) = Handler::builtin_schema_name(r) {
+            add_builtin(name, &mut schemas);
         }
     }
     json!({
