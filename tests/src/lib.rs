@@ -454,6 +454,14 @@ impl ApiServer {
 
     /// Starts against the etcd at `endpoint` (a `proxy::Proxy` in front of one, say).
     pub async fn start_at(etcd_endpoint: &str, extra: &[&str]) -> ApiServer {
+        let s = Self::start_listening(etcd_endpoint, extra).await;
+        s.wait_ready().await;
+        s
+    }
+
+    /// Returns as soon as the server listens, before it is ready: what a client that does not
+    /// look at `/readyz` meets right after a start.
+    pub async fn start_listening(etcd_endpoint: &str, extra: &[&str]) -> ApiServer {
         let log_dir = tempfile::tempdir().expect("tempdir");
         let mut s = ApiServer {
             grpc: "127.0.0.1:0".parse().expect("addr"),
@@ -525,18 +533,24 @@ impl ApiServer {
         self.grpc = addr("grpc=");
         self.http = addr("http=");
         self.proc = Some(proc);
-        let http = self.http;
-        let https = self.side_port_tls();
-        eventually(Duration::from_secs(30), "keel-apiserver /readyz", || {
-            let https = https.clone();
-            async move {
-                let got = match &https {
-                    Some(auth) => https_get(http, "/readyz", auth),
-                    None => http_get(http, "/readyz"),
-                };
-                (got.map(|(code, _)| code).ok() == Some(200)).then_some(())
-            }
-        })
+    }
+
+    /// Whether `/readyz` answers 200 now.
+    pub fn is_ready(&self) -> bool {
+        let got = match self.side_port_tls() {
+            Some(auth) => https_get(self.http, "/readyz", &auth),
+            None => http_get(self.http, "/readyz"),
+        };
+        got.map(|(code, _)| code).ok() == Some(200)
+    }
+
+    /// Waits until `/readyz` answers 200.
+    pub async fn wait_ready(&self) {
+        eventually(
+            Duration::from_secs(30),
+            "keel-apiserver /readyz",
+            || async { self.is_ready().then_some(()) },
+        )
         .await;
     }
 
@@ -568,6 +582,7 @@ impl ApiServer {
     pub async fn restart(&mut self) {
         self.proc.take();
         self.spawn().await;
+        self.wait_ready().await;
     }
 
     pub fn pid(&self) -> Option<u32> {

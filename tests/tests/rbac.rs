@@ -204,3 +204,79 @@ async fn keel_components_have_least_privilege_bootstrap_roles() {
         ]
     );
 }
+
+/// A replica that was just started (or restarted) listens before it has read its RBAC policy,
+/// and clients that do not look at `/readyz` (keel-client goes by its endpoint list) reach it
+/// at once. What the policy allows must not be refused in that window: the request waits for
+/// the policy instead.
+#[tokio::test]
+async fn a_just_started_replica_does_not_refuse_what_its_policy_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, TOKENS).unwrap();
+    let tokens = tokens.to_str().unwrap();
+    let etcd = Etcd::start().await;
+    let a = ApiServer::start_with(&etcd, &["--token-auth-file", tokens]).await;
+    let admin = client(&a, "admin-token").await;
+    let cms = gvr("", "v1", "configmaps");
+    admin
+        .create(&cms, "default", &configmap("settings"))
+        .await
+        .unwrap();
+    // One ClusterRoleBinding made through the API, 30,000 copies of it put straight into etcd
+    // (fast): a replica takes a while to read them all, and keel-loadtest's grant is one.
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "b0"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "keel-loadtest"},
+        "subjects": [{"kind": "User", "name": "someone"}]});
+    admin
+        .create(
+            &gvr("rbac.authorization.k8s.io", "v1", "clusterrolebindings"),
+            "",
+            &binding,
+        )
+        .await
+        .unwrap();
+    let mut kv = etcd.client().await;
+    let key = "/registry/rbac.authorization.k8s.io/clusterrolebindings/";
+    let stored = kv.get(format!("{key}b0"), None).await.unwrap();
+    let stored: serde_json::Value =
+        serde_json::from_slice(stored.kvs().first().expect("stored binding").value()).unwrap();
+    for chunk in (1..30_000).collect::<Vec<_>>().chunks(100) {
+        let puts: Vec<_> = chunk
+            .iter()
+            .map(|i| {
+                let mut b = stored.clone();
+                b["metadata"]["name"] = json!(format!("b{i}"));
+                b["metadata"]["uid"] = json!(format!("00000000-0000-0000-0000-{i:012}"));
+                etcd_client::TxnOp::put(format!("{key}b{i}"), b.to_string(), None)
+            })
+            .collect();
+        kv.txn(etcd_client::Txn::new().and_then(puts))
+            .await
+            .unwrap();
+    }
+
+    let b = ApiServer::start_listening(&etcd.endpoint, &["--token-auth-file", tokens]).await;
+    let loadtest = client(&b, "loadtest-token").await;
+    let mut before_ready = 0;
+    loop {
+        let ready = b.is_ready();
+        let got = loadtest.get(&cms, "default", "settings").await;
+        assert!(
+            got.is_ok(),
+            "answered {:?} (request {}, ready: {ready})",
+            got.err(),
+            before_ready + 1
+        );
+        if ready {
+            break;
+        }
+        before_ready += 1;
+    }
+    // Else the test did not reach the window it is about.
+    assert!(
+        before_ready > 0,
+        "the replica was ready before the first request"
+    );
+}

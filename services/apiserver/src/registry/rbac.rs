@@ -11,6 +11,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use keel_api::resource::RBAC_GROUP;
 use keel_api::{ApiError, FieldCause, GroupVersionResource, Object, Target};
 use serde_json::{Map, Value};
@@ -21,6 +23,8 @@ use crate::auth::User;
 
 /// How often each replica looks for changed RBAC objects in its caches.
 const SYNC_EVERY: Duration = Duration::from_millis(100);
+/// How long a request waits for a just-started replica to read its policy (`authorize`).
+const POLICY_WAIT: Duration = Duration::from_secs(5);
 /// The group allowed everything, as in Kubernetes.
 pub const MASTERS: &str = "system:masters";
 
@@ -406,11 +410,15 @@ impl Registry {
         };
         let mut tick = tokio::time::interval(SYNC_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // Also rebuilt when bootstrapping ends, for readiness (`set_policy`).
+        // Also rebuilt when bootstrapping ends or the last of the four caches has loaded, for
+        // readiness (`set_policy`).
         let mut seen: Option<(bool, Vec<(usize, u64)>)> = None;
         loop {
             tick.tick().await;
-            let bootstrapped = self.is_bootstrapped();
+            // A cache that is loading holds nothing yet: the policy is complete only once all
+            // four have loaded.
+            let complete = self.is_bootstrapped()
+                && infos.iter().all(|info| self.store().cache(info).is_ready());
             let objects = [roles, cluster_roles, bindings, cluster_bindings]
                 .map(|info| self.store().cached(info, |_| true));
             let counts: Vec<(usize, u64)> = objects
@@ -424,12 +432,12 @@ impl Registry {
                     (objs.len(), newest)
                 })
                 .collect();
-            let fingerprint = (bootstrapped, counts);
+            let fingerprint = (complete, counts);
             if seen.as_ref() == Some(&fingerprint) {
                 continue;
             }
             let [r, cr, b, cb] = &objects;
-            self.set_policy(Policy::build(r, cr, b, cb));
+            self.set_policy(Policy::build(r, cr, b, cb), complete);
             seen = Some(fingerprint);
         }
     }
@@ -437,13 +445,39 @@ impl Registry {
     /// Whether `user` may do `a`: `Forbidden` in Kubernetes' words if not. `None`: the
     /// request came with no identity because authentication is off (a development server),
     /// or authorization is `AlwaysAllow`.
-    pub fn authorize(&self, user: Option<&User>, a: &Attributes<'_>) -> Result<(), ApiError> {
+    ///
+    /// RBAC only grants, so a policy read in part can only refuse too much. A replica that has
+    /// not read its whole policy yet (just started) lets what it already allows through and
+    /// makes the rest wait for the policy, up to [`POLICY_WAIT`] and `deadline`; past that the
+    /// answer is `ServiceUnavailable`, which a client retries, never a wrong `Forbidden`.
+    pub async fn authorize(
+        &self,
+        user: Option<&User>,
+        a: &Attributes<'_>,
+        deadline: Instant,
+    ) -> Result<(), ApiError> {
         let Some(user) = user else { return Ok(()) };
+        let mut ready = self.policy_ready();
+        let read = *ready.borrow_and_update();
         if self.policy().allows(user, a) {
-            Ok(())
-        } else {
-            Err(forbidden(user, a))
+            return Ok(());
         }
+        if !read {
+            let until = deadline.min(Instant::now() + POLICY_WAIT);
+            if tokio::time::timeout_at(until, ready.wait_for(|r| *r))
+                .await
+                .is_err()
+            {
+                return Err(ApiError::unavailable(
+                    "this API server has not read its RBAC policy yet: try again",
+                )
+                .retry_after(1));
+            }
+            if self.policy().allows(user, a) {
+                return Ok(());
+            }
+        }
+        Err(forbidden(user, a))
     }
 }
 

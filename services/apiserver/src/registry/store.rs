@@ -52,9 +52,9 @@ pub struct Registry {
     bootstrapped: AtomicBool,
     /// The RBAC policy as this replica's caches hold it (`rbac.rs`).
     policy: RwLock<Arc<Policy>>,
-    /// Set once the policy holds the bootstrap roles and bindings (a condition of readiness:
-    /// keel's components are not refused by a replica that has not read its policy yet).
-    policy_ready: AtomicBool,
+    /// Turns true once the policy holds the bootstrap roles and bindings: a condition of
+    /// readiness, and what a request the unread policy would refuse waits for (`rbac.rs`).
+    policy_ready: tokio::sync::watch::Sender<bool>,
 }
 
 impl Registry {
@@ -70,7 +70,7 @@ impl Registry {
             store,
             bootstrapped: AtomicBool::new(false),
             policy: RwLock::new(Arc::new(Policy::default())),
-            policy_ready: AtomicBool::new(false),
+            policy_ready: tokio::sync::watch::Sender::new(false),
         })
     }
 
@@ -82,11 +82,21 @@ impl Registry {
             .clone()
     }
 
-    pub(super) fn set_policy(&self, policy: Policy) {
-        if self.is_bootstrapped() && policy.has_bootstrap() {
-            self.policy_ready.store(true, Ordering::Release);
-        }
+    /// Puts `policy` in force; `complete`: bootstrapping has ended and it was built from the
+    /// four caches all loaded.
+    pub(super) fn set_policy(&self, policy: Policy, complete: bool) {
+        let ready = complete && policy.has_bootstrap();
         *self.policy.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(policy);
+        // After the policy is in place: whoever sees `true` reads the complete policy.
+        if ready {
+            self.policy_ready
+                .send_if_modified(|r| !std::mem::replace(r, true));
+        }
+    }
+
+    /// Whether this replica has read its RBAC policy; a receiver to wait for it.
+    pub(super) fn policy_ready(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.policy_ready.subscribe()
     }
 
     /// The resource a request names, or `NotFound` naming it.
@@ -127,7 +137,7 @@ impl Registry {
         if !self.bootstrapped.load(Ordering::Acquire) {
             return Err("creating the built-in namespaces and the bootstrap policy".into());
         }
-        if !self.policy_ready.load(Ordering::Acquire) {
+        if !*self.policy_ready.borrow() {
             return Err("reading the RBAC policy".into());
         }
         Ok(())

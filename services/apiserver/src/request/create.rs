@@ -28,7 +28,7 @@ impl Verb for Create {
         let mut obj = strategy::decode(&cx.info, &self.object)?;
         let ns = resolve_namespace(&cx.info, &self.namespace, &mut obj)?;
         // As in Kubernetes, a create is authorized without the new object's name.
-        let store = cx.authorize(Self::NAME, &ns, "", "")?;
+        let store = cx.authorize(Self::NAME, &ns, "", "").await?;
         let t = target(&cx.info, obj.name());
         self.field_validation.check(&cx.info, obj.as_map(), &t)?;
         let made = store

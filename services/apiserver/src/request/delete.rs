@@ -22,7 +22,8 @@ impl Verb for Delete {
     async fn run(self, cx: Context<'_>) -> Result<(Object, bool), ApiError> {
         let ns = object_namespace(&cx.info, &self.namespace);
         check_lookup(&cx.info, &ns, &self.name)?;
-        cx.authorize(Self::NAME, &ns, &self.name, "")?
+        cx.authorize(Self::NAME, &ns, &self.name, "")
+            .await?
             .delete(&cx.info, &ns, &self.name, self.options, cx.deadline)
             .await
     }

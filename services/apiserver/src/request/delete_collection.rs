@@ -32,7 +32,7 @@ impl Verb for DeleteCollection {
             &self.field_selector,
         )?;
         let namespace = filter.namespace.clone().unwrap_or_default();
-        let registry = cx.authorize(Self::NAME, &namespace, "", "")?;
+        let registry = cx.authorize(Self::NAME, &namespace, "", "").await?;
         let list = registry
             .list(
                 &cx.info,

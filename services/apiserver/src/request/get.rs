@@ -28,7 +28,8 @@ impl Verb for Get {
         let ns = object_namespace(&cx.info, &self.namespace);
         check_lookup(&cx.info, &ns, &self.name)?;
         Subresource::parse(&cx.info, &self.subresource, &target(&cx.info, &self.name))?;
-        cx.authorize(Self::NAME, &ns, &self.name, &self.subresource)?
+        cx.authorize(Self::NAME, &ns, &self.name, &self.subresource)
+            .await?
             .get(
                 &cx.info,
                 &ns,

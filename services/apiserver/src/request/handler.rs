@@ -65,7 +65,7 @@ impl<'a> Context<'a> {
     /// `create`, `update`, `patch`, `delete`) on this resource's `subresource` in `namespace`
     /// (`""`: cluster-scoped, or all namespaces) to the object `name` (`""`: none named);
     /// `Forbidden` otherwise.
-    pub fn authorize(
+    pub async fn authorize(
         &self,
         verb: &str,
         namespace: &str,
@@ -86,7 +86,9 @@ impl<'a> Context<'a> {
             namespace,
             name,
         };
-        self.registry.authorize(self.user, &attributes)?;
+        self.registry
+            .authorize(self.user, &attributes, self.deadline)
+            .await?;
         Ok(self.registry)
     }
 }

@@ -46,7 +46,8 @@ impl Verb for List {
             ));
         }
         let namespace = filter.namespace.clone().unwrap_or_default();
-        cx.authorize(Self::NAME, &namespace, "", "")?
+        cx.authorize(Self::NAME, &namespace, "", "")
+            .await?
             .list(
                 &cx.info,
                 ListOptions {

@@ -32,7 +32,9 @@ impl Verb for Patch {
         check_lookup(&cx.info, &ns, &self.name)?;
         let t = target(&cx.info, &self.name);
         let sub = Subresource::parse(&cx.info, &self.subresource, &t)?;
-        let store = cx.authorize(Self::NAME, &ns, &self.name, &self.subresource)?;
+        let store = cx
+            .authorize(Self::NAME, &ns, &self.name, &self.subresource)
+            .await?;
         // A scale patch is a Scale's, not the kind's.
         if self.patch_type != PatchType::Json && sub != Subresource::Scale {
             self.field_validation

@@ -37,7 +37,9 @@ impl Verb for Update {
                 "a replace of the scale subresource is not supported: PATCH it",
             ));
         }
-        let store = cx.authorize(Self::NAME, &ns, obj.name(), &self.subresource)?;
+        let store = cx
+            .authorize(Self::NAME, &ns, obj.name(), &self.subresource)
+            .await?;
         self.field_validation.check(&cx.info, obj.as_map(), &t)?;
         store
             .update(&cx.info, obj, sub, self.dry_run, cx.deadline)

@@ -45,7 +45,8 @@ impl Verb for Watch {
         filter.shard = shard_scope(&cx.info, self.shard)?;
         let namespace = filter.namespace.clone().unwrap_or_default();
         let inner = cx
-            .authorize(Self::NAME, &namespace, "", "")?
+            .authorize(Self::NAME, &namespace, "", "")
+            .await?
             .watch(
                 &cx.info,
                 filter,
