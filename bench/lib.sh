@@ -1,6 +1,8 @@
 # Sourced by the bench scripts: builds the release binaries and starts a benchmark's own etcd
 # (127.0.0.1:32379) and keel-apiserver (gRPC 127.0.0.1:36443, HTTP :36080) in a temporary
 # directory `$work`, stopped and removed on exit; returns once the API server is ready.
+# ETCD_EXTRA: more etcd flags (a larger `--quota-backend-bytes`, say); APISERVER: another
+# keel-apiserver binary (an older build, for a before-and-after).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ./scripts/install-deps.sh
@@ -12,9 +14,10 @@ etcd --name bench --data-dir "$work/etcd" \
   --listen-client-urls http://127.0.0.1:32379 --advertise-client-urls http://127.0.0.1:32379 \
   --listen-peer-urls http://127.0.0.1:32380 --initial-advertise-peer-urls http://127.0.0.1:32380 \
   --initial-cluster bench=http://127.0.0.1:32380 --max-request-bytes 2097152 --log-level error \
-  --experimental-watch-progress-notify-interval 1s \
+  --experimental-watch-progress-notify-interval 1s ${ETCD_EXTRA:-} \
   >"$work/etcd.log" 2>&1 &
-./target/release/keel-apiserver --listen 127.0.0.1:36443 --http-listen 127.0.0.1:36080 \
+APISERVER=${APISERVER:-./target/release/keel-apiserver}
+"$APISERVER" --listen 127.0.0.1:36443 --http-listen 127.0.0.1:36080 \
   --etcd-servers http://127.0.0.1:32379 >/dev/null 2>"$work/apiserver.log" &
 for _ in $(seq 1 100); do curl -fsS http://127.0.0.1:36080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 

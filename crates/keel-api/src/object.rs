@@ -27,6 +27,36 @@ pub enum ObjectError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Object(Map<String, Value>);
 
+/// What selectors read of an object (namespace and name, labels, the controlling owner for
+/// sharding, whether it is initialized): a parsed [`Object`] has it, and so does whatever a
+/// server keeps instead of one (the API server's watch cache keeps JSON and these fields).
+pub trait Selectable {
+    fn namespace(&self) -> &str;
+    fn name(&self) -> &str;
+    fn label(&self, key: &str) -> Option<&str>;
+    /// The name of the controlling owner (`ownerReferences[].controller: true`), if any.
+    fn controller_owner(&self) -> Option<&str>;
+    fn is_initialized(&self) -> bool;
+}
+
+impl Selectable for Object {
+    fn namespace(&self) -> &str {
+        Object::namespace(self)
+    }
+    fn name(&self) -> &str {
+        Object::name(self)
+    }
+    fn label(&self, key: &str) -> Option<&str> {
+        Object::label(self, key)
+    }
+    fn controller_owner(&self) -> Option<&str> {
+        crate::shard::controller_owner(self)
+    }
+    fn is_initialized(&self) -> bool {
+        Object::is_initialized(self)
+    }
+}
+
 impl Object {
     /// Parses an object from JSON bytes, enforcing the size and depth limits.
     pub fn from_slice(bytes: &[u8]) -> Result<Object, ObjectError> {

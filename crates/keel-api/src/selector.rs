@@ -2,7 +2,7 @@
 //! labels `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x,y)`, `a`, `!a`, joined by commas;
 //! fields `metadata.name` and `metadata.namespace` with `=`, `==`, `!=`.
 
-use crate::Object;
+use crate::object::Selectable;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Op {
@@ -131,7 +131,7 @@ impl LabelSelector {
         })
     }
 
-    pub fn matches_object(&self, obj: &Object) -> bool {
+    pub fn matches_object(&self, obj: &impl Selectable) -> bool {
         self.matches(|k| obj.label(k).map(str::to_string))
     }
 }
@@ -174,7 +174,7 @@ impl FieldSelector {
         self.0.is_empty()
     }
 
-    pub fn matches_object(&self, obj: &Object) -> bool {
+    pub fn matches_object(&self, obj: &impl Selectable) -> bool {
         self.0.iter().all(|(field, equal, value)| {
             let actual = if field == "metadata.name" {
                 obj.name()
@@ -189,6 +189,7 @@ impl FieldSelector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Object;
 
     fn labels(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let owned: Vec<(String, String)> = pairs

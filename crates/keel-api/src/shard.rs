@@ -10,6 +10,7 @@
 use serde_json::{Map, Value};
 
 use crate::Object;
+use crate::object::Selectable;
 
 /// The most shards a selector may name.
 pub const MAX_SHARDS: u32 = 1024;
@@ -102,11 +103,16 @@ impl ShardSelector {
     }
 
     /// The shard `obj` belongs to under this selector's count and rule.
-    pub fn shard(&self, obj: &Object) -> u32 {
-        shard_of_meta(obj.metadata(), self.count, self.by_owner)
+    pub fn shard(&self, obj: &impl Selectable) -> u32 {
+        let owner = if self.by_owner {
+            obj.controller_owner()
+        } else {
+            None
+        };
+        shard_of(obj.namespace(), owner.unwrap_or(obj.name()), self.count)
     }
 
-    pub fn matches(&self, obj: &Object) -> bool {
+    pub fn matches(&self, obj: &impl Selectable) -> bool {
         self.ids.binary_search(&self.shard(obj)).is_ok()
     }
 }

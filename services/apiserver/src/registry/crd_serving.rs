@@ -52,7 +52,7 @@ impl Registry {
                 .map(|c| (c.name().to_string(), c.resource_version().to_string()))
                 .collect();
             if now != served {
-                let resources = crds.iter().flat_map(|c| crd::resources(c)).collect();
+                let resources = crds.iter().flat_map(crd::resources).collect();
                 let (added, removed) = self.resources_mut().set_custom(resources);
                 for gvr in &added {
                     tracing::info!(resource = %gvr, "serving a custom resource");

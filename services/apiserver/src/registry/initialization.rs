@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use keel_api::{ApiError, GroupVersionResource, Object, Reason, ResourceInfo};
+use keel_api::{ApiError, GroupVersionResource, Object, Reason, ResourceInfo, Selectable};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -42,7 +42,7 @@ impl Registry {
             CONFIG_VERSION,
             CONFIG_RESOURCE,
         ))) {
-            Ok(info) => self.store().cached(&info, Object::is_initialized),
+            Ok(info) => self.store().cached(&info, |o| o.is_initialized()),
             Err(_) => Vec::new(),
         };
         let configs: Vec<Value> = configs
@@ -52,10 +52,11 @@ impl Registry {
         let initializers = Initializers::from_configs(&configs);
         for info in self.resources() {
             // Objects being deleted are left to their deletion.
-            let waiting = self.store().cached(&info, |o| {
-                !o.is_initialized() && o.deletion_timestamp().is_none()
-            });
+            let waiting = self.store().cached(&info, |o| !o.is_initialized());
             for obj in waiting {
+                if obj.deletion_timestamp().is_some() {
+                    continue;
+                }
                 let Some(head) = obj.pending_initializers().first().map(|h| h.to_string()) else {
                     continue;
                 };

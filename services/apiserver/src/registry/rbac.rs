@@ -116,10 +116,10 @@ impl Policy {
     /// From the objects of the four kinds. Objects that are not well-formed (validation keeps
     /// them out; a write of an older version may not) grant nothing.
     pub fn build(
-        roles: &[Arc<Object>],
-        cluster_roles: &[Arc<Object>],
-        bindings: &[Arc<Object>],
-        cluster_bindings: &[Arc<Object>],
+        roles: &[Object],
+        cluster_roles: &[Object],
+        bindings: &[Object],
+        cluster_bindings: &[Object],
     ) -> Policy {
         let mut p = Policy::default();
         for r in cluster_roles {
@@ -392,9 +392,8 @@ fn gvr(resource: &str) -> GroupVersionResource {
 }
 
 impl Registry {
-    /// Keeps this replica's policy current until the process ends: rebuilt whenever the count
-    /// or the newest resourceVersion of one of the four kinds in the caches changes (any
-    /// create, update or delete changes one of them).
+    /// Keeps this replica's policy current until the process ends: rebuilt whenever one of
+    /// the four kinds changes in this replica's caches.
     pub async fn follow_policy(self: Arc<Self>) {
         let infos: Vec<_> = [
             "roles",
@@ -412,32 +411,23 @@ impl Registry {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Also rebuilt when bootstrapping ends or the last of the four caches has loaded, for
         // readiness (`set_policy`).
-        let mut seen: Option<(bool, Vec<(usize, u64)>)> = None;
+        let mut seen: Option<(bool, Vec<Option<i64>>)> = None;
+        let kinds = [roles, cluster_roles, bindings, cluster_bindings];
         loop {
             tick.tick().await;
             // A cache that is loading holds nothing yet: the policy is complete only once all
             // four have loaded.
-            let complete = self.is_bootstrapped()
-                && infos.iter().all(|info| self.store().cache(info).is_ready());
-            let objects = [roles, cluster_roles, bindings, cluster_bindings]
-                .map(|info| self.store().cached(info, |_| true));
-            let counts: Vec<(usize, u64)> = objects
+            let changed: Vec<Option<i64>> = kinds
                 .iter()
-                .map(|objs| {
-                    let newest = objs
-                        .iter()
-                        .filter_map(|o| o.resource_version().parse::<u64>().ok())
-                        .max()
-                        .unwrap_or(0);
-                    (objs.len(), newest)
-                })
+                .map(|info| self.store().cache_changed(info))
                 .collect();
-            let fingerprint = (complete, counts);
+            let complete = self.is_bootstrapped() && changed.iter().all(Option::is_some);
+            let fingerprint = (complete, changed);
             if seen.as_ref() == Some(&fingerprint) {
                 continue;
             }
-            let [r, cr, b, cb] = &objects;
-            self.set_policy(Policy::build(r, cr, b, cb), complete);
+            let [r, cr, b, cb] = kinds.map(|info| self.store().cached(info, |_| true));
+            self.set_policy(Policy::build(&r, &cr, &b, &cb), complete);
             seen = Some(fingerprint);
         }
     }
@@ -488,8 +478,8 @@ mod tests {
     use super::*;
     use keel_api::Reason;
 
-    fn obj(v: Value) -> Arc<Object> {
-        Arc::new(Object::from_value(v).expect("an object"))
+    fn obj(v: Value) -> Object {
+        Object::from_value(v).expect("an object")
     }
 
     fn user(name: &str, groups: &[&str]) -> User {

@@ -1,7 +1,7 @@
 //! Which objects a List or a Watch wants: a namespace, label and field selectors, and whether
 //! objects still being initialized count.
 
-use keel_api::Object;
+use keel_api::Selectable;
 use keel_api::selector::{FieldSelector, LabelSelector};
 use keel_api::shard::ShardSelector;
 
@@ -20,7 +20,7 @@ pub struct Filter {
 }
 
 impl Filter {
-    pub fn matches(&self, obj: &Object) -> bool {
+    pub fn matches(&self, obj: &impl Selectable) -> bool {
         self.namespace
             .as_ref()
             .is_none_or(|ns| obj.namespace() == ns)

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use base64::Engine;
+use bytes::Bytes;
 use keel_api::{ApiError, Reason, ResourceInfo};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
@@ -29,8 +30,8 @@ pub struct ListQuery {
 /// What a List returns.
 #[derive(Debug)]
 pub struct ListResult {
-    /// Each item's JSON.
-    pub items: Vec<Vec<u8>>,
+    /// Each item's JSON (the watch cache's own buffers, when served from it).
+    pub items: Vec<Bytes>,
     /// The revision the list is complete at.
     pub revision: i64,
     pub continue_token: String,
@@ -66,8 +67,8 @@ impl Store {
             let (objs, revision) = cache.list(&prefix);
             let items = objs
                 .iter()
-                .filter(|o| filter.matches(o))
-                .map(|o| o.to_vec())
+                .filter(|o| filter.matches(&***o))
+                .map(|o| o.json().clone())
                 .collect();
             return Ok(ListResult {
                 items,
@@ -117,7 +118,7 @@ impl Store {
             for (i, kv) in page.kvs.iter().enumerate() {
                 let obj = from_storage(info, &kv.value, kv.mod_revision)?;
                 if filter.matches(&obj) {
-                    items.push(obj.to_vec());
+                    items.push(Bytes::from(obj.to_vec()));
                 }
                 if q.limit > 0 && items.len() as i64 >= q.limit {
                     let more = i + 1 < n || page.more;

@@ -6,6 +6,7 @@
 //! Storage knows nothing above it: the registry's rules reach it as mutations and as a
 //! [`RemovalPolicy`], and its errors and watch events are keel's own types, not the wire's.
 
+mod cached;
 pub mod coalescer;
 mod codec;
 pub mod compactor;
@@ -23,6 +24,7 @@ mod watch;
 pub mod watch_cache;
 pub mod watcher;
 
+pub use cached::CachedObject;
 pub use coalescer::Coalescer;
 pub use codec::{from_storage, target, to_storage};
 pub use filter::Filter;

@@ -54,10 +54,10 @@ impl Store {
         if from == ReadFrom::Cache {
             let cache = self.cache(&key.info);
             cache.wait_ready(deadline).await?;
-            return cache
-                .get(&key.key)
-                .map(|o| (*o).clone())
-                .ok_or_else(|| ApiError::not_found(t));
+            return match cache.get(&key.key) {
+                Some(o) => o.object(),
+                None => Err(ApiError::not_found(t)),
+            };
         }
         match self
             .read_current(key, false, deadline)
@@ -86,15 +86,19 @@ impl Store {
                 None
             };
             let mine = self.recent.get(&key.key);
-            let rv_of = |o: &Object| o.resource_version().parse::<i64>().unwrap_or(0);
+            // The newer of the two, parsed.
             let newest = match (cached, mine) {
-                (Some(c), Some(m)) => Some(if rv_of(&m) > rv_of(&c) { m } else { c }),
-                (c, m) => c.or(m),
+                (Some(c), Some(m)) if m.rv > c.rv() => {
+                    Some((from_storage(&key.info, &m.bytes, m.rv)?, m.rv))
+                }
+                (Some(c), _) => Some((c.object()?, c.rv())),
+                (None, Some(m)) => Some((from_storage(&key.info, &m.bytes, m.rv)?, m.rv)),
+                (None, None) => None,
             };
-            if let Some(o) = newest {
+            if let Some((obj, rv)) = newest {
                 return Ok(Some(Current {
-                    rv: rv_of(&o),
-                    obj: (*o).clone(),
+                    rv,
+                    obj,
                     unverified: true,
                 }));
             }

@@ -5,16 +5,24 @@
 //! decides.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use keel_api::Object;
+use bytes::Bytes;
 
 /// Keys remembered before the map is emptied (bounded memory).
 pub const RECENT_WRITES: usize = 10_000;
 
+/// One write: the bytes stored (as etcd holds them, without `resourceVersion`) and the
+/// revision that wrote them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub bytes: Bytes,
+    pub rv: i64,
+}
+
 /// Recent writes by etcd key. A std `Mutex`: held for a map operation, never across an await.
 pub struct RecentWrites {
-    by_key: Mutex<HashMap<String, Arc<Object>>>,
+    by_key: Mutex<HashMap<String, Written>>,
     capacity: usize,
 }
 
@@ -27,7 +35,7 @@ impl RecentWrites {
     }
 
     /// What this replica last wrote at `key`, if it still remembers.
-    pub fn get(&self, key: &str) -> Option<Arc<Object>> {
+    pub fn get(&self, key: &str) -> Option<Written> {
         self.by_key
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -36,16 +44,16 @@ impl RecentWrites {
     }
 
     /// Records what this replica just wrote at `key` (`None`: it removed the object).
-    pub fn remember(&self, key: &str, obj: Option<Object>) {
+    pub fn remember(&self, key: &str, written: Option<Written>) {
         let mut by_key = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
-        match obj {
-            Some(o) => {
+        match written {
+            Some(w) => {
                 // Emptying beats an LRU here: the map is a hint, and a burst of distinct keys
                 // simply starts it over.
                 if by_key.len() >= self.capacity && !by_key.contains_key(key) {
                     by_key.clear();
                 }
-                by_key.insert(key.to_string(), Arc::new(o));
+                by_key.insert(key.to_string(), w);
             }
             None => {
                 by_key.remove(key);
@@ -57,10 +65,12 @@ impl RecentWrites {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
-    fn obj(name: &str) -> Object {
-        Object::from_value(json!({"metadata": {"name": name}})).unwrap()
+    fn obj(name: &str) -> Written {
+        Written {
+            bytes: Bytes::from(name.to_string()),
+            rv: 1,
+        }
     }
 
     #[test]
@@ -68,7 +78,7 @@ mod tests {
         let r = RecentWrites::new(10);
         r.remember("/a", Some(obj("a")));
         r.remember("/a", Some(obj("a2")));
-        assert_eq!(r.get("/a").unwrap().name(), "a2");
+        assert_eq!(r.get("/a").unwrap(), obj("a2"));
         r.remember("/a", None);
         assert!(r.get("/a").is_none());
     }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use keel_api::{GroupVersionResource, Object, ResourceInfo};
 use tokio::time::Instant;
 
+use super::cached::CachedObject;
 use super::keys::{Keys, ObjectKey};
 use super::recent::{RECENT_WRITES, RecentWrites};
 use super::update::RemovalPolicy;
@@ -93,19 +94,30 @@ impl Store {
             .clone()
     }
 
-    /// The objects of `info` in this replica's watch cache that `keep` selects; none while the
-    /// cache loads. For background sweeps, where any recent version will do.
+    /// The objects of `info` in this replica's watch cache that `keep` selects, parsed; none
+    /// while the cache loads. For background sweeps, where any recent version will do.
     pub fn cached(
         &self,
         info: &Arc<ResourceInfo>,
-        keep: impl Fn(&Object) -> bool,
-    ) -> Vec<Arc<Object>> {
+        keep: impl Fn(&CachedObject) -> bool,
+    ) -> Vec<Object> {
         let cache = self.cache(info);
         if !cache.is_ready() {
             return Vec::new();
         }
         let (objects, _) = cache.list(&self.keys.resource_prefix(info));
-        objects.into_iter().filter(|o| keep(o)).collect()
+        objects
+            .iter()
+            .filter(|o| keep(o))
+            .filter_map(|o| o.object().ok())
+            .collect()
+    }
+
+    /// The revision of the last change to `info`'s objects in this replica's watch cache
+    /// (`None` while it loads): a sweep that looks again only when it moved.
+    pub fn cache_changed(&self, info: &Arc<ResourceInfo>) -> Option<i64> {
+        let cache = self.cache(info);
+        cache.is_ready().then(|| cache.changed())
     }
 
     /// Whether storage can serve: etcd answers and every started cache has loaded; else why not.

@@ -2,6 +2,7 @@
 //! read the current state, apply the mutations, compare-and-swap, and on a lost race apply them
 //! again to the state etcd returned, until the deadline (Kubernetes' `GuaranteedUpdate`).
 
+use bytes::Bytes;
 use keel_api::{ApiError, Object, ResourceInfo};
 use tokio::time::Instant;
 
@@ -9,6 +10,7 @@ use super::Store;
 use super::codec;
 use super::keys::ObjectKey;
 use super::read::Current;
+use super::recent::Written;
 use crate::etcd::Cas;
 
 /// A change to apply to the current object: what to do with it, or why not. Applied again to
@@ -137,6 +139,7 @@ impl Store {
                     errors,
                 );
             }
+            let mut stored = None;
             let result = if remove {
                 self.etcd
                     .compare_and_delete(&key.key, cur.rv, deadline)
@@ -146,6 +149,7 @@ impl Store {
                     Ok(b) => b,
                     Err(e) => return (Err(e), errors),
                 };
+                stored = Some(Bytes::copy_from_slice(&bytes));
                 self.etcd
                     .compare_and_put(&key.key, cur.rv, bytes, deadline)
                     .await
@@ -154,7 +158,7 @@ impl Store {
                 Ok(Cas::Done(rev)) => {
                     obj.set_resource_version(&rev.to_string());
                     self.recent
-                        .remember(&key.key, (!remove).then(|| obj.clone()));
+                        .remember(&key.key, stored.map(|bytes| Written { bytes, rv: rev }));
                     return (
                         Ok(Committed {
                             object: obj,

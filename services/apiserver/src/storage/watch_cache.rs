@@ -10,15 +10,15 @@
 //!   `Expired` and relist, since events between the two lists were never seen.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
-use keel_api::{ApiError, Object, ResourceInfo};
+use keel_api::{ApiError, ResourceInfo};
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
-use super::codec::from_storage;
+use super::cached::CachedObject;
 use crate::etcd::{self, Etcd, EventKind, WatchEnd, prefix_end};
 
 /// What happened to an object.
@@ -34,37 +34,32 @@ pub enum EventType {
 pub struct CacheEvent {
     pub kind: EventType,
     pub rv: i64,
-    /// The object after the change; for `Deleted`, its last state with `rv` as its version.
-    pub obj: Arc<Object>,
-    /// `obj` serialized, once for all watchers, on first use (a resource nobody watches never
-    /// pays for it).
-    bytes: OnceLock<Bytes>,
+    /// The object after the change (the cache's own entry); for `Deleted`, its last state
+    /// with `rv` as its version.
+    pub obj: Arc<CachedObject>,
     /// The object before the change, when it existed: lets a watcher whose selector stopped
     /// matching send `DELETED`.
-    pub prev: Option<Arc<Object>>,
+    pub prev: Option<Arc<CachedObject>>,
 }
 
 impl CacheEvent {
     pub fn new(
         kind: EventType,
         rv: i64,
-        obj: Arc<Object>,
-        prev: Option<Arc<Object>>,
+        obj: Arc<CachedObject>,
+        prev: Option<Arc<CachedObject>>,
     ) -> CacheEvent {
         CacheEvent {
             kind,
             rv,
             obj,
-            bytes: OnceLock::new(),
             prev,
         }
     }
 
-    /// The object's JSON (a shared buffer: cloning it copies nothing).
+    /// The object's JSON (the cache's own buffer: cloning it copies nothing).
     pub fn bytes(&self) -> Bytes {
-        self.bytes
-            .get_or_init(|| Bytes::from(self.obj.to_vec()))
-            .clone()
+        self.obj.json().clone()
     }
 }
 
@@ -77,19 +72,21 @@ pub enum Broadcast {
 }
 
 struct State {
-    store: BTreeMap<String, Arc<Object>>,
+    store: BTreeMap<String, Arc<CachedObject>>,
     window: VecDeque<Arc<CacheEvent>>,
     /// The window holds every event with a revision above this one.
     oldest: i64,
     /// The newest revision the cache is complete up to.
     rv: i64,
+    /// The revision of the last change to the objects (or of the last load).
+    changed: i64,
     tx: broadcast::Sender<Broadcast>,
 }
 
 /// A watcher's start: the state to replay, then the live feed.
 pub struct Registration {
     /// For a watch without a resourceVersion: the current objects, to send as `ADDED`.
-    pub initial: Vec<Arc<Object>>,
+    pub initial: Vec<Arc<CachedObject>>,
     /// Events after the requested revision that the window already holds.
     pub backlog: Vec<Arc<CacheEvent>>,
     /// Only events above this revision are to be sent.
@@ -127,6 +124,7 @@ impl WatchCache {
                 window: VecDeque::new(),
                 oldest: 0,
                 rv: 0,
+                changed: 0,
                 tx,
             }),
             ready: watch::channel(false).0,
@@ -160,13 +158,18 @@ impl WatchCache {
         self.lock().rv
     }
 
+    /// The revision of the last change to the objects (or of the last load).
+    pub fn changed(&self) -> i64 {
+        self.lock().changed
+    }
+
     /// The cached object at `key`.
-    pub fn get(&self, key: &str) -> Option<Arc<Object>> {
+    pub fn get(&self, key: &str) -> Option<Arc<CachedObject>> {
         self.lock().store.get(key).cloned()
     }
 
     /// The cached objects whose keys start with `prefix`, and the revision they are at.
-    pub fn list(&self, prefix: &str) -> (Vec<Arc<Object>>, i64) {
+    pub fn list(&self, prefix: &str) -> (Vec<Arc<CachedObject>>, i64) {
         let st = self.lock();
         let items = st
             .store
@@ -251,7 +254,7 @@ impl WatchCache {
                 .await?;
             revision = page.revision;
             for kv in &page.kvs {
-                match from_storage(&self.info, &kv.value, kv.mod_revision) {
+                match CachedObject::from_storage(&self.info, &kv.value, kv.mod_revision) {
                     Ok(o) => {
                         store.insert(kv.key.clone(), Arc::new(o));
                     }
@@ -274,13 +277,14 @@ impl WatchCache {
 
     /// Swaps in a whole new copy of the objects, complete at `revision` (a relist): the window
     /// restarts there, and watchers of the previous copy end.
-    pub fn load(&self, objects: BTreeMap<String, Arc<Object>>, revision: i64) {
+    pub fn load(&self, objects: BTreeMap<String, Arc<CachedObject>>, revision: i64) {
         let mut st = self.lock();
         let first = !self.is_ready();
         st.store = objects;
         st.window.clear();
         st.oldest = revision;
         st.rv = revision;
+        st.changed = revision;
         if !first {
             // Watchers of the old feed missed what happened between the lists.
             st.tx = broadcast::channel(self.capacity).0;
@@ -345,7 +349,7 @@ impl WatchCache {
         let key = String::from_utf8_lossy(ev.key).into_owned();
         let (kind, obj, prev) = match ev.kind {
             EventKind::Put => {
-                let obj = match from_storage(&self.info, ev.value, rv) {
+                let obj = match CachedObject::from_storage(&self.info, ev.value, rv) {
                     Ok(o) => Arc::new(o),
                     Err(e) => {
                         tracing::error!(key = %key, error = %e, "skipping unreadable object");
@@ -365,9 +369,11 @@ impl WatchCache {
                     st.rv = rv;
                     return;
                 };
-                let mut last = (*prev).clone();
-                last.set_resource_version(&rv.to_string());
-                (EventType::Deleted, Arc::new(last), Some(prev))
+                (
+                    EventType::Deleted,
+                    Arc::new(prev.at_revision(rv)),
+                    Some(prev),
+                )
             }
         };
         let event = Arc::new(CacheEvent::new(kind, rv, obj, prev));
@@ -378,6 +384,7 @@ impl WatchCache {
             }
         }
         st.rv = rv;
+        st.changed = rv;
         let _ = st.tx.send(Broadcast::Event(event));
     }
 }
@@ -444,7 +451,7 @@ mod tests {
         // A resumed etcd watch may repeat the boundary: seen revisions are ignored.
         c.apply([put(&k, &v1, 101)]);
         assert_eq!(c.revision(), 102);
-        let a = c.get(&k).unwrap();
+        let a = c.get(&k).unwrap().object().unwrap();
         assert_eq!(a.resource_version(), "102");
         assert_eq!(a.as_map()["data"]["v"], "2");
         let reg = c.register(Some(100)).unwrap();
@@ -463,8 +470,10 @@ mod tests {
         let reg = c.register(Some(101)).unwrap();
         let deleted = &reg.backlog[0];
         assert_eq!(deleted.kind, EventType::Deleted);
-        assert_eq!(deleted.obj.resource_version(), "102");
-        assert_eq!(deleted.obj.as_map()["data"]["v"], "1");
+        let last = deleted.obj.object().unwrap();
+        assert_eq!(last.resource_version(), "102");
+        assert_eq!(last.as_map()["data"]["v"], "1");
+        assert_eq!(deleted.bytes(), deleted.obj.json());
         // A delete of a key the cache never held only advances the revision.
         let other = key("never");
         c.apply([delete(&other, 103)]);
@@ -505,13 +514,13 @@ mod tests {
         let c = cache(16);
         let mut reg = c.register(None).unwrap();
         let (k, v) = (key("a"), value("a", "1"));
-        let obj = Arc::new(from_storage(&c.info, &v, 300).unwrap());
+        let obj = Arc::new(CachedObject::from_storage(&c.info, &v, 300).unwrap());
         c.load(BTreeMap::from([(k.clone(), obj)]), 300);
         assert!(matches!(
             reg.rx.try_recv(),
             Err(broadcast::error::TryRecvError::Closed)
         ));
-        assert_eq!(c.get(&k).unwrap().resource_version(), "300");
+        assert_eq!(c.get(&k).unwrap().rv(), 300);
         assert_eq!(c.register(Some(299)).err(), Some(300));
     }
 

@@ -18,7 +18,7 @@ use keel_api::{ApiError, ResourceInfo};
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Interval;
 
-use super::codec::from_storage;
+use super::cached::CachedObject;
 use super::filter::Filter;
 use super::watch_cache::{Broadcast, CacheEvent, EventType, Registration};
 use crate::etcd::{self, Etcd, EventKind, WatchEnd};
@@ -77,8 +77,8 @@ fn event(kind: WatchEventKind, object: Bytes) -> WatchEvent {
 
 /// The client event for a cache event under this filter, if any.
 fn to_client(ev: &CacheEvent, f: &Filter) -> Option<WatchEvent> {
-    let now = ev.kind != EventType::Deleted && f.matches(&ev.obj);
-    let before = ev.prev.as_ref().is_some_and(|p| f.matches(p));
+    let now = ev.kind != EventType::Deleted && f.matches(&*ev.obj);
+    let before = ev.prev.as_deref().is_some_and(|p| f.matches(p));
     match (ev.kind, now, before) {
         (EventType::Deleted, _, true) => Some(event(WatchEventKind::Deleted, ev.bytes())),
         (EventType::Deleted, _, false) => None,
@@ -86,9 +86,8 @@ fn to_client(ev: &CacheEvent, f: &Filter) -> Option<WatchEvent> {
         (_, true, false) => Some(event(WatchEventKind::Added, ev.bytes())),
         (_, false, true) => {
             // Stopped matching: the previous state, at this event's revision.
-            let mut last = ev.prev.as_deref().cloned()?;
-            last.set_resource_version(&ev.rv.to_string());
-            Some(event(WatchEventKind::Deleted, Bytes::from(last.to_vec())))
+            let last = ev.prev.as_deref()?.at_revision(ev.rv);
+            Some(event(WatchEventKind::Deleted, last.json().clone()))
         }
         (_, false, false) => None,
     }
@@ -217,8 +216,8 @@ pub fn serve_from_cache(reg: Registration, params: WatchParams) -> WatchStream {
     };
     let mut pending = VecDeque::new();
     for obj in &reg.initial {
-        if params.filter.matches(obj) {
-            pending.push_back(event(WatchEventKind::Added, Bytes::from(obj.to_vec())));
+        if params.filter.matches(&**obj) {
+            pending.push_back(event(WatchEventKind::Added, obj.json().clone()));
         }
     }
     for ev in &reg.backlog {
@@ -336,11 +335,11 @@ fn convert(info: &ResourceInfo, ev: &etcd::Event<'_>) -> Option<CacheEvent> {
     let rv = ev.mod_revision;
     let prev = ev
         .prev
-        .and_then(|(value, revision)| from_storage(info, value, revision).ok())
+        .and_then(|(value, revision)| CachedObject::from_storage(info, value, revision).ok())
         .map(Arc::new);
     match ev.kind {
         EventKind::Put => {
-            let obj = from_storage(info, ev.value, rv).ok()?;
+            let obj = CachedObject::from_storage(info, ev.value, rv).ok()?;
             let kind = if ev.create_revision == rv {
                 EventType::Added
             } else {
@@ -349,8 +348,7 @@ fn convert(info: &ResourceInfo, ev: &etcd::Event<'_>) -> Option<CacheEvent> {
             Some(CacheEvent::new(kind, rv, Arc::new(obj), prev))
         }
         EventKind::Delete => {
-            let mut last = prev.as_deref()?.clone();
-            last.set_resource_version(&rv.to_string());
+            let last = prev.as_deref()?.at_revision(rv);
             Some(CacheEvent::new(
                 EventType::Deleted,
                 rv,
@@ -366,8 +364,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use futures::StreamExt;
+    use keel_api::Reason;
     use keel_api::selector::LabelSelector;
-    use keel_api::{Object, Reason};
     use serde_json::{Value, json};
     use tokio::time::Instant;
 
@@ -390,10 +388,10 @@ mod tests {
                 .unwrap(),
         );
         let cache = WatchCache::new(info.clone(), PREFIX.into(), capacity);
-        let store: BTreeMap<String, Arc<Object>> = objects
+        let store: BTreeMap<String, Arc<CachedObject>> = objects
             .iter()
             .map(|(name, app)| {
-                let obj = from_storage(&info, &value(name, app), 100).unwrap();
+                let obj = CachedObject::from_storage(&info, &value(name, app), 100).unwrap();
                 (key(name), Arc::new(obj))
             })
             .collect();
