@@ -3,10 +3,52 @@
 //! `serde_json` tree costs several times the JSON it came from; this costs the JSON and a
 //! little more. Whoever needs the whole object parses it again ([`CachedObject::object`]).
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
 use keel_api::{ApiError, Object, ResourceInfo, Selectable};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::codec::from_storage;
+
+/// The top of a stored object, as far as [`CachedObject::in_place`] reads it.
+#[derive(Deserialize)]
+struct Top<'a> {
+    #[serde(rename = "apiVersion", borrow, default)]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    metadata: Option<&'a RawValue>,
+}
+
+/// What selectors read of `metadata`. A field of another type than Kubernetes gives it fails
+/// the read, and the object takes the long way, which reads it as `Object` does.
+#[derive(Deserialize)]
+struct Meta<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    namespace: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    labels: Option<BTreeMap<Cow<'a, str>, Value>>,
+    #[serde(rename = "ownerReferences", borrow, default)]
+    owner_references: Option<Vec<OwnerReference<'a>>>,
+    #[serde(default)]
+    initializers: Option<Value>,
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct OwnerReference<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    controller: Option<bool>,
+}
 
 /// One object in the watch cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,16 +88,81 @@ impl CachedObject {
         }
     }
 
-    /// An object as etcd holds it at `revision` (see `codec::from_storage`).
+    /// An object as etcd holds it at `revision` (see `codec::from_storage`). The stored JSON
+    /// lacks only `resourceVersion`: it is written into `metadata` in place, and the fields
+    /// selectors read are taken out without building a tree. Anything unusual (another
+    /// version to convert to, a field of an unexpected type) takes the long way: parsed,
+    /// converted, serialized.
     pub fn from_storage(
         info: &ResourceInfo,
         bytes: &[u8],
         revision: i64,
     ) -> Result<CachedObject, ApiError> {
+        if let Some(c) = Self::in_place(info, bytes, revision) {
+            return Ok(c);
+        }
         Ok(CachedObject::new(
             &from_storage(info, bytes, revision)?,
             revision,
         ))
+    }
+
+    fn in_place(info: &ResourceInfo, bytes: &[u8], rv: i64) -> Option<CachedObject> {
+        let top: Top<'_> = serde_json::from_slice(bytes).ok()?;
+        if top.api_version.as_deref() != Some(&*info.api_version()) {
+            return None;
+        }
+        let raw = top.metadata?.get();
+        let meta: Meta<'_> = serde_json::from_str(raw).ok()?;
+        if meta.resource_version.is_some() {
+            return None;
+        }
+        // Where metadata's `{` is in `bytes` (a raw value borrows from the input).
+        let open = (raw.as_ptr() as usize).checked_sub(bytes.as_ptr() as usize)?;
+        if bytes.get(open) != Some(&b'{') {
+            return None;
+        }
+        let empty = raw[1..].trim_start().starts_with('}');
+        let field = format!(
+            "\"resourceVersion\":\"{rv}\"{}",
+            if empty { "" } else { "," }
+        );
+        let mut json = Vec::with_capacity(bytes.len() + field.len());
+        json.extend_from_slice(&bytes[..=open]);
+        json.extend_from_slice(field.as_bytes());
+        json.extend_from_slice(&bytes[open + 1..]);
+        let labels = match meta.labels {
+            Some(l) => l
+                .into_iter()
+                .filter_map(|(k, v)| Some((k.into(), v.as_str()?.into())))
+                .collect(),
+            None => Box::default(),
+        };
+        let owner = meta
+            .owner_references
+            .unwrap_or_default()
+            .into_iter()
+            .find(|r| r.controller == Some(true))
+            .and_then(|r| r.name)
+            .map(|n| n.into());
+        let initialized = meta
+            .initializers
+            .as_ref()
+            .and_then(|i| i.get("pending"))
+            .and_then(Value::as_array)
+            .is_none_or(|p| {
+                !p.iter()
+                    .any(|p| p.get("name").is_some_and(Value::is_string))
+            });
+        Some(CachedObject {
+            json: Bytes::from(json),
+            rv,
+            namespace: meta.namespace.unwrap_or_default().into(),
+            name: meta.name.unwrap_or_default().into(),
+            labels,
+            owner,
+            initialized,
+        })
     }
 
     /// The JSON clients get (a shared buffer: cloning it copies nothing).
@@ -155,6 +262,89 @@ mod tests {
         assert_eq!(Selectable::controller_owner(&cached), Some("web"));
         assert!(!Selectable::is_initialized(&cached));
         assert_eq!((cached.namespace(), cached.name()), ("prod", "web-1"));
+    }
+
+    fn configmaps() -> ResourceInfo {
+        keel_api::builtin_resources()
+            .into_iter()
+            .find(|r| r.kind == "ConfigMap")
+            .unwrap()
+    }
+
+    /// Read in place and the long way, the same object with the same selector fields.
+    fn both_ways(info: &ResourceInfo, stored: serde_json::Value) -> CachedObject {
+        let bytes = serde_json::to_vec(&stored).unwrap();
+        let fast = CachedObject::from_storage(info, &bytes, 42).unwrap();
+        let slow = CachedObject::new(&from_storage(info, &bytes, 42).unwrap(), 42);
+        assert_eq!(fast.object().unwrap(), slow.object().unwrap());
+        assert_eq!(
+            (
+                fast.rv,
+                &fast.namespace,
+                &fast.name,
+                &fast.labels,
+                &fast.owner,
+                fast.initialized
+            ),
+            (
+                slow.rv,
+                &slow.namespace,
+                &slow.name,
+                &slow.labels,
+                &slow.owner,
+                slow.initialized
+            )
+        );
+        assert_eq!(fast.json.len(), fast.json.as_ref().len());
+        fast
+    }
+
+    #[test]
+    fn stored_objects_read_in_place_as_they_read_the_long_way() {
+        let info = configmaps();
+        let fast = both_ways(
+            &info,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a", "namespace": "ns", "labels": {"app": "web", "n": 5}},
+                "data": {"k": "v"}}),
+        );
+        // The in-place read was taken: the version is written first in `metadata`.
+        let text = String::from_utf8(fast.json().to_vec()).unwrap();
+        assert!(
+            text.contains(r#""metadata":{"resourceVersion":"42","#),
+            "{text}"
+        );
+        let fast = both_ways(
+            &info,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}),
+        );
+        assert!(
+            String::from_utf8_lossy(fast.json()).contains(r#""metadata":{"resourceVersion":"42"}"#)
+        );
+        // Escapes, owners, initializers, nulls.
+        both_ways(
+            &info,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a\"b\u{e9}", "namespace": "ns", "labels": null,
+                    "ownerReferences": [{"name": "x"}, {"name": "web", "controller": true}],
+                    "initializers": {"pending": [{"name": "envoy"}]}}}),
+        );
+        both_ways(
+            &info,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a", "initializers": {"pending": [{"x": 1}]}}}),
+        );
+        // The long way: a field of an unexpected type, another version, no metadata.
+        both_ways(
+            &info,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a", "ownerReferences": [{"name": "web", "controller": "yes"}]}}),
+        );
+        both_ways(
+            &info,
+            json!({"apiVersion": "v2", "kind": "ConfigMap", "metadata": {"name": "a"}}),
+        );
+        both_ways(&info, json!({"apiVersion": "v1", "kind": "ConfigMap"}));
     }
 
     #[test]
