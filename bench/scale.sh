@@ -52,34 +52,44 @@ secured_flags=(--server https://127.0.0.1:36444 --certificate-authority "$certs/
 
 plain_before=$(mb "$plain" VmRSS)
 secured_before=$(mb "$secured" VmRSS)
+declare -A growth
 figure "plain RSS before" "$plain_before" MB
 figure "secured RSS before" "$secured_before" MB
 ./target/release/keel-loadtest "${secured_flags[@]}" --namespace scale --json \
   fill --objects "$OBJECTS" --object-bytes "$BYTES" --namespaces 10 --writers 64 >>"$out"
 
-# Every object is in both caches once a cached LIST through each has them all; its size is
-# the JSON cached.
-count_and_size() { # url [curl flags]: "<items> <bytes>" of a LIST
-  curl -fsS "${@:2}" "$1" | python3 -c '
-import json, sys
-body = sys.stdin.buffer.read()
-print(len(json.loads(body)["items"]), len(body))'
-}
-for _ in $(seq 1 600); do
-  read -r n json_bytes < <(count_and_size 'http://127.0.0.1:36443/api/v1/configmaps?resourceVersion=0')
-  [ "$n" -ge "$OBJECTS" ] && break
-  sleep 0.5
-done
-figure "objects cached" "$n" ""
-figure "JSON cached" "$(python3 -c "print(f'{$json_bytes / 1048576:.1f}')")" MB
-figure "JSON per object" "$((json_bytes / n))" bytes
+# The watch from resourceVersion 0 ends once it has seen every object: then the plain
+# server's cache holds them all, and nothing has yet assembled a whole LIST.
+reset_peak "$plain"
+t=$(now)
+OBJECTS=$OBJECTS python3 - <<'EOF'
+import os, urllib.request
+want, added = int(os.environ["OBJECTS"]), 0
+r = urllib.request.urlopen(
+    "http://127.0.0.1:36443/api/v1/configmaps?watch=1&resourceVersion=0&timeoutSeconds=600")
+for line in r:
+    if line.startswith(b'{"type":"ADDED"'):
+        added += 1
+        if added == want:
+            break
+EOF
+figure "watch from resourceVersion 0 (initial events)" "$(secs "$t")" s
+figure "  peak RSS during it" "$(mb "$plain" VmHWM)" MB
+
 for who in plain secured; do
   pid=${!who}
-  before=${who}_before
   rss=$(mb "$pid" VmRSS)
   figure "$who RSS after fill" "$rss" MB
+  growth["$who"]=$rss
+done
+json_bytes=$(curl -fsS 'http://127.0.0.1:36443/api/v1/configmaps?resourceVersion=0' | wc -c)
+figure "JSON cached (a full LIST)" "$(python3 -c "print(f'{$json_bytes / 1048576:.1f}')")" MB
+figure "JSON per object" "$((json_bytes / OBJECTS))" bytes
+for who in plain secured; do
+  before=${who}_before
+  rss=${growth[$who]}
   figure "$who RSS growth / JSON cached" "$(python3 -c "print(f'{($rss - ${!before}) * 1048576 / $json_bytes:.2f}')")" x
-  figure "$who RSS growth per object" "$(python3 -c "print(round(($rss - ${!before}) * 1048576 / $n))")" bytes
+  figure "$who RSS growth per object" "$(python3 -c "print(round(($rss - ${!before}) * 1048576 / $OBJECTS))")" bytes
 done
 
 reset_peak "$plain"
@@ -104,22 +114,6 @@ while True:
         break
 EOF
 figure "LIST paged from etcd (limit 500)" "$(secs "$t")" s
-figure "  peak RSS during it" "$(mb "$plain" VmHWM)" MB
-
-reset_peak "$plain"
-t=$(now)
-OBJECTS=$n python3 - <<'EOF'
-import os, urllib.request
-want, added = int(os.environ["OBJECTS"]), 0
-r = urllib.request.urlopen(
-    "http://127.0.0.1:36443/api/v1/configmaps?watch=1&resourceVersion=0&timeoutSeconds=600")
-for line in r:
-    if line.startswith(b'{"type":"ADDED"'):
-        added += 1
-        if added == want:
-            break
-EOF
-figure "watch from resourceVersion 0 (initial events)" "$(secs "$t")" s
 figure "  peak RSS during it" "$(mb "$plain" VmHWM)" MB
 
 # A restart of the plain replica while 64 writers PATCH through the secured one.

@@ -12,7 +12,7 @@ use keel_api::{ApiError, GroupVersionResource, Reason, Target};
 use super::path::ResourcePath;
 use super::protobuf;
 use super::query::Query;
-use super::status::{deleted, error_response, json_response, value_response};
+use super::status::{deleted, error_response, json_response, json_stream, value_response};
 use super::table::{self, Printer};
 use super::watch;
 use crate::auth::User;
@@ -173,10 +173,7 @@ async fn run(
                 return Ok(value_response(StatusCode::OK, &table));
             }
             let (kind, api_version) = list_kind(handler, &p.gvr);
-            Ok(json_response(
-                StatusCode::OK,
-                list_json(&kind, &api_version, &list),
-            ))
+            Ok(list_response(&kind, &api_version, list))
         }
         (&Method::GET, Some(name)) => {
             let verb = Get {
@@ -282,8 +279,18 @@ async fn run(
     }
 }
 
-/// `{"kind": "ConfigMapList", ..., "items": [...]}`, the items' JSON copied as they are.
-fn list_json(kind: &str, api_version: &str, list: &crate::request::ListResult) -> Vec<u8> {
+/// A List's answer goes out in chunks of about this size, each made when the client has
+/// taken the one before: a LIST of any size holds one chunk beside the items it shares with
+/// the watch cache, never the whole answer.
+const LIST_CHUNK: usize = 64 * 1024;
+
+/// `{"kind": "ConfigMapList", ..., "items": [...]}`, the items' JSON copied as they are, a chunk
+/// at a time.
+fn list_response(
+    kind: &str,
+    api_version: &str,
+    list: crate::request::ListResult,
+) -> Response<Body> {
     let mut metadata = serde_json::json!({"resourceVersion": list.revision.to_string()});
     if !list.continue_token.is_empty() {
         metadata["continue"] = list.continue_token.clone().into();
@@ -292,18 +299,37 @@ fn list_json(kind: &str, api_version: &str, list: &crate::request::ListResult) -
         metadata["remainingItemCount"] = list.remaining.into();
     }
     let head = serde_json::json!({"kind": kind, "apiVersion": api_version, "metadata": metadata});
-    let mut out = serde_json::to_vec(&head).unwrap_or_default();
+    let mut head = serde_json::to_vec(&head).unwrap_or_default();
     // Replace the closing brace with the items.
-    out.pop();
-    out.extend_from_slice(br#","items":["#);
-    for (i, item) in list.items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+    head.pop();
+    head.extend_from_slice(br#","items":["#);
+    let mut head = Some(head);
+    let mut items = list.items.into_iter();
+    let (mut first, mut done) = (true, false);
+    let chunks = std::iter::from_fn(move || {
+        if done {
+            return None;
         }
-        out.extend_from_slice(item);
-    }
-    out.extend_from_slice(b"]}");
-    out
+        let mut chunk = head.take().unwrap_or_default();
+        chunk.reserve(LIST_CHUNK);
+        while chunk.len() < LIST_CHUNK {
+            let Some(item) = items.next() else {
+                chunk.extend_from_slice(b"]}");
+                done = true;
+                break;
+            };
+            if !first {
+                chunk.push(b',');
+            }
+            first = false;
+            chunk.extend_from_slice(&item);
+        }
+        Some(Ok::<_, std::convert::Infallible>(bytes::Bytes::from(chunk)))
+    });
+    json_stream(
+        StatusCode::OK,
+        Body::from_stream(futures::stream::iter(chunks)),
+    )
 }
 
 /// A delete's options: `DeleteOptions` in the body (preconditions, `propagationPolicy`), or the

@@ -8,7 +8,12 @@ use serde_json::{Value, json};
 
 /// A JSON answer with `code`.
 pub fn json_response(code: StatusCode, body: Vec<u8>) -> Response<Body> {
-    let mut r = Response::new(Body::from(body));
+    json_stream(code, Body::from(body))
+}
+
+/// A JSON answer with `code` whose body may be a stream.
+pub fn json_stream(code: StatusCode, body: Body) -> Response<Body> {
+    let mut r = Response::new(body);
     *r.status_mut() = code;
     r.headers_mut().insert(
         header::CONTENT_TYPE,
