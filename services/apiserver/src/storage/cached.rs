@@ -56,8 +56,9 @@ pub struct CachedObject {
     /// The object's JSON as clients get it, `resourceVersion` included.
     json: Bytes,
     rv: i64,
-    namespace: Box<str>,
-    name: Box<str>,
+    /// The namespace followed by the name, in one allocation: the name starts at `name_at`.
+    names: Box<str>,
+    name_at: u32,
     labels: Box<[(Box<str>, Box<str>)]>,
     owner: Option<Box<str>>,
     initialized: bool,
@@ -80,8 +81,8 @@ impl CachedObject {
             // Exactly as long as the JSON: a Vec grown while writing keeps up to twice that.
             json: Bytes::from(obj.to_vec().into_boxed_slice()),
             rv,
-            namespace: obj.namespace().into(),
-            name: obj.name().into(),
+            names: names(obj.namespace(), obj.name()),
+            name_at: name_at(obj.namespace()),
             labels,
             owner: Selectable::controller_owner(obj).map(Into::into),
             initialized: obj.is_initialized(),
@@ -157,8 +158,11 @@ impl CachedObject {
         Some(CachedObject {
             json: Bytes::from(json),
             rv,
-            namespace: meta.namespace.unwrap_or_default().into(),
-            name: meta.name.unwrap_or_default().into(),
+            names: names(
+                meta.namespace.as_deref().unwrap_or_default(),
+                meta.name.as_deref().unwrap_or_default(),
+            ),
+            name_at: name_at(meta.namespace.as_deref().unwrap_or_default()),
             labels,
             owner,
             initialized,
@@ -177,8 +181,9 @@ impl CachedObject {
 
     /// The whole object, parsed from its JSON.
     pub fn object(&self) -> Result<Object, ApiError> {
-        Object::from_slice(&self.json)
-            .map_err(|e| ApiError::internal(format!("the cached {} is unreadable: {e}", self.name)))
+        Object::from_slice(&self.json).map_err(|e| {
+            ApiError::internal(format!("the cached {} is unreadable: {e}", self.name()))
+        })
     }
 
     /// The same object at another `resourceVersion`: a deletion shows the object's last state
@@ -196,13 +201,23 @@ impl CachedObject {
     }
 }
 
+fn names(namespace: &str, name: &str) -> Box<str> {
+    [namespace, name].concat().into_boxed_str()
+}
+
+/// Where the name starts in `names`: after the namespace (objects are at most a few MiB, so
+/// it fits).
+fn name_at(namespace: &str) -> u32 {
+    u32::try_from(namespace.len()).unwrap_or(0)
+}
+
 impl Selectable for CachedObject {
     fn namespace(&self) -> &str {
-        &self.namespace
+        self.names.get(..self.name_at as usize).unwrap_or_default()
     }
 
     fn name(&self) -> &str {
-        &self.name
+        self.names.get(self.name_at as usize..).unwrap_or_default()
     }
 
     fn label(&self, key: &str) -> Option<&str> {
@@ -280,16 +295,16 @@ mod tests {
         assert_eq!(
             (
                 fast.rv,
-                &fast.namespace,
-                &fast.name,
+                fast.namespace(),
+                fast.name(),
                 &fast.labels,
                 &fast.owner,
                 fast.initialized
             ),
             (
                 slow.rv,
-                &slow.namespace,
-                &slow.name,
+                slow.namespace(),
+                slow.name(),
                 &slow.labels,
                 &slow.owner,
                 slow.initialized

@@ -10,6 +10,7 @@
 //!   `Expired` and relist, since events between the two lists were never seen.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -72,7 +73,8 @@ pub enum Broadcast {
 }
 
 struct State {
-    store: BTreeMap<String, Arc<CachedObject>>,
+    /// By etcd key (`Box<str>`: the key's own bytes and a pointer, nothing spare).
+    store: BTreeMap<Box<str>, Arc<CachedObject>>,
     window: VecDeque<Arc<CacheEvent>>,
     /// The window holds every event with a revision above this one.
     oldest: i64,
@@ -173,7 +175,7 @@ impl WatchCache {
         let st = self.lock();
         let items = st
             .store
-            .range(prefix.to_string()..)
+            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix))
             .map(|(_, v)| v.clone())
             .collect();
@@ -256,7 +258,7 @@ impl WatchCache {
             for kv in &page.kvs {
                 match CachedObject::from_storage(&self.info, &kv.value, kv.mod_revision) {
                     Ok(o) => {
-                        store.insert(kv.key.clone(), Arc::new(o));
+                        store.insert(kv.key.as_str().into(), Arc::new(o));
                     }
                     Err(e) => {
                         tracing::error!(key = %kv.key, error = %e, "skipping unreadable object")
@@ -277,7 +279,7 @@ impl WatchCache {
 
     /// Swaps in a whole new copy of the objects, complete at `revision` (a relist): the window
     /// restarts there, and watchers of the previous copy end.
-    pub fn load(&self, objects: BTreeMap<String, Arc<CachedObject>>, revision: i64) {
+    pub fn load(&self, objects: BTreeMap<Box<str>, Arc<CachedObject>>, revision: i64) {
         let mut st = self.lock();
         let first = !self.is_ready();
         st.store = objects;
@@ -346,7 +348,7 @@ impl WatchCache {
         if rv <= st.rv {
             return; // already seen (a resumed watch may repeat the boundary)
         }
-        let key = String::from_utf8_lossy(ev.key).into_owned();
+        let key: Box<str> = String::from_utf8_lossy(ev.key).into();
         let (kind, obj, prev) = match ev.kind {
             EventKind::Put => {
                 let obj = match CachedObject::from_storage(&self.info, ev.value, rv) {
@@ -515,7 +517,7 @@ mod tests {
         let mut reg = c.register(None).unwrap();
         let (k, v) = (key("a"), value("a", "1"));
         let obj = Arc::new(CachedObject::from_storage(&c.info, &v, 300).unwrap());
-        c.load(BTreeMap::from([(k.clone(), obj)]), 300);
+        c.load(BTreeMap::from([(k.as_str().into(), obj)]), 300);
         assert!(matches!(
             reg.rx.try_recv(),
             Err(broadcast::error::TryRecvError::Closed)

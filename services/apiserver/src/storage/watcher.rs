@@ -388,11 +388,11 @@ mod tests {
                 .unwrap(),
         );
         let cache = WatchCache::new(info.clone(), PREFIX.into(), capacity);
-        let store: BTreeMap<String, Arc<CachedObject>> = objects
+        let store: BTreeMap<Box<str>, Arc<CachedObject>> = objects
             .iter()
             .map(|(name, app)| {
                 let obj = CachedObject::from_storage(&info, &value(name, app), 100).unwrap();
-                (key(name), Arc::new(obj))
+                (key(name).into(), Arc::new(obj))
             })
             .collect();
         cache.load(store, 100);
