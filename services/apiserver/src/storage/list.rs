@@ -96,11 +96,20 @@ impl Store {
         } else {
             CHUNK
         };
+        // etcd 3.4 walks every key from a read's start to its range end, whatever the limit:
+        // paging through a large resource would cost the square of its size. Each read stops
+        // at a key the watch cache places about two chunks on (`WatchCache::key_after`); the
+        // parts still cover the whole range, at the list's one revision.
+        let cache = self.cache(info);
+        let end_text = String::from_utf8_lossy(&end).into_owned();
         let mut items = Vec::new();
-        let mut remaining = -1;
-        let mut first = true;
         loop {
-            let page = self.etcd.range(&start, end.clone(), revision, chunk, deadline).await.map_err(|e| {
+            let part_end = std::str::from_utf8(&start)
+                .ok()
+                .and_then(|s| cache.key_after(s, 2 * chunk as usize, &end_text))
+                .map(String::into_bytes);
+            let range_end = part_end.clone().unwrap_or_else(|| end.clone());
+            let page = self.etcd.range(&start, range_end, revision, chunk, deadline).await.map_err(|e| {
                 if e.reason == Reason::Expired && !q.continue_token.is_empty() {
                     ApiError::expired("the provided continue parameter is too old to display a consistent list result; list again without it")
                 } else if e.reason == Reason::Expired && q.exact {
@@ -110,10 +119,6 @@ impl Store {
                 }
             })?;
             revision = page.revision;
-            if first && unfiltered {
-                remaining = page.count;
-            }
-            first = false;
             let n = page.kvs.len();
             for (i, kv) in page.kvs.iter().enumerate() {
                 let obj = from_storage(info, &kv.value, kv.mod_revision)?;
@@ -121,7 +126,7 @@ impl Store {
                     items.push(Bytes::from(obj.to_vec()));
                 }
                 if q.limit > 0 && items.len() as i64 >= q.limit {
-                    let more = i + 1 < n || page.more;
+                    let more = i + 1 < n || page.more || part_end.is_some();
                     let mut next = kv.key.clone().into_bytes();
                     next.push(0);
                     let token = if more {
@@ -129,12 +134,15 @@ impl Store {
                     } else {
                         String::new()
                     };
-                    let remaining = if more && unfiltered {
-                        remaining - items.len() as i64
-                    } else if more {
-                        -1
-                    } else {
-                        0
+                    // Exact from etcd's count of the whole rest; else the cache's count
+                    // (Kubernetes: an estimate, which clients must not rely on).
+                    let remaining = match (more, unfiltered, &part_end) {
+                        (false, _, _) => 0,
+                        (true, false, _) => -1,
+                        (true, true, None) => page.count - (i as i64 + 1),
+                        (true, true, Some(_)) => cache
+                            .count_between(&String::from_utf8_lossy(&next), &end_text)
+                            .unwrap_or(-1),
                     };
                     return Ok(ListResult {
                         items,
@@ -144,11 +152,13 @@ impl Store {
                     });
                 }
             }
-            match (page.more, page.kvs.last()) {
-                (true, Some(last)) => {
-                    start = last.key.clone().into_bytes();
-                    start.push(0);
+            start = match (page.more, page.kvs.last(), part_end) {
+                (true, Some(last), _) => {
+                    let mut next = last.key.clone().into_bytes();
+                    next.push(0);
+                    next
                 }
+                (_, _, Some(part_end)) => part_end,
                 _ => {
                     return Ok(ListResult {
                         items,
@@ -157,7 +167,7 @@ impl Store {
                         remaining: 0,
                     });
                 }
-            }
+            };
         }
     }
 }

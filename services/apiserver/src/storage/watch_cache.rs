@@ -182,6 +182,36 @@ impl WatchCache {
         (items, st.rv)
     }
 
+    /// A key about `n` objects after `start`, below `end`: where a read of etcd from `start`
+    /// may stop and still hold about `n` objects (`None`: fewer than `n` are left, or the cache
+    /// is loading). etcd 3.4 walks the whole of a range's keys to answer any part of it, so a
+    /// List that pages through a large resource reads bounded ranges instead.
+    pub fn key_after(&self, start: &str, n: usize, end: &str) -> Option<String> {
+        if !self.is_ready() {
+            return None;
+        }
+        let st = self.lock();
+        let (key, _) = st
+            .store
+            .range::<str, _>((Bound::Excluded(start), Bound::Excluded(end)))
+            .nth(n)?;
+        Some(key.to_string())
+    }
+
+    /// How many cached objects have keys from `start` up to `end` (an estimate of what a List
+    /// has left, for `remainingItemCount`; `None` while the cache loads).
+    pub fn count_between(&self, start: &str, end: &str) -> Option<i64> {
+        if !self.is_ready() {
+            return None;
+        }
+        let st = self.lock();
+        let n = st
+            .store
+            .range::<str, _>((Bound::Included(start), Bound::Excluded(end)))
+            .count();
+        i64::try_from(n).ok()
+    }
+
     /// Registers a watcher from `from` (None: the current state first).
     /// `Err(oldest)` when `from` is older than the window holds.
     pub fn register(&self, from: Option<i64>) -> Result<Registration, i64> {
@@ -244,7 +274,9 @@ impl WatchCache {
 
     /// Loads every object at one revision and swaps the store in whole.
     async fn relist(&self, etcd: &Etcd) -> Result<(), ApiError> {
-        const PAGE: i64 = 1000;
+        // etcd 3.4 walks every key from a page's start to the prefix's end to answer it: few
+        // large pages (halved by `Etcd::range` when an answer is over its size limit).
+        const PAGE: i64 = 10_000;
         let end = prefix_end(&self.prefix);
         let mut start = self.prefix.as_bytes().to_vec();
         let mut revision = 0;
