@@ -21,6 +21,13 @@ alice-token,alice,2,dev
 loadtest-token,keel-loadtest,3,
 ";
 
+/// `TOKENS` written into `dir`: the path, for `--token-auth-file`.
+fn token_file(dir: &tempfile::TempDir) -> String {
+    let path = dir.path().join("tokens.csv");
+    std::fs::write(&path, TOKENS).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
 async fn client(api: &ApiServer, token: &str) -> Client {
     let mut config = ClientConfig::new([api.endpoint()]).timeout(Duration::from_secs(5));
     config.token = Some(token.to_string());
@@ -40,9 +47,7 @@ fn forbidden(r: Result<impl std::fmt::Debug, ApiError>, message: &str) {
 #[tokio::test]
 async fn a_role_binding_grants_its_namespace_only_and_takes_effect_on_every_replica() {
     let dir = tempfile::tempdir().unwrap();
-    let tokens = dir.path().join("tokens.csv");
-    std::fs::write(&tokens, TOKENS).unwrap();
-    let tokens = tokens.to_str().unwrap();
+    let tokens = &token_file(&dir);
     let etcd = Etcd::start().await;
     let a = ApiServer::start_with(&etcd, &["--token-auth-file", tokens]).await;
     let b = ApiServer::start_with(&etcd, &["--token-auth-file", tokens]).await;
@@ -155,10 +160,8 @@ async fn a_role_binding_grants_its_namespace_only_and_takes_effect_on_every_repl
 #[tokio::test]
 async fn keel_components_have_least_privilege_bootstrap_roles() {
     let dir = tempfile::tempdir().unwrap();
-    let tokens = dir.path().join("tokens.csv");
-    std::fs::write(&tokens, TOKENS).unwrap();
     let etcd = Etcd::start().await;
-    let api = ApiServer::start_with(&etcd, &["--token-auth-file", tokens.to_str().unwrap()]).await;
+    let api = ApiServer::start_with(&etcd, &["--token-auth-file", &token_file(&dir)]).await;
     let loadtest = client(&api, "loadtest-token").await;
     let cms = gvr("", "v1", "configmaps");
     // The bootstrap policy is created at start; readiness waits for it.
@@ -212,9 +215,7 @@ async fn keel_components_have_least_privilege_bootstrap_roles() {
 #[tokio::test]
 async fn a_just_started_replica_does_not_refuse_what_its_policy_allows() {
     let dir = tempfile::tempdir().unwrap();
-    let tokens = dir.path().join("tokens.csv");
-    std::fs::write(&tokens, TOKENS).unwrap();
-    let tokens = tokens.to_str().unwrap();
+    let tokens = &token_file(&dir);
     let etcd = Etcd::start().await;
     let a = ApiServer::start_with(&etcd, &["--token-auth-file", tokens]).await;
     let admin = client(&a, "admin-token").await;

@@ -610,7 +610,9 @@ async fn pages_read_in_bounded_parts_list_each_object_once_at_one_revision() {
     let c = api.client().await;
     let cms = gvr("", "v1", "configmaps");
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "paged"}});
-    c.create(&gvr("", "v1", "namespaces"), "", &ns).await.unwrap();
+    c.create(&gvr("", "v1", "namespaces"), "", &ns)
+        .await
+        .unwrap();
     const N: usize = 60;
     for i in 0..N {
         let mut obj = cm(&format!("cm-{i:02}"), json!({}));
