@@ -44,8 +44,20 @@ impl Registry {
         // message per entry of `cleaning`, so the channel stays as small as the set).
         let mut cleaning: BTreeSet<String> = BTreeSet::new();
         let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        // The cache's last change when the CRDs were last read, and whether any was then being
+        // deleted: a tick with no change and no cleanup to go on with parses nothing.
+        let mut seen: Option<i64> = None;
+        let mut deleting = false;
         loop {
             tick.tick().await;
+            while let Ok(name) = done_rx.try_recv() {
+                cleaning.remove(&name);
+            }
+            let changed = self.store().cache_changed(&info);
+            if changed.is_some() && changed == seen && !deleting {
+                continue;
+            }
+            seen = changed;
             let crds = self.store().cached(&info, |_| true);
             let now: BTreeMap<String, String> = crds
                 .iter()
@@ -62,9 +74,14 @@ impl Registry {
                 }
                 served = now;
             }
-            for c in crds.iter().filter(|c| {
-                c.deletion_timestamp().is_some() && c.finalizers().contains(&CLEANUP_FINALIZER)
-            }) {
+            let to_clean: Vec<&Object> = crds
+                .iter()
+                .filter(|c| {
+                    c.deletion_timestamp().is_some() && c.finalizers().contains(&CLEANUP_FINALIZER)
+                })
+                .collect();
+            deleting = !to_clean.is_empty();
+            for c in to_clean {
                 // One cleanup task per CRD at a time, off this loop: a CRD with many objects
                 // or objects held by finalizers must not hold up the serving of others.
                 if !cleaning.insert(c.name().to_string()) {
@@ -78,9 +95,6 @@ impl Registry {
                     tokio::time::sleep(CLEANUP_PAUSE).await;
                     let _ = done.send(crd.name().to_string());
                 });
-            }
-            while let Ok(name) = done_rx.try_recv() {
-                cleaning.remove(&name);
             }
         }
     }
