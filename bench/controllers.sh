@@ -1,36 +1,69 @@
 #!/usr/bin/env bash
-# How fast one keel-controller-manager converges N Deployments x R replicas: its own etcd,
-# keel-apiserver and keel-controller-manager (release builds, the default 1 s pod start delay),
-# then `keelctl apply` of N Deployments in one file, timed from the apply until every Deployment
-# reports R available replicas. Prints the time and the controller-manager's CPU time and peak
-# RSS, as a Markdown row for BENCHMARKS.md.
+# How fast keel-controller-manager converges N Deployments x R replicas, with 1 or more
+# replicas of it: its own etcd and keel-apiserver, then for each count in REPLICAS that many
+# controller-managers (release builds, default flags: 5 workers per controller, the pod-lifecycle
+# controller's 1 s start delay, 32 shards) and, once they have split the shards, one `keelctl
+# apply` of N Deployments in a namespace of its own, timed until every Deployment reports R
+# available replicas. Per component over that span: CPU (user + system, /proc/<pid>/stat) and
+# peak RSS (VmHWM, reset through clear_refs at the apply). Prints Markdown rows for
+# BENCHMARKS.md.
 #
-#   bench/controllers.sh            # 100 Deployments x 3 replicas
-#   N=20 R=5 bench/controllers.sh
+#   bench/controllers.sh                          # 100 Deployments x 3 replicas, 1 controller-manager
+#   N=1000 REPLICAS="1 3" bench/controllers.sh    # issue 20's scale run
 N=${N:-100}
 R=${R:-3}
+REPLICAS=${REPLICAS:-1}
 source "$(dirname "$0")/lib.sh"
-./target/release/keel-controller-manager --server http://127.0.0.1:36443 \
-  --http-listen 127.0.0.1:36090 >/dev/null 2>"$work/cm.log" &
-cm=$!
-for _ in $(seq 1 100); do curl -fsS http://127.0.0.1:36090/readyz >/dev/null 2>&1 && break; sleep 0.1; done
-# Timed from when it holds every shard (alone, it takes all 32 in its first rounds).
-held() { curl -fsS http://127.0.0.1:36090/metrics | awk '/^keel_shard_leases_held / {print $2}'; }
-for _ in $(seq 1 100); do [ "$(held)" = 32 ] && break; sleep 0.1; done
-
-deployments_yaml "$N" "$R" >"$work/deployments.yaml"
 
 ticks=$(getconf CLK_TCK)
-cpu() { awk -v t="$ticks" '{printf "%.2f", ($14 + $15) / t}' "/proc/$cm/stat"; }
-cpu_before=$(cpu)
-kc() { ./target/release/keelctl --server http://127.0.0.1:36443 "$@"; }
-start=$(date +%s.%N)
-kc apply -f "$work/deployments.yaml" >/dev/null
-echo "==> applied $N Deployments x $R replicas; waiting until all are available" >&2
-wait_available "$N" "$R"
-end=$(date +%s.%N)
-seconds=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')
-cpu_used=$(awk -v a="$cpu_before" -v b="$(cpu)" 'BEGIN {printf "%.2f", b - a}')
-rss_mb=$(awk '/VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$cm/status")
-pods=$(kc get pods -o json | grep -c '"phase": *"Running"' || true)
-echo "| $N Deployments x $R replicas | $seconds s | $cpu_used s | $rss_mb MB | $pods Pods Running |"
+cpu() { awk -v t="$ticks" '{printf "%.2f", ($14 + $15) / t}' "/proc/$1/stat"; }
+peak_mb() { awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
+join() { local IFS=/; echo "$*"; }
+# Polling 1,000 Deployments is itself work for the API server: poll less often at that size.
+every=$(awk -v n="$N" 'BEGIN {print (n >= 500 ? 1 : 0.2)}')
+deployments_yaml "$N" "$R" >"$work/deployments.yaml"
+
+echo "| Deployments x replicas | controller-managers | time to all available | CPU s: etcd | API server | controller-managers | peak RSS MB: etcd | API server | controller-managers | Pods Running |"
+echo "|---|---:|---:|---:|---:|---|---:|---:|---|---:|"
+run=0
+for n in $REPLICAS; do
+  run=$((run + 1))
+  ns=run-$run
+  pids=() ids=()
+  for i in $(seq 1 "$n"); do
+    ./target/release/keel-controller-manager --server http://127.0.0.1:36443 \
+      --id "bench-$run-$i" --http-listen "127.0.0.1:$((36090 + i))" \
+      >/dev/null 2>"$work/cm-$run-$i.log" &
+    pids+=($!)
+    ids+=("bench-$run-$i")
+  done
+  echo "==> $n controller-manager(s): waiting for the shards to be split" >&2
+  while ! balanced "$n" "${ids[@]}"; do sleep 0.5; done
+  printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n' "$ns" | kc apply -f - >/dev/null
+
+  all=("$etcd_pid" "$apiserver_pid" "${pids[@]}")
+  before=()
+  for p in "${all[@]}"; do
+    echo 5 >"/proc/$p/clear_refs"
+    before+=("$(cpu "$p")")
+  done
+  start=$(date +%s.%N)
+  kc apply -n "$ns" -f "$work/deployments.yaml" >/dev/null
+  echo "==> applied $N Deployments x $R replicas; waiting until all are available" >&2
+  wait_available "$N" "$R" "$ns" "$every"
+  end=$(date +%s.%N)
+  seconds=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')
+  used=() peaks=()
+  for k in "${!all[@]}"; do
+    used+=("$(awk -v a="${before[$k]}" -v b="$(cpu "${all[$k]}")" 'BEGIN {printf "%.1f", b - a}')")
+    peaks+=("$(peak_mb "${all[$k]}")")
+  done
+  pods=$(kc get pods -n "$ns" -o json | grep -c '"phase": *"Running"' || true)
+  echo "| $N x $R | $n | $seconds s | ${used[0]} | ${used[1]} | $(join "${used[@]:2}") | ${peaks[0]} | ${peaks[1]} | $(join "${peaks[@]:2}") | $pods |"
+
+  # Clean up before the next run, with these replicas: the namespace controller empties it.
+  kc delete namespace "$ns" >/dev/null
+  while kc get namespace "$ns" >/dev/null 2>&1; do sleep 0.5; done
+  kill -TERM "${pids[@]}"
+  wait "${pids[@]}" 2>/dev/null || true
+done

@@ -16,9 +16,11 @@ etcd --name bench --data-dir "$work/etcd" \
   --initial-cluster bench=http://127.0.0.1:32380 --max-request-bytes 2097152 --log-level error \
   --experimental-watch-progress-notify-interval 1s ${ETCD_EXTRA:-} \
   >"$work/etcd.log" 2>&1 &
+etcd_pid=$!
 APISERVER=${APISERVER:-./target/release/keel-apiserver}
 "$APISERVER" --listen 127.0.0.1:36443 --http-listen 127.0.0.1:36080 \
   --etcd-servers http://127.0.0.1:32379 >/dev/null 2>"$work/apiserver.log" &
+apiserver_pid=$!
 for _ in $(seq 1 100); do curl -fsS http://127.0.0.1:36080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 
 # N Deployments web-1..web-N of R replicas each, as one multi-document YAML on stdout.
@@ -47,15 +49,38 @@ YAML
 }
 
 # Waits, showing progress, until N Deployments report R available replicas ($3: a namespace, or
-# none for the current one).
+# none for the current one; $4: seconds between polls, 0.2 unless given).
 wait_available() {
-  local n=$1 r=$2 ns=${3:-} done_count
+  local n=$1 r=$2 ns=${3:-} every=${4:-0.2} done_count
   while :; do
     done_count=$(./target/release/keelctl --server http://127.0.0.1:36443 get deployments \
       ${ns:+-n "$ns"} -o json | grep -o '"availableReplicas": *[0-9]*' | grep -c ": *$r\$" || true)
     printf '\r    %d/%d available' "$done_count" "$n" >&2
     [ "$done_count" = "$n" ] && break
-    sleep 0.2
+    sleep "$every"
   done
   echo >&2
+}
+
+kc() { ./target/release/keelctl --server http://127.0.0.1:36443 "$@"; }
+
+# The shards each running replica holds, sorted, once all 32 leases name one of "$@".
+split() {
+  kc get leases -n keel-system -o json 2>/dev/null | awk -F'"' -v ids="$*" '
+    BEGIN { n = split(ids, a, " "); for (i = 1; i <= n; i++) live[a[i]] = 1 }
+    /"name":/ { name = $4 }
+    /"holderIdentity":/ { if (name ~ /^keel-controller-manager-shard-[0-9]+$/) { held[$4]++; total++ } }
+    END {
+      for (h in held) if (!(h in live)) { print "none"; exit }
+      if (total != 32) { print "none"; exit }
+      for (h in held) print held[h]
+    }' | sort -n | tr '\n' ' ' | sed 's/ $//'
+}
+# Whether the $1 replicas "${@:2}" hold all 32 shards, each its fair share (floor or ceiling).
+balanced() {
+  local n=$1 counts
+  shift
+  counts=$(split "$@")
+  [ "$counts" != none ] && [ "$(echo "$counts" | wc -w)" = "$n" ] &&
+    [ $(( $(echo "$counts" | awk '{print $NF}') - $(echo "$counts" | awk '{print $1}') )) -le 1 ]
 }

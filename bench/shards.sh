@@ -16,28 +16,6 @@ REPLICAS=${REPLICAS:-1 2 4}
 LATENCIES=${LATENCIES:-0s 20ms}
 WORKERS=${WORKERS:-1}
 source "$(dirname "$0")/lib.sh"
-kc() { ./target/release/keelctl --server http://127.0.0.1:36443 "$@"; }
-
-# The shards each running replica holds, sorted, once all 32 leases name one of "$@".
-split() {
-  kc get leases -n keel-system -o json 2>/dev/null | awk -F'"' -v ids="$*" '
-    BEGIN { n = split(ids, a, " "); for (i = 1; i <= n; i++) live[a[i]] = 1 }
-    /"name":/ { name = $4 }
-    /"holderIdentity":/ { if (name ~ /^keel-controller-manager-shard-[0-9]+$/) { held[$4]++; total++ } }
-    END {
-      for (h in held) if (!(h in live)) { print "none"; exit }
-      if (total != 32) { print "none"; exit }
-      for (h in held) print held[h]
-    }' | sort -n | tr '\n' ' ' | sed 's/ $//'
-}
-# Whether the $1 replicas "${@:2}" hold all 32 shards, each its fair share (floor or ceiling).
-balanced() {
-  local n=$1 counts
-  shift
-  counts=$(split "$@")
-  [ "$counts" != none ] && [ "$(echo "$counts" | wc -w)" = "$n" ] &&
-    [ $(( $(echo "$counts" | awk '{print $NF}') - $(echo "$counts" | awk '{print $1}') )) -le 1 ]
-}
 # The sum of a metric's samples on a replica's /metrics.
 metric() { curl -fsS "http://127.0.0.1:$1/metrics" | awk -v m="$2" 'index($0, m "{") == 1 || index($0, m "_total{") == 1 {s += $NF} END {printf "%d", s}'; }
 
