@@ -29,17 +29,7 @@ run=0
 for n in $REPLICAS; do
   run=$((run + 1))
   ns=run-$run
-  pids=() ids=()
-  for i in $(seq 1 "$n"); do
-    ./target/release/keel-controller-manager --server http://127.0.0.1:36443 \
-      --id "bench-$run-$i" --http-listen "127.0.0.1:$((36090 + i))" \
-      >/dev/null 2>"$work/cm-$run-$i.log" &
-    pids+=($!)
-    ids+=("bench-$run-$i")
-  done
-  echo "==> $n controller-manager(s): waiting for the shards to be split" >&2
-  while ! balanced "$n" "${ids[@]}"; do sleep 0.5; done
-  printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n' "$ns" | kc apply -f - >/dev/null
+  start_replicas "$run" "$n"
 
   all=("$etcd_pid" "$apiserver_pid" "${pids[@]}")
   before=()
@@ -61,9 +51,5 @@ for n in $REPLICAS; do
   pods=$(kc get pods -n "$ns" -o json | grep -c '"phase": *"Running"' || true)
   echo "| $N x $R | $n | $seconds s | ${used[0]} | ${used[1]} | $(join "${used[@]:2}") | ${peaks[0]} | ${peaks[1]} | $(join "${peaks[@]:2}") | $pods |"
 
-  # Clean up before the next run, with these replicas: the namespace controller empties it.
-  kc delete namespace "$ns" >/dev/null
-  while kc get namespace "$ns" >/dev/null 2>&1; do sleep 0.5; done
-  kill -TERM "${pids[@]}"
-  wait "${pids[@]}" 2>/dev/null || true
+  stop_replicas "$run"
 done

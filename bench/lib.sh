@@ -84,3 +84,31 @@ balanced() {
   [ "$counts" != none ] && [ "$(echo "$counts" | wc -w)" = "$n" ] &&
     [ $(( $(echo "$counts" | awk '{print $NF}') - $(echo "$counts" | awk '{print $1}') )) -le 1 ]
 }
+
+# Starts $2 keel-controller-manager replicas for run $1 (more flags: "${@:3}"), their pids and
+# ids in the arrays `pids` and `ids`; returns once they have split the 32 shards evenly, with
+# the run's namespace run-$1 made.
+start_replicas() {
+  local run=$1 n=$2 i
+  shift 2
+  pids=() ids=()
+  for i in $(seq 1 "$n"); do
+    ./target/release/keel-controller-manager --server http://127.0.0.1:36443 \
+      --id "bench-$run-$i" --http-listen "127.0.0.1:$((36090 + i))" "$@" \
+      >/dev/null 2>"$work/cm-$run-$i.log" &
+    pids+=($!)
+    ids+=("bench-$run-$i")
+  done
+  echo "==> $n controller-manager(s): waiting for the shards to be split" >&2
+  while ! balanced "$n" "${ids[@]}"; do sleep 0.5; done
+  printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n' "run-$run" | kc apply -f - >/dev/null
+}
+
+# Deletes run $1's namespace, with its replicas still running (the namespace controller empties
+# it), then stops them.
+stop_replicas() {
+  kc delete namespace "run-$1" >/dev/null
+  while kc get namespace "run-$1" >/dev/null 2>&1; do sleep 0.5; done
+  kill -TERM "${pids[@]}"
+  wait "${pids[@]}" 2>/dev/null || true
+}

@@ -27,18 +27,8 @@ for latency in $LATENCIES; do
   for n in $REPLICAS; do
     run=$((run + 1))
     ns=run-$run
-    pids=()
-    ids=()
-    for i in $(seq 1 "$n"); do
-      ./target/release/keel-controller-manager --server http://127.0.0.1:36443 \
-        --id "bench-$run-$i" --http-listen "127.0.0.1:$((36090 + i))" --workers "$WORKERS" \
-        --simulated-latency "$latency" --pod-start-delay 0s >/dev/null 2>"$work/cm-$run-$i.log" &
-      pids+=($!)
-      ids+=("bench-$run-$i")
-    done
-    echo "==> $n replica(s), latency $latency: waiting for the shards to be split" >&2
-    while ! balanced "$n" "${ids[@]}"; do sleep 0.5; done
-    printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n' "$ns" | kc apply -f - >/dev/null
+    echo "==> latency $latency" >&2
+    start_replicas "$run" "$n" --workers "$WORKERS" --simulated-latency "$latency" --pod-start-delay 0s
     deployments_yaml "$N" "$R" >"$work/deployments.yaml"
     start=$(date +%s.%N)
     kc apply -n "$ns" -f "$work/deployments.yaml" >/dev/null
@@ -57,10 +47,6 @@ for latency in $LATENCIES; do
     done
     join() { local IFS=/; echo "$*"; }
     echo "| $n | $latency | $seconds s | ${speedup}x | $(join "${cached[@]}") | $(join "${received[@]}") | $(join "${reconciles[@]}") | $(join "${rss[@]}") |"
-    # Clean up before the next run, with these replicas: the namespace controller empties it.
-    kc delete namespace "$ns" >/dev/null
-    while kc get namespace "$ns" >/dev/null 2>&1; do sleep 0.5; done
-    kill -TERM "${pids[@]}"
-    wait "${pids[@]}" 2>/dev/null || true
+    stop_replicas "$run"
   done
 done
