@@ -17,8 +17,6 @@ source "$(dirname "$0")/lib.sh"
 
 ticks=$(getconf CLK_TCK)
 cpu() { awk -v t="$ticks" '{printf "%.2f", ($14 + $15) / t}' "/proc/$1/stat"; }
-peak_mb() { awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
-join() { local IFS=/; echo "$*"; }
 # Polling 1,000 Deployments is itself work for the API server: poll less often at that size.
 every=$(awk -v n="$N" 'BEGIN {print (n >= 500 ? 1 : 0.2)}')
 deployments_yaml "$N" "$R" >"$work/deployments.yaml"

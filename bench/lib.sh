@@ -63,6 +63,9 @@ wait_available() {
 }
 
 kc() { ./target/release/keelctl --server http://127.0.0.1:36443 "$@"; }
+# A process's peak RSS in MB (VmHWM); its arguments joined by "/" (a cell per replica).
+peak_mb() { awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
+join() { local IFS=/; echo "$*"; }
 
 # The shards each running replica holds, sorted, once all 32 leases name one of "$@".
 split() {

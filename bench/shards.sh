@@ -43,9 +43,8 @@ for latency in $LATENCIES; do
       cached+=("$(metric "$port" keel_informer_objects)")
       received+=("$(metric "$port" keel_informer_received)")
       reconciles+=("$(metric "$port" keel_controller_shard_reconciles)")
-      rss+=("$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/${pids[$((i - 1))]}/status")")
+      rss+=("$(peak_mb "${pids[$((i - 1))]}")")
     done
-    join() { local IFS=/; echo "$*"; }
     echo "| $n | $latency | $seconds s | ${speedup}x | $(join "${cached[@]}") | $(join "${received[@]}") | $(join "${reconciles[@]}") | $(join "${rss[@]}") |"
     stop_replicas "$run"
   done

@@ -4,7 +4,7 @@
 //! longer served. Replicas do the cleanup side by side: each delete is idempotent and the
 //! finalizer's removal is a compare-and-swap on the CRD's revision.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,15 +38,14 @@ impl Registry {
         };
         let mut tick = tokio::time::interval(SYNC_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // The CRDs served, by name and resourceVersion: rebuilt only when one changes.
-        let mut served: BTreeMap<String, String> = BTreeMap::new();
         // Deleted CRDs being cleaned up; their tasks say when a step is done (at most one
         // message per entry of `cleaning`, so the channel stays as small as the set).
         let mut cleaning: BTreeSet<String> = BTreeSet::new();
         let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-        // The cache's last change when the CRDs were last read, and whether any was then being
-        // deleted: a tick with no change and no cleanup to go on with parses nothing.
-        let mut seen: Option<i64> = None;
+        // The CRD cache's last change when the CRDs were last served, and whether any was then
+        // being deleted: a tick with neither a change nor a cleanup to go on with reads nothing
+        // (nor does one while the cache loads).
+        let mut served: Option<i64> = None;
         let mut deleting = false;
         loop {
             tick.tick().await;
@@ -54,16 +53,12 @@ impl Registry {
                 cleaning.remove(&name);
             }
             let changed = self.store().cache_changed(&info);
-            if changed.is_some() && changed == seen && !deleting {
+            let moved = changed.is_some() && changed != served;
+            if !moved && !deleting {
                 continue;
             }
-            seen = changed;
             let crds = self.store().cached(&info, |_| true);
-            let now: BTreeMap<String, String> = crds
-                .iter()
-                .map(|c| (c.name().to_string(), c.resource_version().to_string()))
-                .collect();
-            if now != served {
+            if moved {
                 let resources = crds.iter().flat_map(crd::resources).collect();
                 let (added, removed) = self.resources_mut().set_custom(resources);
                 for gvr in &added {
@@ -72,7 +67,7 @@ impl Registry {
                 for gvr in &removed {
                     tracing::info!(resource = %gvr, "no longer serving a custom resource");
                 }
-                served = now;
+                served = changed;
             }
             let to_clean: Vec<&Object> = crds
                 .iter()
