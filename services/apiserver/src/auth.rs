@@ -9,19 +9,24 @@ use std::path::Path;
 use keel_api::ApiError;
 
 /// Who sent a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct User {
     pub name: String,
     pub groups: Vec<String>,
+    /// `""` when unknown (client certificates carry none).
+    pub uid: String,
 }
 
+/// The group every authenticated user is in, as in Kubernetes.
+pub const AUTHENTICATED: &str = "system:authenticated";
+
 impl User {
-    fn new(name: &str, mut groups: Vec<String>) -> User {
-        // Every authenticated user is in `system:authenticated`, as in Kubernetes.
-        groups.push("system:authenticated".into());
+    fn new(name: &str, uid: &str, mut groups: Vec<String>) -> User {
+        groups.push(AUTHENTICATED.into());
         User {
             name: name.into(),
             groups,
+            uid: uid.into(),
         }
     }
 }
@@ -114,7 +119,7 @@ fn user_of_certificate(der: &[u8]) -> Result<User, ApiError> {
         .filter_map(|o| o.as_str().ok())
         .map(str::to_string)
         .collect();
-    Ok(User::new(name, groups))
+    Ok(User::new(name, "", groups))
 }
 
 /// Kubernetes' static token file: `token,user,uid[,"group1,group2"]` per line; blank lines and
@@ -143,7 +148,7 @@ fn parse_tokens(text: &str) -> Result<HashMap<String, User>, String> {
             .map(str::to_string)
             .collect();
         if tokens
-            .insert(field(0).to_string(), User::new(field(1), groups))
+            .insert(field(0).to_string(), User::new(field(1), field(2), groups))
             .is_some()
         {
             return Err(format!("line {line}: a token appears twice"));

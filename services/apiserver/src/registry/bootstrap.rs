@@ -133,7 +133,13 @@ impl Registry {
         let mut backoff = Duration::from_millis(100);
         loop {
             match self
-                .create(&info, obj.clone(), false, Instant::now() + ATTEMPT_TIMEOUT)
+                .create(
+                    &info,
+                    obj.clone(),
+                    None,
+                    false,
+                    Instant::now() + ATTEMPT_TIMEOUT,
+                )
                 .await
             {
                 Ok(_) => return,

@@ -159,6 +159,7 @@ impl Registry {
                 Subresource::Main,
                 PatchType::Merge,
                 &serde_json::to_vec(&body).unwrap_or_default(),
+                None,
                 false,
                 deadline,
             )

@@ -16,10 +16,11 @@ use super::crd::{self, CustomResource};
 use super::deletion::{self, DeleteOptions};
 use super::initializers::{self, CONFIG_GROUP, CONFIG_VERSION, Initializers};
 use super::patch::{self, PatchType};
-use super::rbac::Policy;
+use super::rbac::{GrantCheck, Policy};
 use super::resources::Resources;
 use super::strategy::{self, Subresource, kind_target};
 use super::validation::validate;
+use crate::auth::User;
 use crate::metrics::Metrics;
 use crate::storage::FRESH_WAIT;
 use crate::storage::resource_version;
@@ -162,11 +163,13 @@ impl Registry {
     /// Creates an object: the kind's create rules and validation, admission (the namespace
     /// lifecycle; the initializers it gets pending), and, last as in Kubernetes (where storage
     /// checks it), no `resourceVersion` chosen by the client. An object with initializers
-    /// pending is returned at once, uninitialized.
+    /// pending is returned at once, uninitialized. `writer`: who asks, when authorization is
+    /// on (an RBAC object may grant only what its writer holds: `rbac::GrantCheck`).
     pub async fn create(
         &self,
         info: &Arc<ResourceInfo>,
         mut obj: Object,
+        writer: Option<&User>,
         dry_run: bool,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
@@ -175,6 +178,9 @@ impl Registry {
         strategy::prepare_for_create(info, &mut obj);
         if crd::is_crd(info) {
             crd::prepare_for_create(&mut obj);
+        }
+        if let Some(check) = self.grant_check(info, writer, "", deadline).await? {
+            check.confirm(&obj, None)?;
         }
         validate(info, &obj)?;
         let t = target(info, obj.name());
@@ -325,6 +331,7 @@ impl Registry {
         info: &Arc<ResourceInfo>,
         obj: Object,
         sub: Subresource,
+        writer: Option<&User>,
         dry_run: bool,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
@@ -343,7 +350,8 @@ impl Registry {
                 )],
             ));
         }
-        let mutation = update_mutation(info, custom, obj, sub);
+        let check = self.grant_check(info, writer, obj.name(), deadline).await?;
+        let mutation = guarded(update_mutation(info, custom, obj, sub), check);
         let opts = UpdateOptions {
             expected_revision,
             dry_run,
@@ -364,6 +372,7 @@ impl Registry {
         sub: Subresource,
         kind: PatchType,
         body: &[u8],
+        writer: Option<&User>,
         dry_run: bool,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
@@ -377,6 +386,8 @@ impl Registry {
         let custom = self.resources.custom(&info.gvr);
         let mutation =
             patch::mutation(info, custom, kind, sub, body).map_err(|e| e.with_target(&t))?;
+        let check = self.grant_check(info, writer, name, deadline).await?;
+        let mutation = guarded(mutation, check);
         let key = self.store.key(info, namespace, name);
         // A precondition, or a dry run, is one compare (or none); never coalesced.
         match expected_revision {
@@ -447,6 +458,23 @@ impl Registry {
         self.store.watch(info, filter, from, allow_bookmarks).await
     }
 
+    /// The escalation check of `writer` writing an object of `info` (`request_name`: as
+    /// authorized, `""` for a create), against this replica's policy once it has read it;
+    /// `None` when there is none to make.
+    async fn grant_check(
+        &self,
+        info: &ResourceInfo,
+        writer: Option<&User>,
+        request_name: &str,
+        deadline: Instant,
+    ) -> Result<Option<GrantCheck>, ApiError> {
+        if !GrantCheck::applies(info, writer) {
+            return Ok(None);
+        }
+        self.wait_for_policy(deadline).await?;
+        Ok(GrantCheck::new(info, writer, self.policy(), request_name))
+    }
+
     fn namespaces(&self) -> Result<Arc<ResourceInfo>, ApiError> {
         self.resources
             .lookup(Some(&GroupVersionResource::new("", "v1", "namespaces")))
@@ -472,6 +500,20 @@ fn update_mutation(
             crd::to_storage_version(custom, &mut new);
         }
         Ok(Change::Put(new))
+    })
+}
+
+/// `mutation`, refusing an object that grants what its writer does not hold.
+fn guarded(mutation: Mutation, check: Option<GrantCheck>) -> Mutation {
+    let Some(check) = check else {
+        return mutation;
+    };
+    Box::new(move |current: &Object| {
+        let change = mutation(current)?;
+        if let Change::Put(new) = &change {
+            check.confirm(new, Some(current))?;
+        }
+        Ok(change)
     })
 }
 

@@ -357,6 +357,22 @@ pub fn prepare_for_update(
             "field is immutable",
         ));
     }
+    // A binding's role is what its writer was checked against (`rbac::GrantCheck`), as in
+    // Kubernetes: a different role is a different binding.
+    if super::rbac::GrantKind::of(info).is_some_and(|k| k.is_binding())
+        && new.as_map().get("roleRef") != old.as_map().get("roleRef")
+    {
+        let value = new
+            .as_map()
+            .get("roleRef")
+            .map(Value::to_string)
+            .unwrap_or_default();
+        causes.push(FieldCause::invalid(
+            "roleRef",
+            &value,
+            "cannot change roleRef",
+        ));
+    }
     if !causes.is_empty() {
         return Err(ApiError::invalid(kind_target(info, &t.name), causes));
     }

@@ -29,7 +29,7 @@ pub fn validate(info: &ResourceInfo, obj: &Object) -> Result<(), ApiError> {
         "ConfigMap" => config_map(root, &mut causes),
         "InitializerConfiguration" => initializers::validate_config(root, &mut causes),
         "Role" | "ClusterRole" if info.gvr.group == RBAC_GROUP => {
-            rbac::validate_role(root, &mut causes)
+            rbac::validate_role(root, info.namespaced, &mut causes)
         }
         "RoleBinding" | "ClusterRoleBinding" if info.gvr.group == RBAC_GROUP => {
             rbac::validate_binding(root, info.namespaced, &mut causes)

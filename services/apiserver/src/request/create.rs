@@ -32,7 +32,7 @@ impl Verb for Create {
         let t = target(&cx.info, obj.name());
         self.field_validation.check(&cx.info, obj.as_map(), &t)?;
         let made = store
-            .create(&cx.info, obj, self.dry_run, cx.deadline)
+            .create(&cx.info, obj, cx.user(), self.dry_run, cx.deadline)
             .await?;
         cx.made(made.name());
         Ok(made)

@@ -55,6 +55,12 @@ struct Scope {
 }
 
 impl<'a> Context<'a> {
+    /// Who sent the request, when it is authorized (`None`: authentication is off, or
+    /// authorization is `AlwaysAllow`).
+    pub fn user(&self) -> Option<&'a User> {
+        self.user
+    }
+
     /// Names the object the request made (a create is authorized without its name), for its
     /// audit line.
     pub fn made(&self, name: &str) {
@@ -85,6 +91,7 @@ impl<'a> Context<'a> {
             subresource,
             namespace,
             name,
+            path: None,
         };
         self.registry
             .authorize(self.user, &attributes, self.deadline)

@@ -48,6 +48,7 @@ impl Verb for Patch {
                 sub,
                 self.patch_type,
                 &self.patch,
+                cx.user(),
                 self.dry_run,
                 cx.deadline,
             )

@@ -42,7 +42,7 @@ impl Verb for Update {
             .await?;
         self.field_validation.check(&cx.info, obj.as_map(), &t)?;
         store
-            .update(&cx.info, obj, sub, self.dry_run, cx.deadline)
+            .update(&cx.info, obj, sub, cx.user(), self.dry_run, cx.deadline)
             .await
     }
 }

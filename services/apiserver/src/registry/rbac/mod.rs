@@ -7,6 +7,9 @@
 //! rebuilt whenever one of them changes ([`Registry::follow_policy`]): a new binding takes
 //! effect within a sync period of its write reaching the cache, on every replica.
 
+mod escalation;
+mod rules;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +24,9 @@ use super::store::Registry;
 use super::validation::optional_list;
 use crate::auth::User;
 
+pub use escalation::{GrantCheck, GrantKind};
+pub use rules::{Attributes, Rule};
+
 /// How often each replica looks for changed RBAC objects in its caches.
 const SYNC_EVERY: Duration = Duration::from_millis(100);
 /// How long a request waits for a just-started replica to read its policy (`authorize`).
@@ -28,58 +34,16 @@ const POLICY_WAIT: Duration = Duration::from_secs(5);
 /// The group allowed everything, as in Kubernetes.
 pub const MASTERS: &str = "system:masters";
 
-/// What a request wants to do: Kubernetes' authorization attributes of a resource request.
-#[derive(Debug, Clone, Copy)]
-pub struct Attributes<'a> {
-    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`.
-    pub verb: &'a str,
-    pub group: &'a str,
-    /// The plural resource name.
-    pub resource: &'a str,
-    /// `""`, `status`, `finalize`.
-    pub subresource: &'a str,
-    /// `""`: cluster-scoped, or every namespace.
-    pub namespace: &'a str,
-    /// `""` when the request names no object (list, watch, create).
-    pub name: &'a str,
-}
-
-/// One rule of a role.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct Rule {
-    verbs: Vec<String>,
-    api_groups: Vec<String>,
-    resources: Vec<String>,
-    resource_names: Vec<String>,
-}
-
-impl Rule {
-    /// Kubernetes' `RuleAllows`.
-    fn allows(&self, a: &Attributes<'_>) -> bool {
-        let any = |list: &[String], v: &str| list.iter().any(|x| x == "*" || x == v);
-        if !any(&self.verbs, a.verb) || !any(&self.api_groups, a.group) {
-            return false;
-        }
-        let resource_ok = self.resources.iter().any(|r| {
-            if a.subresource.is_empty() {
-                r == "*" || r == a.resource
-            } else {
-                r == "*"
-                    || r.strip_prefix("*/") == Some(a.subresource)
-                    || r.split_once('/') == Some((a.resource, a.subresource))
-            }
-        });
-        resource_ok
-            && (self.resource_names.is_empty()
-                || (!a.name.is_empty() && self.resource_names.iter().any(|n| n == a.name)))
-    }
-}
-
 /// Who a binding grants its role to.
 #[derive(Debug, Clone, PartialEq)]
 enum Subject {
     User(String),
     Group(String),
+    /// Authenticated as the user `system:serviceaccount:<namespace>:<name>`.
+    ServiceAccount {
+        namespace: String,
+        name: String,
+    },
 }
 
 impl Subject {
@@ -87,6 +51,22 @@ impl Subject {
         match self {
             Subject::User(n) => *n == user.name,
             Subject::Group(g) => user.groups.iter().any(|ug| ug == g),
+            Subject::ServiceAccount { namespace, name } => user
+                .name
+                .strip_prefix("system:serviceaccount:")
+                .and_then(|rest| rest.split_once(':'))
+                .is_some_and(|(ns, n)| ns == namespace && n == name),
+        }
+    }
+
+    /// As Kubernetes' RBAC describes it in a decision's reason: `User "alice"`.
+    fn describe(&self) -> String {
+        match self {
+            Subject::User(n) => format!("User {n:?}"),
+            Subject::Group(g) => format!("Group {g:?}"),
+            Subject::ServiceAccount { namespace, name } => {
+                format!("ServiceAccount {:?}", format!("{name}/{namespace}"))
+            }
         }
     }
 }
@@ -96,9 +76,31 @@ impl Subject {
 #[derive(Debug, Clone)]
 struct Binding {
     name: String,
+    /// `""` for a ClusterRoleBinding.
+    namespace: String,
     subjects: Vec<Subject>,
     cluster_role: bool,
     role: String,
+}
+
+impl Binding {
+    /// As Kubernetes' RBAC describes it: `RoleBinding "alice/team" of Role "reader"`.
+    fn describe(&self) -> String {
+        let role_kind = if self.cluster_role {
+            "ClusterRole"
+        } else {
+            "Role"
+        };
+        if self.namespace.is_empty() {
+            format!(
+                "ClusterRoleBinding {:?} of {role_kind} {:?}",
+                self.name, self.role
+            )
+        } else {
+            let name = format!("{}/{}", self.name, self.namespace);
+            format!("RoleBinding {name:?} of {role_kind} {:?}", self.role)
+        }
+    }
 }
 
 /// Every rule and binding, as one replica's caches hold them.
@@ -124,21 +126,21 @@ impl Policy {
         let mut p = Policy::default();
         for r in cluster_roles {
             p.cluster_roles
-                .insert(r.name().to_string(), rules_of(r.as_map()));
+                .insert(r.name().to_string(), Rule::all_of(r.as_map()));
         }
         for r in roles {
             p.roles.insert(
                 (r.namespace().to_string(), r.name().to_string()),
-                rules_of(r.as_map()),
+                Rule::all_of(r.as_map()),
             );
         }
         for b in cluster_bindings {
-            if let Some(b) = binding_of(b.as_map()).filter(|b| b.cluster_role) {
+            if let Some(b) = binding_of(b.as_map(), "").filter(|b| b.cluster_role) {
                 p.cluster_bindings.push(b);
             }
         }
         for b in bindings {
-            if let Some(binding) = binding_of(b.as_map()) {
+            if let Some(binding) = binding_of(b.as_map(), b.namespace()) {
                 p.bindings
                     .entry(b.namespace().to_string())
                     .or_default()
@@ -161,62 +163,77 @@ impl Policy {
             })
     }
 
+    /// The rules a binding grants: `None` when its role does not exist (yet).
+    fn role_rules(
+        &self,
+        binding_namespace: &str,
+        cluster_role: bool,
+        role: &str,
+    ) -> Option<&[Rule]> {
+        if cluster_role {
+            self.cluster_roles.get(role)
+        } else {
+            self.roles
+                .get(&(binding_namespace.to_string(), role.to_string()))
+        }
+        .map(Vec::as_slice)
+    }
+
+    /// Each binding that applies to `user` in `namespace` (`""`: at the cluster scope, where
+    /// only ClusterRoleBindings apply), with the subject that matched and the rules it
+    /// grants: Kubernetes' `VisitRulesFor`, ClusterRoleBindings first.
+    fn grants<'p>(
+        &'p self,
+        user: &'p User,
+        namespace: &str,
+    ) -> impl Iterator<Item = (&'p Binding, &'p Subject, &'p [Rule])> + 'p {
+        let local = if namespace.is_empty() {
+            None
+        } else {
+            self.bindings.get(namespace)
+        };
+        self.cluster_bindings
+            .iter()
+            .chain(local.into_iter().flatten())
+            .filter_map(move |b| {
+                let subject = b.subjects.iter().find(|s| s.matches(user))?;
+                let rules = self.role_rules(&b.namespace, b.cluster_role, &b.role)?;
+                Some((b, subject, rules))
+            })
+    }
+
+    /// Every rule `user` holds in `namespace` (`""`: at the cluster scope), as Kubernetes'
+    /// `RulesFor` gathers them (a rule held twice is listed twice).
+    pub fn rules_for(&self, user: &User, namespace: &str) -> Vec<Rule> {
+        self.grants(user, namespace)
+            .flat_map(|(_, _, rules)| rules.iter().cloned())
+            .collect()
+    }
+
     /// Whether `user` may do `a`.
     pub fn allows(&self, user: &User, a: &Attributes<'_>) -> bool {
-        if user.groups.iter().any(|g| g == MASTERS) {
-            return true;
+        self.decide(user, a).is_some()
+    }
+
+    /// `Some(reason)` when `user` may do `a`, in Kubernetes' words (`RBAC: allowed by
+    /// RoleBinding "alice/team" of Role "reader" to User "alice"`; empty for `system:masters`,
+    /// which Kubernetes allows before RBAC is asked); `None` when not.
+    pub fn decide(&self, user: &User, a: &Attributes<'_>) -> Option<String> {
+        if is_master(user) {
+            return Some(String::new());
         }
-        let granted =
-            |rules: Option<&Vec<Rule>>| rules.is_some_and(|r| r.iter().any(|r| r.allows(a)));
-        let cluster_wide = self.cluster_bindings.iter().any(|b| {
-            b.subjects.iter().any(|s| s.matches(user)) && granted(self.cluster_roles.get(&b.role))
-        });
-        if cluster_wide || a.namespace.is_empty() {
-            return cluster_wide;
-        }
-        self.bindings.get(a.namespace).is_some_and(|bs| {
-            bs.iter().any(|b| {
-                b.subjects.iter().any(|s| s.matches(user))
-                    && if b.cluster_role {
-                        granted(self.cluster_roles.get(&b.role))
-                    } else {
-                        granted(self.roles.get(&(a.namespace.to_string(), b.role.clone())))
-                    }
-            })
-        })
+        self.grants(user, a.namespace)
+            .find(|(_, _, rules)| rules.iter().any(|r| r.allows(a)))
+            .map(|(b, s, _)| format!("RBAC: allowed by {} to {}", b.describe(), s.describe()))
     }
 }
 
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+/// Whether `user` is in `system:masters`, which may do everything.
+pub fn is_master(user: &User) -> bool {
+    user.groups.iter().any(|g| g == MASTERS)
 }
 
-fn rules_of(root: &Map<String, Value>) -> Vec<Rule> {
-    root.get("rules")
-        .and_then(Value::as_array)
-        .map(|rules| {
-            rules
-                .iter()
-                .filter_map(Value::as_object)
-                .map(|r| Rule {
-                    verbs: strings(r.get("verbs")),
-                    api_groups: strings(r.get("apiGroups")),
-                    resources: strings(r.get("resources")),
-                    resource_names: strings(r.get("resourceNames")),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn binding_of(root: &Map<String, Value>) -> Option<Binding> {
+fn binding_of(root: &Map<String, Value>, namespace: &str) -> Option<Binding> {
     let role_ref = root.get("roleRef")?.as_object()?;
     let cluster_role = match role_ref.get("kind")?.as_str()? {
         "ClusterRole" => true,
@@ -235,11 +252,10 @@ fn binding_of(root: &Map<String, Value>) -> Option<Binding> {
                     match s.get("kind")?.as_str()? {
                         "User" => Some(Subject::User(name)),
                         "Group" => Some(Subject::Group(name)),
-                        // A service account is the user Kubernetes names after it.
-                        "ServiceAccount" => {
-                            let ns = s.get("namespace")?.as_str()?;
-                            Some(Subject::User(format!("system:serviceaccount:{ns}:{name}")))
-                        }
+                        "ServiceAccount" => Some(Subject::ServiceAccount {
+                            namespace: s.get("namespace")?.as_str()?.to_string(),
+                            name,
+                        }),
                         _ => None,
                     }
                 })
@@ -253,6 +269,7 @@ fn binding_of(root: &Map<String, Value>) -> Option<Binding> {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string(),
+        namespace: namespace.to_string(),
         subjects,
         cluster_role,
         role,
@@ -279,8 +296,20 @@ pub fn forbidden(user: &User, a: &Attributes<'_>) -> ApiError {
     super::strategy::forbidden(Target::new(a.group, a.resource, a.name), &why)
 }
 
-/// Validation of a Role's or ClusterRole's rules.
-pub fn validate_role(root: &Map<String, Value>, causes: &mut Vec<FieldCause>) {
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Validation of a Role's or ClusterRole's rules (`namespaced`: a Role, whose rules cannot
+/// name non-resource URLs).
+pub fn validate_role(root: &Map<String, Value>, namespaced: bool, causes: &mut Vec<FieldCause>) {
     let rules = optional_list(root, "rules", causes);
     for (i, rule) in rules.iter().enumerate() {
         let path = format!("rules[{i}]");
@@ -307,8 +336,26 @@ pub fn validate_role(root: &Map<String, Value>, causes: &mut Vec<FieldCause>) {
         if strings(rule.get("verbs")).is_empty() {
             causes.push(FieldCause::required(format!("{path}.verbs")));
         }
-        let non_resource = !strings(rule.get("nonResourceURLs")).is_empty();
-        if !non_resource {
+        let urls = strings(rule.get("nonResourceURLs"));
+        let non_resource = !urls.is_empty();
+        if non_resource {
+            let value = format!("{urls:?}");
+            if namespaced {
+                causes.push(FieldCause::invalid(
+                    format!("{path}.nonResourceURLs"),
+                    &value,
+                    "namespaced rules cannot apply to non-resource URLs",
+                ));
+            } else if !strings(rule.get("resources")).is_empty()
+                || !strings(rule.get("apiGroups")).is_empty()
+            {
+                causes.push(FieldCause::invalid(
+                    format!("{path}.nonResourceURLs"),
+                    &value,
+                    "rules cannot apply to both regular resources and non-resource URLs",
+                ));
+            }
+        } else {
             if rule.get("apiGroups").is_none() {
                 causes.push(FieldCause::required(format!("{path}.apiGroups")));
             }
@@ -432,6 +479,23 @@ impl Registry {
         }
     }
 
+    /// Waits until this replica has read its whole policy: up to [`POLICY_WAIT`] and
+    /// `deadline`, then a retryable `ServiceUnavailable`.
+    pub(in crate::registry) async fn wait_for_policy(
+        &self,
+        deadline: Instant,
+    ) -> Result<(), ApiError> {
+        let mut ready = self.policy_ready();
+        let until = deadline.min(Instant::now() + POLICY_WAIT);
+        match tokio::time::timeout_at(until, ready.wait_for(|r| *r)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(ApiError::unavailable(
+                "this API server has not read its RBAC policy yet: try again",
+            )
+            .retry_after(1)),
+        }
+    }
+
     /// Whether `user` may do `a`: `Forbidden` in Kubernetes' words if not. `None`: the
     /// request came with no identity because authentication is off (a development server),
     /// or authorization is `AlwaysAllow`.
@@ -447,22 +511,12 @@ impl Registry {
         deadline: Instant,
     ) -> Result<(), ApiError> {
         let Some(user) = user else { return Ok(()) };
-        let mut ready = self.policy_ready();
-        let read = *ready.borrow_and_update();
+        let read = *self.policy_ready().borrow();
         if self.policy().allows(user, a) {
             return Ok(());
         }
         if !read {
-            let until = deadline.min(Instant::now() + POLICY_WAIT);
-            if tokio::time::timeout_at(until, ready.wait_for(|r| *r))
-                .await
-                .is_err()
-            {
-                return Err(ApiError::unavailable(
-                    "this API server has not read its RBAC policy yet: try again",
-                )
-                .retry_after(1));
-            }
+            self.wait_for_policy(deadline).await?;
             if self.policy().allows(user, a) {
                 return Ok(());
             }
@@ -486,6 +540,7 @@ mod tests {
         User {
             name: name.into(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
+            ..User::default()
         }
     }
 
@@ -502,6 +557,7 @@ mod tests {
             subresource: "",
             namespace,
             name,
+            path: None,
         }
     }
 
@@ -615,7 +671,7 @@ mod tests {
     fn malformed_rules_and_bindings_are_reported_with_their_fields() {
         let mut causes = Vec::new();
         let role = json!({"rules": [{"resources": ["pods"]}, 3]});
-        validate_role(role.as_object().expect("object"), &mut causes);
+        validate_role(role.as_object().expect("object"), true, &mut causes);
         let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
         assert_eq!(fields, ["rules[0].verbs", "rules[0].apiGroups", "rules[1]"]);
         let mut causes = Vec::new();

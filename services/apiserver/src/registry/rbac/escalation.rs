@@ -1,0 +1,357 @@
+//! Escalation prevention, as Kubernetes' RBAC storage does it: a Role or ClusterRole may be
+//! written only by a user who already holds every rule it grants in its scope (or holds
+//! `escalate` on it), and a binding only by a user who holds every rule of the role it
+//! refers to in the binding's scope (or holds `bind` on that role). Without this, whoever may
+//! write RBAC objects may grant themselves anything.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use keel_api::resource::RBAC_GROUP;
+use keel_api::{ApiError, Object, ResourceInfo, Target};
+use serde_json::Value;
+
+use super::rules::{self, Attributes, Rule};
+use super::{Policy, is_master};
+use crate::auth::User;
+
+/// The four RBAC kinds, whose writes grant rights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantKind {
+    Role,
+    ClusterRole,
+    RoleBinding,
+    ClusterRoleBinding,
+}
+
+impl GrantKind {
+    /// The kind of a resource, if it is one of the four.
+    pub fn of(info: &ResourceInfo) -> Option<GrantKind> {
+        if info.gvr.group != RBAC_GROUP {
+            return None;
+        }
+        Some(match info.gvr.resource.as_str() {
+            "roles" => GrantKind::Role,
+            "clusterroles" => GrantKind::ClusterRole,
+            "rolebindings" => GrantKind::RoleBinding,
+            "clusterrolebindings" => GrantKind::ClusterRoleBinding,
+            _ => return None,
+        })
+    }
+
+    pub fn is_binding(self) -> bool {
+        matches!(self, GrantKind::RoleBinding | GrantKind::ClusterRoleBinding)
+    }
+
+    fn resource(self) -> &'static str {
+        match self {
+            GrantKind::Role => "roles",
+            GrantKind::ClusterRole => "clusterroles",
+            GrantKind::RoleBinding => "rolebindings",
+            GrantKind::ClusterRoleBinding => "clusterrolebindings",
+        }
+    }
+}
+
+/// The check one write of an RBAC object must pass: who writes, against the policy in force
+/// when the request came (each replica's, as Kubernetes checks against its informers').
+pub struct GrantCheck {
+    kind: GrantKind,
+    user: User,
+    policy: Arc<Policy>,
+    /// The object's name as the request was authorized (`""` for a create), for `escalate`.
+    request_name: String,
+}
+
+impl GrantCheck {
+    /// The check for `user` writing an object of `info`, or `None` when there is nothing to
+    /// check: not an RBAC kind, no user (authorization is off), or `system:masters`, which
+    /// Kubernetes lets escalate.
+    pub fn new(
+        info: &ResourceInfo,
+        user: Option<&User>,
+        policy: Arc<Policy>,
+        request_name: &str,
+    ) -> Option<GrantCheck> {
+        let kind = GrantKind::of(info)?;
+        let user = user.filter(|u| !is_master(u))?;
+        Some(GrantCheck {
+            kind,
+            user: user.clone(),
+            policy,
+            request_name: request_name.to_string(),
+        })
+    }
+
+    /// Whether the RBAC kinds are in play at all for `info` (before the policy is read).
+    pub fn applies(info: &ResourceInfo, user: Option<&User>) -> bool {
+        GrantKind::of(info).is_some() && user.is_some_and(|u| !is_master(u))
+    }
+
+    /// Refuses `new` (created, or replacing `old`) when it grants what its writer does not
+    /// hold. A change of nothing but owner references and finalizers, which the garbage
+    /// collector makes, is let through as Kubernetes lets it.
+    pub fn confirm(&self, new: &Object, old: Option<&Object>) -> Result<(), ApiError> {
+        if old.is_some_and(|old| only_gc_fields_differ(old, new)) {
+            return Ok(());
+        }
+        let namespace = new.namespace();
+        let rules = if self.kind.is_binding() {
+            let Some((cluster_role, role)) = role_ref(new) else {
+                // Validation refuses it.
+                return Ok(());
+            };
+            let role_resource = if cluster_role {
+                "clusterroles"
+            } else {
+                "roles"
+            };
+            let bind = Attributes {
+                verb: "bind",
+                group: RBAC_GROUP,
+                resource: role_resource,
+                namespace,
+                name: &role,
+                ..Attributes::default()
+            };
+            if self.policy.allows(&self.user, &bind) {
+                return Ok(());
+            }
+            match self.policy.role_rules(namespace, cluster_role, &role) {
+                Some(rules) => rules.to_vec(),
+                None => {
+                    // As Kubernetes' listers word it.
+                    let singular = if cluster_role { "clusterrole" } else { "role" };
+                    return Err(ApiError::not_found(Target::new(
+                        RBAC_GROUP, singular, &role,
+                    )));
+                }
+            }
+        } else {
+            let escalate = Attributes {
+                verb: "escalate",
+                group: RBAC_GROUP,
+                resource: self.kind.resource(),
+                namespace,
+                name: &self.request_name,
+                ..Attributes::default()
+            };
+            if self.policy.allows(&self.user, &escalate) {
+                return Ok(());
+            }
+            Rule::all_of(new.as_map())
+        };
+        let held = self.policy.rules_for(&self.user, namespace);
+        let missing = rules::uncovered(&held, &rules);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let missing: BTreeSet<String> = rules::compact(&missing)
+            .iter()
+            .map(Rule::compact_string)
+            .collect();
+        let groups: Vec<String> = self.user.groups.iter().map(|g| format!("{g:?}")).collect();
+        let why = format!(
+            "user {:?} (groups=[{}]) is attempting to grant RBAC permissions not currently held:\n{}",
+            self.user.name,
+            groups.join(" "),
+            missing.into_iter().collect::<Vec<_>>().join("\n")
+        );
+        Err(crate::registry::strategy::forbidden(
+            Target::new(RBAC_GROUP, self.kind.resource(), new.name()),
+            &why,
+        ))
+    }
+}
+
+/// A binding's role: (is it a ClusterRole, its name).
+fn role_ref(binding: &Object) -> Option<(bool, String)> {
+    let r = binding.as_map().get("roleRef")?.as_object()?;
+    let cluster_role = match r.get("kind")?.as_str()? {
+        "ClusterRole" => true,
+        "Role" => false,
+        _ => return None,
+    };
+    Some((cluster_role, r.get("name")?.as_str()?.to_string()))
+}
+
+/// Kubernetes' `IsOnlyMutatingGCFields`: `new` is `old` with other owner references or
+/// finalizers (and the server's bookkeeping: resourceVersion, generation).
+fn only_gc_fields_differ(old: &Object, new: &Object) -> bool {
+    let strip = |o: &Object| {
+        let mut v = o.as_map().clone();
+        if let Some(Value::Object(m)) = v.get_mut("metadata") {
+            for f in [
+                "ownerReferences",
+                "finalizers",
+                "resourceVersion",
+                "generation",
+                "managedFields",
+            ] {
+                m.remove(f);
+            }
+        }
+        v
+    };
+    strip(old) == strip(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use keel_api::Reason;
+
+    fn obj(v: Value) -> Object {
+        Object::from_value(v).expect("an object")
+    }
+
+    fn info(resource: &str) -> ResourceInfo {
+        keel_api::builtin_resources()
+            .into_iter()
+            .find(|r| r.gvr.group == RBAC_GROUP && r.gvr.resource == resource)
+            .expect("an RBAC resource")
+    }
+
+    fn alice() -> User {
+        User {
+            name: "alice".into(),
+            groups: vec!["system:authenticated".into()],
+            uid: String::new(),
+        }
+    }
+
+    /// alice, in team-a: create/get/list on roles and rolebindings, get/list on configmaps,
+    /// and `bind` on the ClusterRole `view` only.
+    fn policy() -> Arc<Policy> {
+        let role = obj(
+            json!({"kind": "Role", "metadata": {"name": "alice", "namespace": "team-a"},
+            "rules": [
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["create", "get", "list"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]},
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "resourceNames": ["view"], "verbs": ["bind"]}]}),
+        );
+        let binding = obj(
+            json!({"kind": "RoleBinding", "metadata": {"name": "alice", "namespace": "team-a"},
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": "alice"},
+            "subjects": [{"kind": "User", "name": "alice"}]}),
+        );
+        let admin = obj(
+            json!({"kind": "ClusterRole", "metadata": {"name": "cluster-admin"},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}),
+        );
+        let view = obj(json!({"kind": "ClusterRole", "metadata": {"name": "view"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps", "pods"], "verbs": ["get", "list", "watch"]}]}));
+        let reader = obj(
+            json!({"kind": "ClusterRole", "metadata": {"name": "cm-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}),
+        );
+        Arc::new(Policy::build(
+            &[role],
+            &[admin, view, reader],
+            &[binding],
+            &[],
+        ))
+    }
+
+    fn check(resource: &str, name: &str) -> GrantCheck {
+        GrantCheck::new(&info(resource), Some(&alice()), policy(), name).expect("a check")
+    }
+
+    fn binding(kind: &str, role: &str) -> Object {
+        obj(
+            json!({"kind": "RoleBinding", "metadata": {"name": "b", "namespace": "team-a"},
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": kind, "name": role},
+            "subjects": [{"kind": "User", "name": "alice"}]}),
+        )
+    }
+
+    #[test]
+    fn a_binding_to_a_role_with_more_than_its_writer_holds_is_forbidden() {
+        let e = check("rolebindings", "")
+            .confirm(&binding("ClusterRole", "cluster-admin"), None)
+            .expect_err("refused");
+        assert_eq!(e.reason, Reason::Forbidden);
+        assert_eq!(
+            e.message,
+            "rolebindings.rbac.authorization.k8s.io \"b\" is forbidden: user \"alice\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}"
+        );
+        // A role whose rules alice holds may be bound.
+        check("rolebindings", "")
+            .confirm(&binding("ClusterRole", "cm-reader"), None)
+            .expect("allowed");
+        // `bind` on the role is enough, by name.
+        check("rolebindings", "")
+            .confirm(&binding("ClusterRole", "view"), None)
+            .expect("allowed by bind");
+        let e = check("rolebindings", "")
+            .confirm(&binding("ClusterRole", "missing"), None)
+            .expect_err("no such role");
+        assert_eq!(e.reason, Reason::NotFound);
+    }
+
+    #[test]
+    fn a_role_granting_a_verb_its_writer_lacks_is_forbidden() {
+        let role = obj(
+            json!({"kind": "Role", "metadata": {"name": "r", "namespace": "team-a"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "delete"]}]}),
+        );
+        let e = check("roles", "")
+            .confirm(&role, None)
+            .expect_err("refused");
+        assert!(
+            e.message.ends_with(
+                "not currently held:\n{APIGroups:[\"\"], Resources:[\"configmaps\"], Verbs:[\"delete\"]}"
+            ),
+            "{}",
+            e.message
+        );
+        // In another namespace alice holds nothing.
+        let elsewhere = obj(
+            json!({"kind": "Role", "metadata": {"name": "r", "namespace": "team-b"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}),
+        );
+        check("roles", "")
+            .confirm(&elsewhere, None)
+            .expect_err("refused");
+        let held = obj(
+            json!({"kind": "Role", "metadata": {"name": "r", "namespace": "team-a"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}),
+        );
+        check("roles", "").confirm(&held, None).expect("allowed");
+    }
+
+    #[test]
+    fn owner_reference_and_finalizer_changes_are_not_checked() {
+        let role = obj(
+            json!({"kind": "Role", "metadata": {"name": "r", "namespace": "team-a", "resourceVersion": "5"},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["*"]}]}),
+        );
+        let mut finalized = role.clone();
+        finalized.as_map_mut()["metadata"]["finalizers"] = json!(["x/y"]);
+        check("roles", "r")
+            .confirm(&finalized, Some(&role))
+            .expect("GC fields only");
+        let mut labelled = role.clone();
+        labelled.as_map_mut()["metadata"]["labels"] = json!({"a": "b"});
+        check("roles", "r")
+            .confirm(&labelled, Some(&role))
+            .expect_err("checked");
+    }
+
+    #[test]
+    fn masters_and_unauthenticated_servers_are_not_checked() {
+        let root = User {
+            groups: vec![super::super::MASTERS.into()],
+            ..alice()
+        };
+        assert!(GrantCheck::new(&info("roles"), Some(&root), policy(), "").is_none());
+        assert!(GrantCheck::new(&info("roles"), None, policy(), "").is_none());
+        let cms = keel_api::builtin_resources()
+            .into_iter()
+            .find(|r| r.gvr.resource == "configmaps")
+            .expect("configmaps");
+        assert!(GrantCheck::new(&cms, Some(&alice()), policy(), "").is_none());
+    }
+}
