@@ -10,6 +10,9 @@ const FILES: &[&str] = &[
     "k8s.io/api/apps/v1/generated.proto",
     "k8s.io/api/rbac/v1/generated.proto",
     "k8s.io/api/coordination/v1/generated.proto",
+    // keel's own, from Kubernetes' wire facts (see proto/k8s/README.md).
+    "k8s.io/api/authorization/v1/reviews.proto",
+    "k8s.io/api/authentication/v1/reviews.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

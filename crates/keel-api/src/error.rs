@@ -414,6 +414,20 @@ impl ApiError {
                     .any(|c| c.reason == "ResourceVersionTooLarge"))
     }
 
+    /// The request itself is refused: sent again, it gets the same answer (who sent it, what
+    /// it asks for, or how), so a client reports it rather than retrying.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self.reason,
+            Reason::Unauthorized
+                | Reason::Forbidden
+                | Reason::BadRequest
+                | Reason::Invalid
+                | Reason::MethodNotAllowed
+                | Reason::UnsupportedMediaType
+        )
+    }
+
     /// Names the object, for errors raised below the layer that knows it.
     pub fn with_target(mut self, target: &Target) -> Self {
         if self.target == Target::default() {

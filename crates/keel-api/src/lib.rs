@@ -30,4 +30,4 @@ pub mod proto {
 
 pub use error::{ApiError, FieldCause, Reason, Target, echo, echo_name, shorten_name};
 pub use object::{Object, ObjectError, Selectable};
-pub use resource::{GroupVersionResource, ResourceInfo, builtin_resources};
+pub use resource::{GroupVersionResource, ResourceInfo, builtin_resources, review_resources};

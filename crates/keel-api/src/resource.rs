@@ -57,6 +57,9 @@ pub struct ResourceInfo {
     /// Whether `status` is a subresource: writes to the main resource then ignore `status`,
     /// and `generation` counts changes of everything but metadata and status.
     pub status_subresource: bool,
+    /// A review (SelfSubjectAccessReview and the like): created and answered at once, never
+    /// stored, so `create` is its only verb.
+    pub create_only: bool,
 }
 
 impl ResourceInfo {
@@ -107,6 +110,7 @@ fn info(
         short_names: short.iter().map(|s| s.to_string()).collect(),
         namespaced,
         status_subresource: status,
+        create_only: false,
     }
 }
 
@@ -127,6 +131,51 @@ fn crd(version: &str) -> ResourceInfo {
             true,
         )
     }
+}
+
+/// The group of SelfSubjectAccessReview, SelfSubjectRulesReview and SubjectAccessReview.
+pub const AUTHORIZATION_GROUP: &str = "authorization.k8s.io";
+/// The group of SelfSubjectReview.
+pub const AUTHENTICATION_GROUP: &str = "authentication.k8s.io";
+
+/// The reviews, as Kubernetes serves them: a client creates one and reads the answer in its
+/// `status`; nothing is stored. Apart from [`builtin_resources`], which are stored and
+/// watched.
+pub fn review_resources() -> Vec<ResourceInfo> {
+    let review = |group: &str, resource: &str, kind: &str| ResourceInfo {
+        create_only: true,
+        ..info(
+            group,
+            resource,
+            &kind.to_lowercase(),
+            kind,
+            &[],
+            false,
+            false,
+        )
+    };
+    vec![
+        review(
+            AUTHORIZATION_GROUP,
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+        ),
+        review(
+            AUTHORIZATION_GROUP,
+            "selfsubjectrulesreviews",
+            "SelfSubjectRulesReview",
+        ),
+        review(
+            AUTHORIZATION_GROUP,
+            "subjectaccessreviews",
+            "SubjectAccessReview",
+        ),
+        review(
+            AUTHENTICATION_GROUP,
+            "selfsubjectreviews",
+            "SelfSubjectReview",
+        ),
+    ]
 }
 
 /// The built-in resources, under Kubernetes' own groups and versions.

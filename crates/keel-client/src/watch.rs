@@ -165,7 +165,9 @@ impl Client {
     /// A watch that survives the loss of its server: when the stream breaks for any reason
     /// but `Expired`, it is opened again (on the next endpoint that answers) from the last
     /// resourceVersion seen, with backoff, so the reader gets every event once and in order.
-    /// `Expired` is passed on and ends the stream: the caller must relist.
+    /// `Expired` is passed on and ends the stream: the caller must relist. So is a refusal
+    /// (`Forbidden`, `Unauthorized`, a bad request: [`ApiError::is_refusal`]), which another
+    /// attempt would only meet again.
     pub fn watch_resumable(
         &self,
         g: &GroupVersionResource,
@@ -178,7 +180,7 @@ impl Client {
             loop {
                 let mut stream = match client.watch(&g, &p).await {
                     Ok(s) => s,
-                    Err(e) if e.must_relist() => {
+                    Err(e) if e.must_relist() || e.is_refusal() => {
                         let _ = tx.send(Err(e)).await;
                         return;
                     }
@@ -200,7 +202,7 @@ impl Client {
                                 return;
                             }
                         }
-                        Err(e) if e.must_relist() => {
+                        Err(e) if e.must_relist() || e.is_refusal() => {
                             let _ = tx.send(Err(e)).await;
                             return;
                         }

@@ -125,7 +125,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         metrics.clone(),
         shutdown_rx,
     );
-    for info in resources.all() {
+    for info in resources.all().into_iter().filter(|r| !r.create_only) {
         store.cache(&info);
     }
     let registry = Registry::new(resources, store, config.max_queued_patches, metrics.clone());

@@ -68,6 +68,7 @@ impl Resource {
             short_names: self.short_names.clone(),
             namespaced: self.namespaced,
             status_subresource: false,
+            create_only: false,
         };
         info.matches_name(name)
     }

@@ -365,6 +365,7 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
                     short_names: short_names.clone(),
                     namespaced,
                     status_subresource: v["subresources"]["status"].is_object(),
+                    create_only: false,
                 }),
                 crd: crd.name().to_string(),
                 storage_version: storage_version.clone(),

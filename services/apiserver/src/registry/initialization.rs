@@ -50,7 +50,7 @@ impl Registry {
             .map(|c| Value::Object(c.as_map().clone()))
             .collect();
         let initializers = Initializers::from_configs(&configs);
-        for info in self.resources() {
+        for info in self.resources().into_iter().filter(|r| !r.create_only) {
             // Objects being deleted are left to their deletion.
             let waiting = self.store().cached(&info, |o| !o.is_initialized());
             for obj in waiting {

@@ -18,6 +18,7 @@ pub mod initializers;
 pub mod patch;
 pub mod rbac;
 mod resources;
+mod reviews;
 mod store;
 pub mod strategy;
 pub mod validation;

@@ -227,6 +227,7 @@ mod tests {
             short_names: vec![],
             namespaced: true,
             status_subresource: false,
+            create_only: false,
         })
     }
 

@@ -20,6 +20,7 @@ impl Resources {
     pub fn builtin() -> Resources {
         let by_gvr = builtin_resources()
             .into_iter()
+            .chain(keel_api::review_resources())
             .map(|r| (r.gvr.clone(), Arc::new(r)))
             .collect();
         Resources {

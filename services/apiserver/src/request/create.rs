@@ -26,6 +26,14 @@ impl Verb for Create {
 
     async fn run(self, cx: Context<'_>) -> Result<Object, ApiError> {
         let mut obj = strategy::decode(&cx.info, &self.object)?;
+        if cx.info.create_only {
+            // A review: answered, not stored.
+            let registry = cx.authorize(Self::NAME, "", "", "").await?;
+            let (requester, authorizing) = cx.requester();
+            return registry
+                .review(&cx.info, obj, requester, authorizing, cx.deadline)
+                .await;
+        }
         let ns = resolve_namespace(&cx.info, &self.namespace, &mut obj)?;
         // As in Kubernetes, a create is authorized without the new object's name.
         let store = cx.authorize(Self::NAME, &ns, "", "").await?;

@@ -34,7 +34,11 @@ pub struct Request<V> {
 /// user is allowed to.
 pub struct Context<'a> {
     registry: &'a Registry,
+    /// The user requests are authorized as (`None`: authorization is off).
     user: Option<&'a User>,
+    /// Who sent the request, whether or not requests are authorized (`None`: authentication
+    /// is off).
+    requester: Option<&'a User>,
     pub info: Arc<ResourceInfo>,
     /// When the request must be answered by.
     pub deadline: Instant,
@@ -59,6 +63,15 @@ impl<'a> Context<'a> {
     /// authorization is `AlwaysAllow`).
     pub fn user(&self) -> Option<&'a User> {
         self.user
+    }
+
+    /// Who sent the request (`None`: authentication is off), and whether requests are
+    /// authorized by RBAC: what a review answers about.
+    pub fn requester(&self) -> (Option<&'a User>, bool) {
+        (
+            self.requester,
+            self.user.is_some() || self.requester.is_none(),
+        )
     }
 
     /// Names the object the request made (a create is authorized without its name), for its
@@ -222,9 +235,18 @@ impl Handler {
         // Held until the audit line is queued: a request waiting on a slow audit log still
         // counts as in flight.
         let mut _held = None;
-        let out = match admitted
-            .and_then(|slot| Ok((slot, self.registry.lookup(req.resource.as_ref())?)))
-        {
+        let out = match admitted.and_then(|slot| {
+            let info = self.registry.lookup(req.resource.as_ref())?;
+            // A review is only ever created.
+            if info.create_only && V::NAME != "create" {
+                return Err(ApiError::new(
+                    Reason::MethodNotAllowed,
+                    keel_api::Target::new(&info.gvr.group, &info.gvr.resource, ""),
+                    "the server does not allow this method on the requested resource",
+                ));
+            }
+            Ok((slot, info))
+        }) {
             Ok((slot, info)) => {
                 let watch_slot = if V::CLASS == Class::Watch {
                     Some(slot)
@@ -235,6 +257,7 @@ impl Handler {
                 let cx = Context {
                     registry: &self.registry,
                     user: req.user.as_ref().filter(|_| self.rbac),
+                    requester: req.user.as_ref(),
                     info,
                     deadline,
                     metrics: &self.metrics,

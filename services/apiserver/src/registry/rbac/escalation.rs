@@ -343,7 +343,7 @@ mod tests {
     #[test]
     fn masters_and_unauthenticated_servers_are_not_checked() {
         let root = User {
-            groups: vec![super::super::MASTERS.into()],
+            groups: vec![crate::registry::rbac::MASTERS.into()],
             ..alice()
         };
         assert!(GrantCheck::new(&info("roles"), Some(&root), policy(), "").is_none());

@@ -23,6 +23,11 @@ const VERBS: [&str; 8] = [
     "watch",
 ];
 
+/// The verbs of a resource: all of them, or a review's `create`.
+fn verbs(r: &ResourceInfo) -> &'static [&'static str] {
+    if r.create_only { &["create"] } else { &VERBS }
+}
+
 /// The Kubernetes version keel speaks the API of (kubectl warns past one minor of skew).
 pub fn version() -> Value {
     json!({
@@ -141,7 +146,7 @@ fn resource_entries(r: &ResourceInfo) -> Vec<Value> {
         "singularName": r.singular,
         "namespaced": r.namespaced,
         "kind": r.kind,
-        "verbs": VERBS,
+        "verbs": verbs(r),
     });
     if !r.short_names.is_empty() {
         main["shortNames"] = json!(r.short_names);
@@ -248,7 +253,7 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
         "responseKind": kind,
         "scope": scope,
         "singularResource": r.singular,
-        "verbs": VERBS,
+        "verbs": verbs(r),
     });
     if !r.short_names.is_empty() {
         v["shortNames"] = json!(r.short_names);

@@ -156,7 +156,8 @@ fn refs(v: &Value, out: &mut Vec<String>) {
 /// The served resources by group version (`api/v1`, `apis/apps/v1`).
 fn by_group_version(handler: &Handler) -> BTreeMap<String, Vec<std::sync::Arc<ResourceInfo>>> {
     let mut out: BTreeMap<String, Vec<_>> = BTreeMap::new();
-    for r in handler.resources() {
+    // Reviews are left out: kubectl reads no schema of them.
+    for r in handler.resources().into_iter().filter(|r| !r.create_only) {
         let key = if r.gvr.group.is_empty() {
             format!("api/{}", r.gvr.version)
         } else {
