@@ -111,6 +111,7 @@ fn everything_rules() -> Vec<Rule> {
 }
 
 /// A review's `spec.resourceAttributes` or `spec.nonResourceAttributes`, owned.
+#[derive(Debug)]
 struct Asked {
     verb: String,
     group: String,
@@ -317,14 +318,12 @@ mod tests {
     #[test]
     fn an_access_review_asks_exactly_one_question() {
         let i = info("SelfSubjectAccessReview");
-        let e = attributes_of(&i, &obj(json!({"spec": {}})))
-            .err()
-            .expect("invalid");
+        let e = attributes_of(&i, &obj(json!({"spec": {}}))).expect_err("invalid");
         assert_eq!(e.reason, Reason::Invalid);
         assert_eq!(e.causes[0].field, "spec.resourceAttributes");
         let both = obj(json!({"spec": {"resourceAttributes": {"verb": "get"},
             "nonResourceAttributes": {"path": "/healthz", "verb": "get"}}}));
-        let e = attributes_of(&i, &both).err().expect("invalid");
+        let e = attributes_of(&i, &both).expect_err("invalid");
         assert_eq!(e.causes[0].field, "spec.nonResourceAttributes");
         let asked = attributes_of(
             &i,
@@ -344,9 +343,7 @@ mod tests {
     #[test]
     fn a_subject_access_review_names_a_user_or_a_group() {
         let i = info("SubjectAccessReview");
-        let e = subject_of(&i, &obj(json!({"spec": {}})))
-            .err()
-            .expect("invalid");
+        let e = subject_of(&i, &obj(json!({"spec": {}}))).expect_err("invalid");
         assert_eq!(e.causes[0].field, "spec.user");
         let u = subject_of(&i, &obj(json!({"spec": {"groups": ["dev"]}}))).expect("valid");
         assert_eq!(u.groups, ["dev"]);

@@ -42,6 +42,10 @@ pub struct Entry {
     pub subresource: String,
     pub namespace: String,
     pub name: String,
+    /// Whom `user` acted as (`Impersonate-User`), as Kubernetes' audit event's
+    /// `impersonatedUser`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub impersonated_user: Option<AuditUser>,
     /// The HTTP status code Kubernetes would answer with (200 for success, 201 for a create;
     /// 499 when the client went away before the answer).
     pub code: u16,
@@ -49,6 +53,15 @@ pub struct Entry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<keel_api::Reason>,
     pub latency_ms: f64,
+}
+
+/// A user an audit line names besides its sender.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditUser {
+    pub username: String,
+    pub groups: Vec<String>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
 }
 
 /// Where audit lines go.
@@ -185,6 +198,7 @@ mod tests {
             subresource: String::new(),
             namespace: "default".into(),
             name: name.into(),
+            impersonated_user: None,
             code: 200,
             reason: None,
             latency_ms: 1.5,

@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime};
 use keel_api::{ApiError, GroupVersionResource, Reason, ResourceInfo};
 use tokio::time::Instant;
 
-use super::audit::{AuditLog, Entry};
+use super::audit::{AuditLog, AuditUser, Entry};
+use super::impersonation::Impersonation;
 use super::limits::{Class, Limits, Slot};
 use crate::auth::User;
 use crate::metrics::Metrics;
@@ -18,14 +19,25 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// No request holds server resources longer than this, whatever it asks for.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Who sent a request, as its transport found: the authenticated user and whom it asks to
+/// act as.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    /// `None`: authentication is off.
+    pub user: Option<User>,
+    pub impersonate: Option<Impersonation>,
+}
+
 /// A request of one verb, as every transport hands it over.
 pub struct Request<V> {
     /// The resource it addresses (`None`: the client named none, a `BadRequest`).
     pub resource: Option<GroupVersionResource>,
     /// How long the client gives it (`None`: [`DEFAULT_TIMEOUT`]; at most [`MAX_TIMEOUT`]).
     pub timeout: Option<Duration>,
-    /// Who sent it (`None`: authentication is off, or authorization is `AlwaysAllow`).
+    /// Who sent it (`None`: authentication is off).
     pub user: Option<User>,
+    /// Whom it asks to act as (the `Impersonate-*` headers), if anyone.
+    pub impersonate: Option<Impersonation>,
     pub verb: V,
 }
 
@@ -120,6 +132,8 @@ struct Abandoned<'a> {
     audit: &'a AuditLog,
     scope: &'a Mutex<Scope>,
     user: Option<User>,
+    /// Whom `user` acted as, once allowed.
+    impersonated: Option<User>,
     resource: Option<GroupVersionResource>,
     verb: &'static str,
     start: Instant,
@@ -154,6 +168,11 @@ impl Abandoned<'_> {
             subresource: scope.subresource.clone(),
             namespace: scope.namespace.clone(),
             name: scope.name.clone(),
+            impersonated_user: self.impersonated.as_ref().map(|u| AuditUser {
+                username: u.name.clone(),
+                groups: u.groups.clone(),
+                uid: u.uid.clone(),
+            }),
             code,
             reason,
             latency_ms: self.start.elapsed().as_secs_f64() * 1000.0,
@@ -225,17 +244,31 @@ impl Handler {
             audit,
             scope: &scope,
             user: req.user.clone(),
+            impersonated: None,
             resource: req.resource.clone(),
             verb: V::NAME,
             start,
             answered: None,
             recorded: false,
         });
-        let admitted = self.limits.admit(V::CLASS, req.user.as_ref());
+        // Who the request runs as: its sender, or whom it may impersonate.
+        let impersonating = req.impersonate.is_some();
+        let user = match req.impersonate {
+            None => Ok(req.user),
+            Some(i) => self
+                .impersonate(req.user.as_ref(), &i, deadline)
+                .await
+                .map(Some),
+        };
+        if let (Some(pending), Ok(Some(u)), true) = (&mut abandoned, &user, impersonating) {
+            pending.impersonated = Some(u.clone());
+        }
+        let admitted =
+            user.and_then(|user| Ok((self.limits.admit(V::CLASS, user.as_ref())?, user)));
         // Held until the audit line is queued: a request waiting on a slow audit log still
         // counts as in flight.
         let mut _held = None;
-        let out = match admitted.and_then(|slot| {
+        let out = match admitted.and_then(|(slot, user)| {
             let info = self.registry.lookup(req.resource.as_ref())?;
             // A review is only ever created.
             if info.create_only && V::NAME != "create" {
@@ -245,9 +278,9 @@ impl Handler {
                     "the server does not allow this method on the requested resource",
                 ));
             }
-            Ok((slot, info))
+            Ok((slot, info, user))
         }) {
-            Ok((slot, info)) => {
+            Ok((slot, info, user)) => {
                 let watch_slot = if V::CLASS == Class::Watch {
                     Some(slot)
                 } else {
@@ -256,8 +289,8 @@ impl Handler {
                 };
                 let cx = Context {
                     registry: &self.registry,
-                    user: req.user.as_ref().filter(|_| self.rbac),
-                    requester: req.user.as_ref(),
+                    user: user.as_ref().filter(|_| self.rbac),
+                    requester: user.as_ref(),
                     info,
                     deadline,
                     metrics: &self.metrics,
@@ -285,6 +318,32 @@ impl Handler {
             pending.recorded = true;
         }
         out
+    }
+
+    /// The user `sender` acts as through `i`, once allowed to impersonate each identity it
+    /// names (`impersonate` on users or serviceaccounts, groups, uids); `Forbidden` naming the
+    /// first refused. Without authentication (no sender) or with `AlwaysAllow`, allowed.
+    async fn impersonate(
+        &self,
+        sender: Option<&User>,
+        i: &Impersonation,
+        deadline: Instant,
+    ) -> Result<User, ApiError> {
+        for needed in i.needed()? {
+            let attributes = Attributes {
+                verb: "impersonate",
+                group: needed.group,
+                resource: needed.resource,
+                subresource: "",
+                namespace: &needed.namespace,
+                name: &needed.name,
+                path: None,
+            };
+            self.registry
+                .authorize(sender.filter(|_| self.rbac), &attributes, deadline)
+                .await?;
+        }
+        Ok(i.user())
     }
 
     /// Every served resource (discovery).

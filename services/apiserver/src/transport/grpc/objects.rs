@@ -19,8 +19,8 @@ use tonic::{Response, Status};
 use super::{MAX_MESSAGE_BYTES, deadline};
 use crate::auth::User;
 use crate::request::{
-    Create, Delete, DeleteOptions, FieldValidation, Get, Handler, List, Patch, PatchType,
-    Propagation, Request, Update, Watch, WatchEvent,
+    Caller, Create, Delete, DeleteOptions, FieldValidation, Get, Handler, Impersonation, List,
+    Patch, PatchType, Propagation, Request, Update, Watch, WatchEvent,
 };
 
 pub struct ObjectsService {
@@ -29,9 +29,18 @@ pub struct ObjectsService {
 
 type BoxWatch = Pin<Box<dyn Stream<Item = Result<ProtoWatchEvent, Status>> + Send>>;
 
-/// The user the authentication interceptor found (none when authentication is off).
-fn user_of<T>(req: &tonic::Request<T>) -> Option<User> {
-    req.extensions().get::<User>().cloned()
+/// The user the authentication interceptor found (none when authentication is off), and
+/// whom the call asks to act as: the `impersonate-*` metadata, as Kubernetes' headers.
+fn user_of<T>(req: &tonic::Request<T>) -> Caller {
+    use tonic::metadata::KeyAndValueRef;
+    let metadata = req.metadata().iter().filter_map(|kv| match kv {
+        KeyAndValueRef::Ascii(k, v) => Some((k.as_str(), v.to_str().ok()?)),
+        KeyAndValueRef::Binary(..) => None,
+    });
+    Caller {
+        user: req.extensions().get::<User>().cloned(),
+        impersonate: Impersonation::from_headers(metadata),
+    }
 }
 
 /// The request layer's request of `verb` on `resource`, with the client's `timeout`, from
@@ -39,11 +48,12 @@ fn user_of<T>(req: &tonic::Request<T>) -> Option<User> {
 fn request<V>(
     resource: Option<ResourceRef>,
     timeout: Option<Duration>,
-    user: Option<User>,
+    caller: Caller,
     verb: V,
 ) -> Request<V> {
     Request {
-        user,
+        user: caller.user,
+        impersonate: caller.impersonate,
         resource: resource.map(|r| GroupVersionResource {
             group: r.group,
             version: r.version,

@@ -17,8 +17,8 @@ use super::table::{self, Printer};
 use super::watch;
 use crate::auth::User;
 use crate::request::{
-    Create, Delete, DeleteCollection, DeleteOptions, FieldValidation, Get, Handler, List, Patch,
-    PatchType, Propagation, Request, Update, Watch,
+    Caller, Create, Delete, DeleteCollection, DeleteOptions, FieldValidation, Get, Handler,
+    Impersonation, List, Patch, PatchType, Propagation, Request, Update, Watch,
 };
 
 /// What one REST request carries besides its path.
@@ -30,14 +30,10 @@ pub struct Call {
     pub user: Option<User>,
 }
 
-fn request<V>(
-    p: &ResourcePath,
-    timeout: Option<Duration>,
-    user: Option<User>,
-    verb: V,
-) -> Request<V> {
+fn request<V>(p: &ResourcePath, timeout: Option<Duration>, caller: Caller, verb: V) -> Request<V> {
     Request {
-        user,
+        user: caller.user,
+        impersonate: caller.impersonate,
         resource: Some(p.gvr.clone()),
         timeout,
         verb,
@@ -129,7 +125,15 @@ async fn run(
     let dry_run = q.dry_run(&t)?;
     let field_validation = FieldValidation::parse(q.get("fieldValidation"), &t)?;
     let timeout = q.timeout(&t)?;
-    let user = call.user.clone();
+    // The `Impersonate-*` headers (kubectl --as).
+    let user = Caller {
+        user: call.user.clone(),
+        impersonate: Impersonation::from_headers(
+            call.headers
+                .iter()
+                .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?))),
+        ),
+    };
     // `kubectl get` asks for a Table (a get, a list or a watch); no other request does.
     let printer = (call.method == Method::GET && table::wanted(&call.headers))
         .then(|| Printer::new(handler, &p.gvr, q, &t))
