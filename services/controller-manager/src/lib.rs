@@ -7,6 +7,8 @@
 //! - [`controllers::podlifecycle`]: keel has no nodes; this plays the kubelet.
 //! - [`controllers::garbagecollector`]: dependents of deleted owners; foreground and orphan.
 //! - [`controllers::namespace`]: a deleted namespace's contents go first, then the namespace.
+//! - [`controllers::clusterroleaggregation`]: aggregated ClusterRoles (`admin`, `edit`, `view`)
+//!   get the rules of the ClusterRoles they select.
 //!
 //! Any number of replicas share the work: each controller's keyspace is split into shards
 //! (`--shards`, 32 by default), each held by one replica through a `Lease` in `keel-system`

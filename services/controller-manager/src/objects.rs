@@ -113,7 +113,14 @@ pub fn release_patch(owner_uid: &str, obj: &Value) -> Value {
 /// `spec.selector` (matchLabels and matchExpressions) as a label selector. An empty or absent
 /// selector is an error: it would select everything, and the API server refuses it anyway.
 pub fn selector(obj: &Value) -> Result<LabelSelector, String> {
-    let sel = &obj["spec"]["selector"];
+    label_selector(&obj["spec"]["selector"])
+        .map_err(|e| format!("spec.selector: {e}"))?
+        .ok_or_else(|| "spec.selector: empty".to_string())
+}
+
+/// A `LabelSelector` object (matchLabels and matchExpressions) in selector form; `None` when
+/// it has no requirement (Kubernetes: it selects everything).
+pub fn label_selector(sel: &Value) -> Result<Option<LabelSelector>, String> {
     let mut parts = Vec::new();
     if let Some(m) = sel["matchLabels"].as_object() {
         for (k, v) in m {
@@ -133,13 +140,15 @@ pub fn selector(obj: &Value) -> Result<LabelSelector, String> {
             "NotIn" => parts.push(format!("{key} notin ({})", values.join(","))),
             "Exists" => parts.push(key.to_string()),
             "DoesNotExist" => parts.push(format!("!{key}")),
-            op => return Err(format!("spec.selector: unknown operator {op:?}")),
+            op => return Err(format!("unknown operator {op:?}")),
         }
     }
     if parts.is_empty() {
-        return Err("spec.selector: empty".into());
+        return Ok(None);
     }
-    LabelSelector::parse(&parts.join(",")).map_err(|e| format!("spec.selector: {e}"))
+    LabelSelector::parse(&parts.join(","))
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
 
 /// Whether the selector selects this object by its labels.

@@ -1,5 +1,6 @@
 //! The controllers, and how one is chosen by name and set up.
 
+pub mod clusterroleaggregation;
 pub mod deployment;
 pub mod expectations;
 pub mod garbagecollector;
@@ -30,13 +31,14 @@ use crate::config::Config;
 use crate::shutdown::Shutdown;
 
 /// Every controller, by the name `--controllers` uses.
-pub const ALL: [&str; 6] = [
+pub const ALL: [&str; 7] = [
     "replicaset",
     "deployment",
     "podlifecycle",
     "garbagecollector",
     "namespace",
     "network",
+    clusterroleaggregation::NAME,
 ];
 
 /// What every controller is set up with.
@@ -352,6 +354,7 @@ pub fn setup(name: &str, ctx: &Context, registry: &mut Registry) -> Result<Start
         "garbagecollector" => garbagecollector::setup(ctx, registry),
         "namespace" => namespace::setup(ctx, registry),
         "network" => network::setup(ctx, registry),
+        clusterroleaggregation::NAME => clusterroleaggregation::setup(ctx, registry),
         other => Err(SetupError::Unknown(other.to_string())),
     }
 }

@@ -34,7 +34,15 @@ impl Discovery for DiscoveryService {
                 kind: r.kind.clone(),
                 short_names: r.short_names.clone(),
                 namespaced: r.namespaced,
-                verbs: VERBS.iter().map(|v| v.to_string()).collect(),
+                // A review is only ever created.
+                verbs: if r.create_only {
+                    &VERBS[..1]
+                } else {
+                    &VERBS[..]
+                }
+                .iter()
+                .map(|v| v.to_string())
+                .collect(),
                 subresources: Subresource::served(r)
                     .into_iter()
                     .map(String::from)
