@@ -8,6 +8,8 @@
 //! effect within a sync period of its write reaching the cache, on every replica.
 
 mod escalation;
+#[cfg(test)]
+mod properties;
 mod rules;
 
 use std::collections::HashMap;
