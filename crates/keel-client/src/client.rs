@@ -39,6 +39,19 @@ pub struct ClientConfig {
     pub tls: Option<TlsConfig>,
     /// A bearer token sent with every call (`authorization: Bearer <token>`).
     pub token: Option<String>,
+    /// Act as another user (Kubernetes' impersonation, `kubectl --as`): sent as the
+    /// `impersonate-user`, `impersonate-group` and `impersonate-uid` metadata of every call.
+    /// The server allows it to users who hold the verb `impersonate` on each.
+    pub impersonate: Option<Impersonate>,
+}
+
+/// Whom to act as.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Impersonate {
+    pub user: String,
+    pub groups: Vec<String>,
+    /// `""`: none.
+    pub uid: String,
 }
 
 /// PEM bytes of the CA to trust and of the client's certificate and key.
@@ -149,6 +162,7 @@ impl ClientConfig {
             connect_timeout: Duration::from_secs(3),
             tls: None,
             token: None,
+            impersonate: None,
         }
     }
 
@@ -203,6 +217,8 @@ pub struct Client {
     timeout: Duration,
     /// `Bearer <token>`, when the config has a token.
     authorization: Option<MetadataValue<Ascii>>,
+    /// The impersonation metadata, when the config asks for it.
+    impersonation: Arc<Vec<(&'static str, MetadataValue<Ascii>)>>,
 }
 
 fn resource_ref(g: &GroupVersionResource) -> Option<ResourceRef> {
@@ -228,8 +244,34 @@ impl Client {
         if let Some(a) = &self.authorization {
             r.metadata_mut().insert("authorization", a.clone());
         }
+        for (key, value) in self.impersonation.iter() {
+            r.metadata_mut().append(*key, value.clone());
+        }
         r
     }
+}
+
+/// The metadata of an impersonation: a user, each group, the uid.
+fn impersonation_metadata(
+    i: Option<&Impersonate>,
+) -> Result<Vec<(&'static str, MetadataValue<Ascii>)>, ApiError> {
+    let Some(i) = i else { return Ok(Vec::new()) };
+    let value = |v: &str| {
+        v.parse::<MetadataValue<Ascii>>().map_err(|_| {
+            ApiError::bad_request(
+                Target::default(),
+                format!("cannot impersonate {v:?}: not a value an HTTP header can carry"),
+            )
+        })
+    };
+    let mut out = vec![("impersonate-user", value(&i.user)?)];
+    for g in &i.groups {
+        out.push(("impersonate-group", value(g)?));
+    }
+    if !i.uid.is_empty() {
+        out.push(("impersonate-uid", value(&i.uid)?));
+    }
+    Ok(out)
 }
 
 /// How often one call is sent again after `TooManyRequests` with a retry-after hint
@@ -310,6 +352,7 @@ impl Client {
             endpoints: Arc::new(Endpoints::new(channels)),
             timeout: config.timeout,
             authorization,
+            impersonation: Arc::new(impersonation_metadata(config.impersonate.as_ref())?),
         })
     }
 
@@ -681,6 +724,7 @@ mod tests {
             endpoints: Arc::new(Endpoints::new(channels)),
             timeout: Duration::from_secs(5),
             authorization: None,
+            impersonation: Arc::default(),
         }
     }
 

@@ -16,7 +16,9 @@ mod endpoints;
 mod flags;
 mod watch;
 
-pub use client::{Client, ClientConfig, DeleteParams, ListParams, ObjectList, TlsConfig, gvr};
+pub use client::{
+    Client, ClientConfig, DeleteParams, Impersonate, ListParams, ObjectList, TlsConfig, gvr,
+};
 pub use flags::ConnectFlags;
 pub use keel_api::proto::{PatchType, PropagationPolicy};
 pub use keel_api::shard::ShardSelector;

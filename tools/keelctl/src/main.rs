@@ -67,6 +67,29 @@ struct Cli {
     #[arg(long, global = true, help_heading = "Global options")]
     token: Option<String>,
 
+    /// Act as this user (Kubernetes' impersonation; the server must allow you `impersonate`
+    /// on it), as kubectl's --as.
+    #[arg(long = "as", global = true, help_heading = "Global options")]
+    as_user: Option<String>,
+
+    /// With --as: act as a member of this group (repeatable).
+    #[arg(
+        long = "as-group",
+        global = true,
+        help_heading = "Global options",
+        requires = "as_user"
+    )]
+    as_group: Vec<String>,
+
+    /// With --as: act with this uid.
+    #[arg(
+        long = "as-uid",
+        global = true,
+        help_heading = "Global options",
+        requires = "as_user"
+    )]
+    as_uid: Option<String>,
+
     /// The CA that signed the API server's certificate (PEM file; default: the kubeconfig
     /// cluster's).
     #[arg(long, global = true, help_heading = "Global options")]
@@ -196,6 +219,11 @@ fn connection(cli: &Cli) -> Result<(ClientConfig, Option<String>), Error> {
         config.tls.get_or_insert_with(TlsConfig::default).ca_pem = pem;
     }
     config.token = cli.token.clone().or(resolved.token);
+    config.impersonate = cli.as_user.as_ref().map(|user| keel_client::Impersonate {
+        user: user.clone(),
+        groups: cli.as_group.clone(),
+        uid: cli.as_uid.clone().unwrap_or_default(),
+    });
     Ok((config, resolved.namespace))
 }
 
