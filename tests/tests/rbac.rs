@@ -9,8 +9,9 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
 use keel_client::{
-    ApiError, Client, ClientConfig, DeleteParams, ListParams, Reason, WatchParams, gvr,
+    ApiError, Client, ClientConfig, DeleteParams, ListParams, PatchType, Reason, WatchParams, gvr,
 };
 use keel_tests::{ApiServer, Etcd, eventually, list_names};
 use serde_json::json;
@@ -19,6 +20,8 @@ const TOKENS: &str = "\
 admin-token,admin,1,system:masters
 alice-token,alice,2,dev
 loadtest-token,keel-loadtest,3,
+bob-token,bob,4,
+cm-token,system:keel-controller-manager,5,
 ";
 
 /// `TOKENS` written into `dir`: the path, for `--token-auth-file`.
@@ -200,10 +203,17 @@ async fn keel_components_have_least_privilege_bootstrap_roles() {
     assert_eq!(
         names,
         [
+            "admin",
             "cluster-admin",
+            "edit",
             "keel-loadtest",
+            "system:aggregate-to-admin",
+            "system:aggregate-to-edit",
+            "system:aggregate-to-view",
+            "system:basic-user",
             "system:keel-controller-manager",
-            "system:keel-initializer"
+            "system:keel-initializer",
+            "view"
         ]
     );
 }
@@ -280,4 +290,743 @@ async fn a_just_started_replica_does_not_refuse_what_its_policy_allows() {
         before_ready > 0,
         "the replica was ready before the first request"
     );
+}
+
+const RBAC: &str = "rbac.authorization.k8s.io";
+
+fn role(namespace: &str, name: &str, rules: serde_json::Value) -> serde_json::Value {
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": name, "namespace": namespace}, "rules": rules})
+}
+
+fn cluster_role(name: &str, rules: serde_json::Value) -> serde_json::Value {
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": name}, "rules": rules})
+}
+
+fn binding(
+    namespace: &str,
+    name: &str,
+    role_kind: &str,
+    role: &str,
+    user: &str,
+) -> serde_json::Value {
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": name, "namespace": namespace},
+        "roleRef": {"apiGroup": RBAC, "kind": role_kind, "name": role},
+        "subjects": [{"kind": "User", "name": user}]})
+}
+
+/// The issue's alice, in team-a: create/get/list on roles and rolebindings, get/list on
+/// configmaps; and, for the rules' finer points, get on pods/status, get on the pod "web" by
+/// name, and get on everything of the group apps. team-b exists too. Returns once alice's
+/// binding is in force.
+async fn alice_in_team_a(admin: &Client, alice: &Client) {
+    let ns = gvr("", "v1", "namespaces");
+    for name in ["team-a", "team-b"] {
+        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        admin.create(&ns, "", &obj).await.unwrap();
+    }
+    let rules = json!([
+        {"apiGroups": [RBAC], "resources": ["roles", "rolebindings"], "verbs": ["create", "get", "list", "update", "patch"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]},
+        {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["pods"], "resourceNames": ["web"], "verbs": ["get"]},
+        {"apiGroups": ["apps"], "resources": ["*"], "verbs": ["get"]}]);
+    admin
+        .create(
+            &gvr(RBAC, "v1", "roles"),
+            "team-a",
+            &role("team-a", "alice", rules),
+        )
+        .await
+        .unwrap();
+    admin
+        .create(
+            &gvr(RBAC, "v1", "rolebindings"),
+            "team-a",
+            &binding("team-a", "alice", "Role", "alice", "alice"),
+        )
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(5),
+        "alice's binding in force",
+        || async {
+            alice
+                .list(&gvr(RBAC, "v1", "roles"), "team-a", &ListParams::default())
+                .await
+                .ok()
+        },
+    )
+    .await;
+}
+
+/// `Forbidden` for granting what is not held, in Kubernetes' words.
+fn escalation(r: Result<serde_json::Value, ApiError>, object: &str, missing: &[&str]) {
+    let e = r.expect_err("refused as an escalation");
+    assert_eq!(e.reason, Reason::Forbidden, "{e}");
+    assert_eq!(
+        e.message,
+        format!(
+            "{object} is forbidden: user \"alice\" (groups=[\"dev\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{}",
+            missing.join("\n")
+        )
+    );
+}
+
+#[tokio::test]
+async fn roles_and_bindings_grant_only_what_their_writer_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(&etcd, &["--token-auth-file", &token_file(&dir)]).await;
+    let admin = client(&api, "admin-token").await;
+    let alice = client(&api, "alice-token").await;
+    let bob = client(&api, "bob-token").await;
+    alice_in_team_a(&admin, &alice).await;
+    let roles = gvr(RBAC, "v1", "roles");
+    let bindings = gvr(RBAC, "v1", "rolebindings");
+    let cms = gvr("", "v1", "configmaps");
+
+    // Binding herself to cluster-admin, and a Role with a verb she lacks: refused.
+    escalation(
+        alice
+            .create(
+                &bindings,
+                "team-a",
+                &binding("team-a", "mine", "ClusterRole", "cluster-admin", "alice"),
+            )
+            .await,
+        "rolebindings.rbac.authorization.k8s.io \"mine\"",
+        &[
+            "{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}",
+            "{NonResourceURLs:[\"*\"], Verbs:[\"*\"]}",
+        ],
+    );
+    let deleter = role(
+        "team-a",
+        "deleter",
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "delete"]}]),
+    );
+    escalation(
+        alice.create(&roles, "team-a", &deleter).await,
+        "roles.rbac.authorization.k8s.io \"deleter\"",
+        &["{APIGroups:[\"\"], Resources:[\"configmaps\"], Verbs:[\"delete\"]}"],
+    );
+
+    // Rule by rule: what she holds may be granted, exactly that.
+    let cases: &[(serde_json::Value, bool)] = &[
+        (
+            json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}),
+            true,
+        ),
+        (
+            json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}),
+            false,
+        ),
+        (
+            json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["watch"]}),
+            false,
+        ),
+        // Subresources: held ones, never the parent, never a wildcard subresource.
+        (
+            json!({"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get"]}),
+            true,
+        ),
+        (
+            json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}),
+            false,
+        ),
+        (
+            json!({"apiGroups": [""], "resources": ["*/status"], "verbs": ["get"]}),
+            false,
+        ),
+        // Resource names: the name held, no other, and not every object.
+        (
+            json!({"apiGroups": [""], "resources": ["pods"], "resourceNames": ["web"], "verbs": ["get"]}),
+            true,
+        ),
+        (
+            json!({"apiGroups": [""], "resources": ["pods"], "resourceNames": ["db"], "verbs": ["get"]}),
+            false,
+        ),
+        // Wildcards: a held `*` covers every resource of its group, and itself; an unheld one
+        // covers nothing.
+        (
+            json!({"apiGroups": ["apps"], "resources": ["deployments", "deployments/scale"], "verbs": ["get"]}),
+            true,
+        ),
+        (
+            json!({"apiGroups": ["apps"], "resources": ["*"], "verbs": ["get"]}),
+            true,
+        ),
+        (
+            json!({"apiGroups": ["*"], "resources": ["deployments"], "verbs": ["get"]}),
+            false,
+        ),
+        (
+            json!({"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]}),
+            false,
+        ),
+    ];
+    for (i, (rule, allowed)) in cases.iter().enumerate() {
+        let r = alice
+            .create(
+                &roles,
+                "team-a",
+                &role("team-a", &format!("case-{i}"), json!([rule])),
+            )
+            .await;
+        match (allowed, r) {
+            (true, Ok(_)) => {}
+            (false, Err(e)) if e.reason == Reason::Forbidden => {}
+            (_, r) => panic!("rule {rule}: allowed should be {allowed}, got {r:?}"),
+        }
+    }
+    // In a namespace where she holds nothing, nothing (she may not even write there).
+    let e = alice
+        .create(&roles, "team-b", &role("team-b", "x", json!([])))
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Forbidden);
+
+    // A Role she holds all of may be bound to someone else, who then has it.
+    alice
+        .create(
+            &bindings,
+            "team-a",
+            &binding("team-a", "bob-reads", "Role", "case-0", "bob"),
+        )
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(5), "bob reads configmaps", || async {
+        bob.list(&cms, "team-a", &ListParams::default()).await.ok()
+    })
+    .await;
+    // A binding to a role that does not exist: NotFound, as Kubernetes' lister says it.
+    let e = alice
+        .create(
+            &bindings,
+            "team-a",
+            &binding("team-a", "ghost", "ClusterRole", "no-such-role", "bob"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::NotFound, "{e}");
+    assert_eq!(
+        e.message,
+        "clusterrole.rbac.authorization.k8s.io \"no-such-role\" not found"
+    );
+
+    // Updates are checked as creates are, by patch and by replace alike.
+    let grow = json!({"rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "delete"]}]});
+    escalation(
+        alice
+            .patch(&roles, "team-a", "case-0", PatchType::Merge, &grow)
+            .await,
+        "roles.rbac.authorization.k8s.io \"case-0\"",
+        &["{APIGroups:[\"\"], Resources:[\"configmaps\"], Verbs:[\"delete\"]}"],
+    );
+    let mut replaced = alice.get(&roles, "team-a", "case-0").await.unwrap();
+    replaced["rules"] = grow["rules"].clone();
+    escalation(
+        alice.update(&roles, "team-a", &replaced).await,
+        "roles.rbac.authorization.k8s.io \"case-0\"",
+        &["{APIGroups:[\"\"], Resources:[\"configmaps\"], Verbs:[\"delete\"]}"],
+    );
+    // A binding's role cannot be changed to another.
+    let mut rebound = alice.get(&bindings, "team-a", "bob-reads").await.unwrap();
+    rebound["roleRef"]["name"] = json!("case-3");
+    let e = alice
+        .update(&bindings, "team-a", &rebound)
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Invalid, "{e}");
+    assert_eq!(e.causes[0].field, "roleRef");
+    // Labels change what no rule holds: still checked, and allowed for a role she holds.
+    alice
+        .patch(
+            &roles,
+            "team-a",
+            "case-0",
+            PatchType::Merge,
+            &json!({"metadata": {"labels": {"team": "a"}}}),
+        )
+        .await
+        .unwrap();
+    let stored = admin.get(&roles, "team-a", "case-0").await.unwrap();
+    assert_eq!(stored["rules"][0]["verbs"], json!(["get", "list"]));
+
+    // `bind` on a ClusterRole, by name, lets her bind it without holding its rules.
+    let crs = gvr(RBAC, "v1", "clusterroles");
+    for name in ["reader-plus", "writer"] {
+        let rules = json!([{"apiGroups": [""], "resources": ["configmaps", "pods"], "verbs": ["get", "list", "watch", "create"]}]);
+        admin
+            .create(&crs, "", &cluster_role(name, rules))
+            .await
+            .unwrap();
+    }
+    let may_bind = role(
+        "team-a",
+        "binder",
+        json!([{"apiGroups": [RBAC], "resources": ["clusterroles"], "resourceNames": ["reader-plus"], "verbs": ["bind"]}]),
+    );
+    admin.create(&roles, "team-a", &may_bind).await.unwrap();
+    admin
+        .create(
+            &bindings,
+            "team-a",
+            &binding("team-a", "binder", "Role", "binder", "alice"),
+        )
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(5), "bind in force", || async {
+        alice
+            .create(
+                &bindings,
+                "team-a",
+                &binding(
+                    "team-a",
+                    "bob-reader-plus",
+                    "ClusterRole",
+                    "reader-plus",
+                    "bob",
+                ),
+            )
+            .await
+            .ok()
+    })
+    .await;
+    let e = alice
+        .create(
+            &bindings,
+            "team-a",
+            &binding("team-a", "bob-writer", "ClusterRole", "writer", "bob"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Forbidden, "{e}");
+
+    // `escalate` on roles lets her write a Role with rules she lacks.
+    let may_escalate = role(
+        "team-a",
+        "escalator",
+        json!([{"apiGroups": [RBAC], "resources": ["roles"], "verbs": ["escalate"]}]),
+    );
+    admin.create(&roles, "team-a", &may_escalate).await.unwrap();
+    admin
+        .create(
+            &bindings,
+            "team-a",
+            &binding("team-a", "escalator", "Role", "escalator", "alice"),
+        )
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(5), "escalate in force", || async {
+        alice.create(&roles, "team-a", &deleter).await.ok()
+    })
+    .await;
+    // Yet escalate on Roles is not bind: binding that Role to herself is still refused.
+    escalation(
+        alice
+            .create(
+                &bindings,
+                "team-a",
+                &binding("team-a", "del", "Role", "deleter", "alice"),
+            )
+            .await,
+        "rolebindings.rbac.authorization.k8s.io \"del\"",
+        &["{APIGroups:[\"\"], Resources:[\"configmaps\"], Verbs:[\"delete\"]}"],
+    );
+}
+
+#[tokio::test]
+async fn a_watch_needs_watch_a_get_names_one_object_and_clients_stop_at_a_refusal() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(&etcd, &["--token-auth-file", &token_file(&dir)]).await;
+    let admin = client(&api, "admin-token").await;
+    let alice = client(&api, "alice-token").await;
+    alice_in_team_a(&admin, &alice).await;
+    let cms = gvr("", "v1", "configmaps");
+    admin
+        .create(&cms, "team-a", &configmap("settings"))
+        .await
+        .unwrap();
+
+    // get and list, not watch.
+    alice.get(&cms, "team-a", "settings").await.unwrap();
+    alice
+        .list(&cms, "team-a", &ListParams::default())
+        .await
+        .unwrap();
+    let params = WatchParams {
+        namespace: "team-a".into(),
+        ..Default::default()
+    };
+    forbidden(
+        alice.watch(&cms, &params).await.map(|_| ()),
+        "configmaps is forbidden: User \"alice\" cannot watch resource \"configmaps\" in API group \"\" in the namespace \"team-a\"",
+    );
+    // The resumable watch hands the refusal on and ends, instead of retrying it for ever.
+    let mut events = alice.watch_resumable(&cms, &params);
+    let first = tokio::time::timeout(Duration::from_secs(10), events.next())
+        .await
+        .expect("an answer, not retries");
+    let e = first.expect("an item").expect_err("refused");
+    assert_eq!(e.reason, Reason::Forbidden);
+    let end = tokio::time::timeout(Duration::from_secs(10), events.next())
+        .await
+        .expect("the end of the stream");
+    assert!(end.is_none());
+    // keelctl's watches print it and exit 1, with and without the list first.
+    let keelctl = keel_tests::keelctl::Keelctl::new(&api);
+    for how in ["--watch-only", "-w"] {
+        let run = keelctl.run(&[
+            "--token",
+            "alice-token",
+            "get",
+            "configmaps",
+            "-n",
+            "team-a",
+            how,
+        ]);
+        let err = run.failed();
+        assert!(
+            err.contains("Error from server (Forbidden): configmaps is forbidden: User \"alice\" cannot watch resource \"configmaps\""),
+            "{how}: {err}"
+        );
+    }
+
+    // A get names one object: a rule with resourceNames allows that object, no list.
+    let pods = gvr("", "v1", "pods");
+    let pod = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+    };
+    for name in ["web", "db"] {
+        admin.create(&pods, "team-a", &pod(name)).await.unwrap();
+    }
+    alice.get(&pods, "team-a", "web").await.unwrap();
+    forbidden(
+        alice.get(&pods, "team-a", "db").await,
+        "pods \"db\" is forbidden: User \"alice\" cannot get resource \"pods\" in API group \"\" in the namespace \"team-a\"",
+    );
+    forbidden(
+        alice.list(&pods, "team-a", &ListParams::default()).await,
+        "pods is forbidden: User \"alice\" cannot list resource \"pods\" in API group \"\" in the namespace \"team-a\"",
+    );
+}
+
+/// Kubernetes' review objects, over gRPC (the kubectl test sends them over REST).
+#[tokio::test]
+async fn reviews_answer_from_the_policy_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(&etcd, &["--token-auth-file", &token_file(&dir)]).await;
+    let admin = client(&api, "admin-token").await;
+    let alice = client(&api, "alice-token").await;
+    alice_in_team_a(&admin, &alice).await;
+    let ssar = gvr("authorization.k8s.io", "v1", "selfsubjectaccessreviews");
+    let ask = |verb: &str, resource: &str, ns: &str| {
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"verb": verb, "resource": resource, "namespace": ns}}})
+    };
+    let yes = alice
+        .create(&ssar, "", &ask("list", "configmaps", "team-a"))
+        .await
+        .unwrap();
+    assert_eq!(
+        yes["status"],
+        json!({"allowed": true, "reason": "RBAC: allowed by RoleBinding \"alice/team-a\" of Role \"alice\" to User \"alice\""})
+    );
+    let no = alice
+        .create(&ssar, "", &ask("delete", "configmaps", "team-a"))
+        .await
+        .unwrap();
+    assert_eq!(no["status"], json!({"allowed": false}));
+    let no = alice
+        .create(&ssar, "", &ask("list", "configmaps", "team-b"))
+        .await
+        .unwrap();
+    assert_eq!(no["status"], json!({"allowed": false}));
+    let e = alice
+        .create(&ssar, "", &json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {}}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Invalid);
+    assert_eq!(e.causes[0].field, "spec.resourceAttributes");
+    // A review is never stored: nothing to get, list or watch.
+    let e = alice
+        .list(&ssar, "", &ListParams::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::MethodNotAllowed, "{e}");
+
+    // What may I do here: her Role's rules and system:basic-user's.
+    let ssrr = gvr("authorization.k8s.io", "v1", "selfsubjectrulesreviews");
+    let rules = alice
+        .create(&ssrr, "", &json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": "team-a"}}))
+        .await
+        .unwrap();
+    let resources: Vec<String> = rules["status"]["resourceRules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["resources"].to_string())
+        .collect();
+    assert!(
+        resources.contains(&"[\"configmaps\"]".to_string()),
+        "{resources:?}"
+    );
+    assert!(
+        resources
+            .contains(&"[\"selfsubjectaccessreviews\",\"selfsubjectrulesreviews\"]".to_string()),
+        "{resources:?}"
+    );
+    assert_eq!(rules["status"]["incomplete"], json!(false));
+    let e = alice
+        .create(&ssrr, "", &json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {}}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::BadRequest);
+
+    // Who am I.
+    let ssr = gvr("authentication.k8s.io", "v1", "selfsubjectreviews");
+    let me = alice
+        .create(
+            &ssr,
+            "",
+            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        me["status"]["userInfo"],
+        json!({"username": "alice", "uid": "2", "groups": ["dev", "system:authenticated"]})
+    );
+
+    // Asking about someone else needs the right to: an admin may, alice may not.
+    let sar = gvr("authorization.k8s.io", "v1", "subjectaccessreviews");
+    let about_alice = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": "alice", "groups": ["dev"], "resourceAttributes": {"verb": "get", "resource": "configmaps", "namespace": "team-a"}}});
+    forbidden(
+        alice.create(&sar, "", &about_alice).await,
+        "subjectaccessreviews.authorization.k8s.io is forbidden: User \"alice\" cannot create resource \"subjectaccessreviews\" in API group \"authorization.k8s.io\" at the cluster scope",
+    );
+    let answer = admin.create(&sar, "", &about_alice).await.unwrap();
+    assert_eq!(answer["status"]["allowed"], json!(true));
+}
+
+#[tokio::test]
+async fn impersonation_needs_the_impersonate_verb_and_the_audit_log_names_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.log");
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(
+        &etcd,
+        &[
+            "--token-auth-file",
+            &token_file(&dir),
+            "--audit-log-path",
+            audit.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let admin = client(&api, "admin-token").await;
+    let alice = client(&api, "alice-token").await;
+    alice_in_team_a(&admin, &alice).await;
+    let endpoint = api.endpoint();
+    let as_user = |token: &str, user: &str, groups: &[&str]| {
+        let mut config = ClientConfig::new([endpoint.clone()]).timeout(Duration::from_secs(5));
+        config.token = Some(token.to_string());
+        config.impersonate = Some(keel_client::Impersonate {
+            user: user.into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+            uid: String::new(),
+        });
+        async move { Client::connect(&config).await }
+    };
+    let cms = gvr("", "v1", "configmaps");
+    // An admin acting as alice has alice's rights, not its own.
+    let admin_as_alice = as_user("admin-token", "alice", &[]).await.unwrap();
+    admin_as_alice
+        .list(&cms, "team-a", &ListParams::default())
+        .await
+        .unwrap();
+    forbidden(
+        admin_as_alice
+            .list(&cms, "team-b", &ListParams::default())
+            .await,
+        "configmaps is forbidden: User \"alice\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"team-b\"",
+    );
+    // alice may not act as anyone.
+    let alice_as_admin = as_user("alice-token", "admin", &[]).await.unwrap();
+    forbidden(
+        alice_as_admin
+            .list(&cms, "team-a", &ListParams::default())
+            .await,
+        "users \"admin\" is forbidden: User \"alice\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
+    );
+    // bob may act as alice, by name, and as no group.
+    let crs = gvr(RBAC, "v1", "clusterroles");
+    let rule = json!([{"apiGroups": [""], "resources": ["users"], "resourceNames": ["alice"], "verbs": ["impersonate"]}]);
+    admin
+        .create(&crs, "", &cluster_role("as-alice", rule))
+        .await
+        .unwrap();
+    let crb = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "bob-as-alice"},
+        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "as-alice"},
+        "subjects": [{"kind": "User", "name": "bob"}]});
+    admin
+        .create(&gvr(RBAC, "v1", "clusterrolebindings"), "", &crb)
+        .await
+        .unwrap();
+    let bob_as_alice = as_user("bob-token", "alice", &[]).await.unwrap();
+    eventually(Duration::from_secs(5), "bob acts as alice", || async {
+        bob_as_alice
+            .list(&cms, "team-a", &ListParams::default())
+            .await
+            .ok()
+    })
+    .await;
+    let bob_as_admin = as_user("bob-token", "admin", &[]).await.unwrap();
+    forbidden(
+        bob_as_admin
+            .list(&cms, "team-a", &ListParams::default())
+            .await,
+        "users \"admin\" is forbidden: User \"bob\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
+    );
+    let bob_as_masters = as_user("bob-token", "alice", &["system:masters"])
+        .await
+        .unwrap();
+    forbidden(
+        bob_as_masters
+            .list(&cms, "team-b", &ListParams::default())
+            .await,
+        "groups \"system:masters\" is forbidden: User \"bob\" cannot impersonate resource \"groups\" in API group \"\" at the cluster scope",
+    );
+    // Whoever acts as alice is alice to the reviews.
+    let me = bob_as_alice
+        .create(
+            &gvr("authentication.k8s.io", "v1", "selfsubjectreviews"),
+            "",
+            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        me["status"]["userInfo"],
+        json!({"username": "alice", "groups": ["system:authenticated"]})
+    );
+
+    // The audit log names who sent each request and whom it acted as.
+    let line = eventually(Duration::from_secs(5), "the audit line", || {
+        let text = std::fs::read_to_string(&audit).unwrap_or_default();
+        async move {
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .find(|l| l["user"] == "bob" && l["verb"] == "list" && l["code"] == 200)
+        }
+    })
+    .await;
+    assert_eq!(
+        line["impersonatedUser"],
+        json!({"username": "alice", "groups": ["system:authenticated"]})
+    );
+    assert_eq!(line["namespace"], "team-a");
+}
+
+#[tokio::test]
+async fn edit_admin_and_view_are_aggregated_and_a_custom_role_joins_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(&etcd, &["--token-auth-file", &token_file(&dir)]).await;
+    let _cm = keel_tests::ControllerManager::start(&[&api], &["--token", "cm-token"]).await;
+    let admin = client(&api, "admin-token").await;
+    let alice = client(&api, "alice-token").await;
+    let ns = gvr("", "v1", "namespaces");
+    let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}});
+    admin.create(&ns, "", &obj).await.unwrap();
+    let crs = gvr(RBAC, "v1", "clusterroles");
+    let rules_of = |name: &'static str| {
+        let admin = admin.clone();
+        let crs = crs.clone();
+        async move {
+            admin.get(&crs, "", name).await.unwrap()["rules"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        }
+    };
+    // view ⊂ edit ⊂ admin, filled in by the controller.
+    eventually(
+        Duration::from_secs(20),
+        "admin, edit and view filled",
+        || async {
+            let (view, edit, adm) = (
+                rules_of("view").await,
+                rules_of("edit").await,
+                rules_of("admin").await,
+            );
+            (!view.is_empty()
+                && view.iter().all(|r| edit.contains(r))
+                && edit.iter().all(|r| adm.contains(r))
+                && edit.len() > view.len()
+                && adm.len() > edit.len())
+            .then_some(())
+        },
+    )
+    .await;
+
+    // "Bind alice to edit in team-a" works as users expect.
+    admin
+        .create(
+            &gvr(RBAC, "v1", "rolebindings"),
+            "team-a",
+            &binding("team-a", "alice-edits", "ClusterRole", "edit", "alice"),
+        )
+        .await
+        .unwrap();
+    let cms = gvr("", "v1", "configmaps");
+    eventually(Duration::from_secs(5), "alice edits configmaps", || async {
+        alice.create(&cms, "team-a", &configmap("mine")).await.ok()
+    })
+    .await;
+    alice
+        .list(
+            &gvr("apps", "v1", "deployments"),
+            "team-a",
+            &ListParams::default(),
+        )
+        .await
+        .unwrap();
+    // edit holds no RBAC: alice cannot write roles.
+    let e = alice
+        .create(
+            &gvr(RBAC, "v1", "roles"),
+            "team-a",
+            &role("team-a", "r", json!([])),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Forbidden);
+
+    // A CRD's role labelled for edit joins edit, and admin through it.
+    let networks = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "networks-edit", "labels": {"rbac.authorization.k8s.io/aggregate-to-edit": "true"}},
+        "rules": [{"apiGroups": ["samplecrd.k8s.io"], "resources": ["networks"], "verbs": ["get", "list", "create"]}]});
+    admin.create(&crs, "", &networks).await.unwrap();
+    let rule = networks["rules"][0].clone();
+    eventually(
+        Duration::from_secs(10),
+        "networks in edit and admin",
+        || async {
+            (rules_of("edit").await.contains(&rule) && rules_of("admin").await.contains(&rule))
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(!rules_of("view").await.contains(&rule));
 }

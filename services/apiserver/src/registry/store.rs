@@ -16,7 +16,7 @@ use super::crd::{self, CustomResource};
 use super::deletion::{self, DeleteOptions};
 use super::initializers::{self, CONFIG_GROUP, CONFIG_VERSION, Initializers};
 use super::patch::{self, PatchType};
-use super::rbac::{GrantCheck, Policy};
+use super::rbac::{self, GrantCheck, Policy};
 use super::resources::Resources;
 use super::strategy::{self, Subresource, kind_target};
 use super::validation::validate;
@@ -179,7 +179,10 @@ impl Registry {
         if crd::is_crd(info) {
             crd::prepare_for_create(&mut obj);
         }
-        if let Some(check) = self.grant_check(info, writer, "", deadline).await? {
+        if let Some(check) = self
+            .grant_check(info, writer, obj.namespace(), "", Some(&obj), deadline)
+            .await?
+        {
             check.confirm(&obj, None)?;
         }
         validate(info, &obj)?;
@@ -350,7 +353,16 @@ impl Registry {
                 )],
             ));
         }
-        let check = self.grant_check(info, writer, obj.name(), deadline).await?;
+        let check = self
+            .grant_check(
+                info,
+                writer,
+                obj.namespace(),
+                obj.name(),
+                Some(&obj),
+                deadline,
+            )
+            .await?;
         let mutation = guarded(update_mutation(info, custom, obj, sub), check);
         let opts = UpdateOptions {
             expected_revision,
@@ -386,7 +398,9 @@ impl Registry {
         let custom = self.resources.custom(&info.gvr);
         let mutation =
             patch::mutation(info, custom, kind, sub, body).map_err(|e| e.with_target(&t))?;
-        let check = self.grant_check(info, writer, name, deadline).await?;
+        let check = self
+            .grant_check(info, writer, namespace, name, None, deadline)
+            .await?;
         let mutation = guarded(mutation, check);
         let key = self.store.key(info, namespace, name);
         // A precondition, or a dry run, is one compare (or none); never coalesced.
@@ -458,21 +472,68 @@ impl Registry {
         self.store.watch(info, filter, from, allow_bookmarks).await
     }
 
-    /// The escalation check of `writer` writing an object of `info` (`request_name`: as
-    /// authorized, `""` for a create), against this replica's policy once it has read it;
-    /// `None` when there is none to make.
+    /// The escalation check of `writer` writing `obj` (or, for a patch, the object named
+    /// `request_name`, as it is) of `info` (`request_name`: as authorized, `""` for a create),
+    /// against this replica's policy once it has read it, and a binding's role read from
+    /// etcd; `None` when there is none to make.
     async fn grant_check(
         &self,
-        info: &ResourceInfo,
+        info: &Arc<ResourceInfo>,
         writer: Option<&User>,
+        namespace: &str,
         request_name: &str,
+        obj: Option<&Object>,
         deadline: Instant,
     ) -> Result<Option<GrantCheck>, ApiError> {
         if !GrantCheck::applies(info, writer) {
             return Ok(None);
         }
         self.wait_for_policy(deadline).await?;
-        Ok(GrantCheck::new(info, writer, self.policy(), request_name))
+        let Some(check) = GrantCheck::new(info, writer, self.policy(), request_name) else {
+            return Ok(None);
+        };
+        if !rbac::GrantKind::of(info).is_some_and(|k| k.is_binding()) {
+            return Ok(Some(check));
+        }
+        // The binding's role: a patch keeps the stored binding's (roleRef is immutable).
+        let stored;
+        let binding = match obj {
+            Some(o) => Some(o),
+            None => {
+                let key = self.store.key(info, namespace, request_name);
+                stored = self
+                    .store
+                    .get(&key, ReadFrom::Etcd, deadline)
+                    .await
+                    .ok();
+                stored.as_ref()
+            }
+        };
+        let Some((cluster_role, role)) = binding.and_then(rbac::role_ref) else {
+            return Ok(Some(check));
+        };
+        let resource = if cluster_role {
+            "clusterroles"
+        } else {
+            "roles"
+        };
+        let role_info = self.lookup(Some(&GroupVersionResource::new(
+            keel_api::resource::RBAC_GROUP,
+            "v1",
+            resource,
+        )))?;
+        let ns = if cluster_role { "" } else { namespace };
+        let key = self.store.key(&role_info, ns, &role);
+        let rules = match self
+            .store
+            .get(&key, ReadFrom::Etcd, deadline)
+            .await
+        {
+            Ok(r) => Some(rbac::Rule::all_of(r.as_map())),
+            Err(e) if e.reason == keel_api::Reason::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        Ok(Some(check.with_role((cluster_role, role), rules)))
     }
 
     fn namespaces(&self) -> Result<Arc<ResourceInfo>, ApiError> {

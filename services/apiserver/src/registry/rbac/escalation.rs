@@ -61,7 +61,14 @@ pub struct GrantCheck {
     policy: Arc<Policy>,
     /// The object's name as the request was authorized (`""` for a create), for `escalate`.
     request_name: String,
+    /// A binding's role as read from etcd when the request came ([`GrantCheck::with_role`]):
+    /// a role written just before its binding (one `apply -f` of both) is in no replica's
+    /// cache yet, and a role changed just before must be judged as it is now.
+    role: Option<(RoleRef, Option<Vec<Rule>>)>,
 }
+
+/// A binding's role: (is it a ClusterRole, its name).
+pub type RoleRef = (bool, String);
 
 impl GrantCheck {
     /// The check for `user` writing an object of `info`, or `None` when there is nothing to
@@ -80,7 +87,14 @@ impl GrantCheck {
             user: user.clone(),
             policy,
             request_name: request_name.to_string(),
+            role: None,
         })
+    }
+
+    /// The binding's role as read fresh: its rules, `None` when it does not exist.
+    pub fn with_role(mut self, role: RoleRef, rules: Option<Vec<Rule>>) -> GrantCheck {
+        self.role = Some((role, rules));
+        self
     }
 
     /// Whether the RBAC kinds are in play at all for `info` (before the policy is read).
@@ -117,8 +131,20 @@ impl GrantCheck {
             if self.policy.allows(&self.user, &bind) {
                 return Ok(());
             }
-            match self.policy.role_rules(namespace, cluster_role, &role) {
-                Some(rules) => rules.to_vec(),
+            let fresh = self
+                .role
+                .as_ref()
+                .filter(|(r, _)| r.0 == cluster_role && r.1 == role)
+                .map(|(_, rules)| rules.clone());
+            let rules = match fresh {
+                Some(rules) => rules,
+                None => self
+                    .policy
+                    .role_rules(namespace, cluster_role, &role)
+                    .map(<[Rule]>::to_vec),
+            };
+            match rules {
+                Some(rules) => rules,
                 None => {
                     // As Kubernetes' listers word it.
                     let singular = if cluster_role { "clusterrole" } else { "role" };
@@ -164,8 +190,8 @@ impl GrantCheck {
     }
 }
 
-/// A binding's role: (is it a ClusterRole, its name).
-fn role_ref(binding: &Object) -> Option<(bool, String)> {
+/// A binding's role, if well-formed.
+pub fn role_ref(binding: &Object) -> Option<RoleRef> {
     let r = binding.as_map().get("roleRef")?.as_object()?;
     let cluster_role = match r.get("kind")?.as_str()? {
         "ClusterRole" => true,

@@ -26,7 +26,7 @@ use super::store::Registry;
 use super::validation::optional_list;
 use crate::auth::User;
 
-pub use escalation::{GrantCheck, GrantKind};
+pub use escalation::{GrantCheck, GrantKind, role_ref};
 pub use rules::{Attributes, Rule};
 
 /// How often each replica looks for changed RBAC objects in its caches.
