@@ -769,3 +769,163 @@ async fn misspelt_fields_are_refused_under_strict_field_validation() {
     let spec = k.ok(&["get", "deployment", "web", "-o", "jsonpath={.spec}"]);
     assert!(!spec.contains("minReadySecondz"), "{spec}");
 }
+
+/// The issue's user: alice holds one Role in team-a (create/get/list on roles and
+/// rolebindings, get/list on configmaps). What she may do, who she is, and what an admin
+/// acting as her meets, as kubectl users check them; and the grants RBAC refuses her.
+#[tokio::test]
+async fn auth_can_i_whoami_and_as_show_rbac_and_escalation_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    certs(dir.path());
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        "admin-token,admin,1,system:masters\nalice-token,alice,2,dev\n",
+    )
+    .unwrap();
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_tls(
+        &etcd,
+        dir.path(),
+        &["--token-auth-file", tokens.to_str().unwrap()],
+    )
+    .await;
+    let ca = dir.path().join("ca.crt");
+    let admin = Kubectl::tls(&api, &ca, "{token: admin-token}");
+    let alice = Kubectl::tls(&api, &ca, "{token: alice-token}");
+    let rbac = admin.file(
+        "rbac.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n---\n\
+         apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-b\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: alice\n  namespace: team-a\n\
+         rules:\n- apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [get, list]\n\
+         - apiGroups: [rbac.authorization.k8s.io]\n  resources: [roles, rolebindings]\n  verbs: [create, get, list]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: alice\n  namespace: team-a\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: alice\n\
+         subjects:\n- kind: User\n  name: alice\n  apiGroup: rbac.authorization.k8s.io\n",
+    );
+    admin.ok(&["apply", "-f", path(&rbac)]);
+    eventually(Duration::from_secs(5), "alice's binding in force", || {
+        let out = alice.run(&["get", "cm", "-n", "team-a"]);
+        async move { out.status.success().then_some(()) }
+    })
+    .await;
+
+    // Exactly her rules, and system:basic-user's, as kubectl prints them.
+    assert_eq!(
+        alice.ok(&["auth", "can-i", "--list", "-n", "team-a"]),
+        "Resources                                       Non-Resource URLs   Resource Names   Verbs\n\
+         rolebindings.rbac.authorization.k8s.io          []                  []               [create get list]\n\
+         roles.rbac.authorization.k8s.io                 []                  []               [create get list]\n\
+         selfsubjectreviews.authentication.k8s.io        []                  []               [create]\n\
+         selfsubjectaccessreviews.authorization.k8s.io   []                  []               [create]\n\
+         selfsubjectrulesreviews.authorization.k8s.io    []                  []               [create]\n\
+         configmaps                                      []                  []               [get list]\n"
+    );
+    assert_eq!(
+        alice.ok(&["auth", "can-i", "list", "configmaps", "-n", "team-a"]),
+        "yes\n"
+    );
+    let out = alice.run(&["auth", "can-i", "create", "pods", "-n", "team-a"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "no\n");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        alice.ok(&["auth", "whoami"]),
+        "ATTRIBUTE   VALUE\nUsername    alice\nUID         2\nGroups      [dev system:authenticated]\n"
+    );
+    let who: Value = serde_json::from_str(&alice.ok(&["auth", "whoami", "-o", "json"])).unwrap();
+    assert_eq!(who["status"]["userInfo"]["username"], "alice");
+
+    // An admin acting as alice has her rights.
+    let e = admin.fails(&["--as=alice", "get", "configmaps", "-n", "team-b"]);
+    assert!(
+        e.contains("Error from server (Forbidden): configmaps is forbidden: User \"alice\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"team-b\""),
+        "{e}"
+    );
+    admin.ok(&["--as=alice", "get", "configmaps", "-n", "team-a"]);
+    assert_eq!(
+        admin.ok(&[
+            "--as=alice",
+            "--as-group=dev",
+            "auth",
+            "can-i",
+            "list",
+            "configmaps",
+            "-n",
+            "team-a"
+        ]),
+        "yes\n"
+    );
+    // alice may not act as anyone.
+    let e = alice.fails(&["--as=admin", "get", "configmaps", "-n", "team-a"]);
+    assert!(
+        e.contains("users \"admin\" is forbidden: User \"alice\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"),
+        "{e}"
+    );
+
+    // The grants Kubernetes refuses her.
+    let e = alice.fails(&[
+        "create",
+        "rolebinding",
+        "mine",
+        "--clusterrole=cluster-admin",
+        "--user=alice",
+        "-n",
+        "team-a",
+    ]);
+    assert!(
+        e.contains("rolebindings.rbac.authorization.k8s.io \"mine\" is forbidden: user \"alice\" (groups=[\"dev\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:"),
+        "{e}"
+    );
+    let e = alice.fails(&[
+        "create",
+        "role",
+        "deleter",
+        "--verb=get,delete",
+        "--resource=configmaps",
+        "-n",
+        "team-a",
+    ]);
+    assert!(
+        e.contains("is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"configmaps\"], Verbs:[\"delete\"]}"),
+        "{e}"
+    );
+    // A watch without `watch`: refused at once, kubectl exits non-zero.
+    let e = alice.fails(&[
+        "get",
+        "configmaps",
+        "-n",
+        "team-a",
+        "-w",
+        "--request-timeout=20s",
+    ]);
+    assert!(
+        e.contains(
+            "cannot watch resource \"configmaps\" in API group \"\" in the namespace \"team-a\""
+        ),
+        "{e}"
+    );
+    // What she holds she may pass on: a Role and its binding in one file, one apply.
+    let share = alice.file(
+        "share.yaml",
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: cm-reader\n  namespace: team-a\n\
+         rules:\n- apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [get, list]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: bob-reads\n  namespace: team-a\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: cm-reader\n\
+         subjects:\n- kind: User\n  name: bob\n  apiGroup: rbac.authorization.k8s.io\n",
+    );
+    alice.ok(&["apply", "-f", path(&share)]);
+    eventually(Duration::from_secs(5), "bob reads configmaps", || {
+        let out = admin.run(&[
+            "--as=bob",
+            "auth",
+            "can-i",
+            "list",
+            "configmaps",
+            "-n",
+            "team-a",
+        ]);
+        async move { out.status.success().then_some(()) }
+    })
+    .await;
+}

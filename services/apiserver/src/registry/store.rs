@@ -501,11 +501,7 @@ impl Registry {
             Some(o) => Some(o),
             None => {
                 let key = self.store.key(info, namespace, request_name);
-                stored = self
-                    .store
-                    .get(&key, ReadFrom::Etcd, deadline)
-                    .await
-                    .ok();
+                stored = self.store.get(&key, ReadFrom::Etcd, deadline).await.ok();
                 stored.as_ref()
             }
         };
@@ -524,11 +520,7 @@ impl Registry {
         )))?;
         let ns = if cluster_role { "" } else { namespace };
         let key = self.store.key(&role_info, ns, &role);
-        let rules = match self
-            .store
-            .get(&key, ReadFrom::Etcd, deadline)
-            .await
-        {
+        let rules = match self.store.get(&key, ReadFrom::Etcd, deadline).await {
             Ok(r) => Some(rbac::Rule::all_of(r.as_map())),
             Err(e) if e.reason == keel_api::Reason::NotFound => None,
             Err(e) => return Err(e),
