@@ -1030,3 +1030,138 @@ async fn edit_admin_and_view_are_aggregated_and_a_custom_role_joins_them() {
     .await;
     assert!(!rules_of("view").await.contains(&rule));
 }
+
+/// One plain-text REST request with a bearer token: the status code and the body.
+fn rest(
+    api: &ApiServer,
+    method: &str,
+    path: &str,
+    token: &str,
+    content_type: &str,
+    body: &[u8],
+) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr = api.grpc;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    // A watch that opened would stream until the read timeout: an error here is that.
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, text)
+}
+
+/// Protobuf's length-delimited field `n` holding `bytes`.
+fn field(n: u8, bytes: &[u8]) -> Vec<u8> {
+    let mut out = vec![(n << 3) | 2];
+    let mut len = bytes.len();
+    loop {
+        let b = (len & 0x7f) as u8;
+        len >>= 7;
+        if len == 0 {
+            out.push(b);
+            break;
+        }
+        out.push(b | 0x80);
+    }
+    out.extend_from_slice(bytes);
+    out
+}
+
+#[tokio::test]
+async fn over_rest_a_watch_needs_watch_a_collection_delete_needs_deletecollection_and_reviews_read_protobuf()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(&etcd, &["--token-auth-file", &token_file(&dir)]).await;
+    let admin = client(&api, "admin-token").await;
+    let alice = client(&api, "alice-token").await;
+    alice_in_team_a(&admin, &alice).await;
+    let cms = "/api/v1/namespaces/team-a/configmaps";
+    let (code, text) = rest(
+        &api,
+        "GET",
+        &format!("{cms}?watch=1"),
+        "alice-token",
+        "",
+        b"",
+    );
+    assert_eq!(code, 403, "{text}");
+    assert!(
+        text.contains("cannot watch resource \\\"configmaps\\\""),
+        "{text}"
+    );
+    // delete on configmaps is not deletecollection.
+    let rules = json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["delete"]}]);
+    admin
+        .create(
+            &gvr(RBAC, "v1", "roles"),
+            "team-a",
+            &role("team-a", "deleter", rules),
+        )
+        .await
+        .unwrap();
+    admin
+        .create(
+            &gvr(RBAC, "v1", "rolebindings"),
+            "team-a",
+            &binding("team-a", "deleter", "Role", "deleter", "alice"),
+        )
+        .await
+        .unwrap();
+    let gone = gvr("", "v1", "configmaps");
+    admin
+        .create(&gone, "team-a", &configmap("a"))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(5), "delete in force", || async {
+        alice
+            .delete(&gone, "team-a", "a", &DeleteParams::default())
+            .await
+            .ok()
+    })
+    .await;
+    let (code, text) = rest(&api, "DELETE", cms, "alice-token", "application/json", b"");
+    assert_eq!(code, 403, "{text}");
+    assert!(
+        text.contains("cannot deletecollection resource \\\"configmaps\\\""),
+        "{text}"
+    );
+
+    // A SelfSubjectAccessReview in Kubernetes' protobuf, as client-go's typed clients send it.
+    let attributes = [
+        field(1, b"team-a"),
+        field(2, b"list"),
+        field(5, b"configmaps"),
+    ]
+    .concat();
+    let review = field(2, &field(1, &attributes));
+    let type_meta = [
+        field(1, b"authorization.k8s.io/v1"),
+        field(2, b"SelfSubjectAccessReview"),
+    ]
+    .concat();
+    let body = [b"k8s\0".to_vec(), field(1, &type_meta), field(2, &review)].concat();
+    let (code, text) = rest(
+        &api,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        "alice-token",
+        "application/vnd.kubernetes.protobuf",
+        &body,
+    );
+    assert_eq!(code, 201, "{text}");
+    assert!(text.contains("\"allowed\":true"), "{text}");
+}
