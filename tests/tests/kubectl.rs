@@ -93,6 +93,48 @@ fn path(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// A TLS API server whose token file knows admin (`system:masters`) and alice (group `dev`),
+/// and kubectl as each.
+struct Users {
+    _dir: tempfile::TempDir,
+    _etcd: Etcd,
+    api: ApiServer,
+    ca: PathBuf,
+    admin: Kubectl,
+    alice: Kubectl,
+}
+
+impl Users {
+    async fn start() -> Users {
+        let dir = tempfile::tempdir().unwrap();
+        certs(dir.path());
+        let tokens = dir.path().join("tokens.csv");
+        std::fs::write(
+            &tokens,
+            "admin-token,admin,1,system:masters\nalice-token,alice,2,dev\n",
+        )
+        .unwrap();
+        let etcd = Etcd::start().await;
+        let api = ApiServer::start_tls(
+            &etcd,
+            dir.path(),
+            &["--token-auth-file", tokens.to_str().unwrap()],
+        )
+        .await;
+        let ca = dir.path().join("ca.crt");
+        let admin = Kubectl::tls(&api, &ca, "{token: admin-token}");
+        let alice = Kubectl::tls(&api, &ca, "{token: alice-token}");
+        Users {
+            _dir: dir,
+            _etcd: etcd,
+            api,
+            ca,
+            admin,
+            alice,
+        }
+    }
+}
+
 const CONFIGMAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n  labels:\n    app: web\ndata:\n  a: \"1\"\n";
 
 #[tokio::test]
@@ -351,24 +393,8 @@ async fn diff_and_server_dry_runs_show_the_change_and_write_nothing() {
 
 #[tokio::test]
 async fn a_user_bound_to_a_namespaced_role_is_refused_elsewhere_in_kubernetes_words() {
-    let dir = tempfile::tempdir().unwrap();
-    certs(dir.path());
-    let tokens = dir.path().join("tokens.csv");
-    std::fs::write(
-        &tokens,
-        "admin-token,admin,1,system:masters\nalice-token,alice,2,dev\n",
-    )
-    .unwrap();
-    let etcd = Etcd::start().await;
-    let api = ApiServer::start_tls(
-        &etcd,
-        dir.path(),
-        &["--token-auth-file", tokens.to_str().unwrap()],
-    )
-    .await;
-    let ca = dir.path().join("ca.crt");
-    let admin = Kubectl::tls(&api, &ca, "{token: admin-token}");
-    let alice = Kubectl::tls(&api, &ca, "{token: alice-token}");
+    let users = Users::start().await;
+    let (api, ca, admin, alice) = (&users.api, &users.ca, &users.admin, &users.alice);
     let rbac = admin.file(
         "rbac.yaml",
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n---\n\
@@ -406,7 +432,7 @@ async fn a_user_bound_to_a_namespaced_role_is_refused_elsewhere_in_kubernetes_wo
         "{e}"
     );
     // A token the server does not know: Unauthorized, as kubectl words it.
-    let stranger = Kubectl::tls(&api, &ca, "{token: not-a-token}");
+    let stranger = Kubectl::tls(api, ca, "{token: not-a-token}");
     let e = stranger.fails(&["get", "cm"]);
     assert!(
         e.contains("error: You must be logged in to the server"),
@@ -775,24 +801,8 @@ async fn misspelt_fields_are_refused_under_strict_field_validation() {
 /// acting as her meets, as kubectl users check them; and the grants RBAC refuses her.
 #[tokio::test]
 async fn auth_can_i_whoami_and_as_show_rbac_and_escalation_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    certs(dir.path());
-    let tokens = dir.path().join("tokens.csv");
-    std::fs::write(
-        &tokens,
-        "admin-token,admin,1,system:masters\nalice-token,alice,2,dev\n",
-    )
-    .unwrap();
-    let etcd = Etcd::start().await;
-    let api = ApiServer::start_tls(
-        &etcd,
-        dir.path(),
-        &["--token-auth-file", tokens.to_str().unwrap()],
-    )
-    .await;
-    let ca = dir.path().join("ca.crt");
-    let admin = Kubectl::tls(&api, &ca, "{token: admin-token}");
-    let alice = Kubectl::tls(&api, &ca, "{token: alice-token}");
+    let users = Users::start().await;
+    let (admin, alice) = (&users.admin, &users.alice);
     let rbac = admin.file(
         "rbac.yaml",
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n---\n\

@@ -317,6 +317,23 @@ fn binding(
         "subjects": [{"kind": "User", "name": user}]})
 }
 
+/// A Role `name` in `namespace` holding `rules`, and its RoleBinding to `user`, by an admin.
+async fn grant(admin: &Client, namespace: &str, name: &str, user: &str, rules: serde_json::Value) {
+    admin
+        .create(
+            &gvr(RBAC, "v1", "roles"),
+            namespace,
+            &role(namespace, name, rules),
+        )
+        .await
+        .unwrap();
+    let b = binding(namespace, name, "Role", name, user);
+    admin
+        .create(&gvr(RBAC, "v1", "rolebindings"), namespace, &b)
+        .await
+        .unwrap();
+}
+
 /// The alice, in team-a: create/get/list on roles and rolebindings, get/list on
 /// configmaps; and, for the rules' finer points, get on pods/status, get on the pod "web" by
 /// name, and get on everything of the group apps. team-b exists too. Returns once alice's
@@ -333,22 +350,7 @@ async fn alice_in_team_a(admin: &Client, alice: &Client) {
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["pods"], "resourceNames": ["web"], "verbs": ["get"]},
         {"apiGroups": ["apps"], "resources": ["*"], "verbs": ["get"]}]);
-    admin
-        .create(
-            &gvr(RBAC, "v1", "roles"),
-            "team-a",
-            &role("team-a", "alice", rules),
-        )
-        .await
-        .unwrap();
-    admin
-        .create(
-            &gvr(RBAC, "v1", "rolebindings"),
-            "team-a",
-            &binding("team-a", "alice", "Role", "alice", "alice"),
-        )
-        .await
-        .unwrap();
+    grant(admin, "team-a", "alice", "alice", rules).await;
     eventually(
         Duration::from_secs(5),
         "alice's binding in force",
@@ -566,20 +568,8 @@ async fn roles_and_bindings_grant_only_what_their_writer_holds() {
             .await
             .unwrap();
     }
-    let may_bind = role(
-        "team-a",
-        "binder",
-        json!([{"apiGroups": [RBAC], "resources": ["clusterroles"], "resourceNames": ["reader-plus"], "verbs": ["bind"]}]),
-    );
-    admin.create(&roles, "team-a", &may_bind).await.unwrap();
-    admin
-        .create(
-            &bindings,
-            "team-a",
-            &binding("team-a", "binder", "Role", "binder", "alice"),
-        )
-        .await
-        .unwrap();
+    let may_bind = json!([{"apiGroups": [RBAC], "resources": ["clusterroles"], "resourceNames": ["reader-plus"], "verbs": ["bind"]}]);
+    grant(&admin, "team-a", "binder", "alice", may_bind).await;
     eventually(Duration::from_secs(5), "bind in force", || async {
         alice
             .create(
@@ -608,20 +598,9 @@ async fn roles_and_bindings_grant_only_what_their_writer_holds() {
     assert_eq!(e.reason, Reason::Forbidden, "{e}");
 
     // `escalate` on roles lets her write a Role with rules she lacks.
-    let may_escalate = role(
-        "team-a",
-        "escalator",
-        json!([{"apiGroups": [RBAC], "resources": ["roles"], "verbs": ["escalate"]}]),
-    );
-    admin.create(&roles, "team-a", &may_escalate).await.unwrap();
-    admin
-        .create(
-            &bindings,
-            "team-a",
-            &binding("team-a", "escalator", "Role", "escalator", "alice"),
-        )
-        .await
-        .unwrap();
+    let may_escalate =
+        json!([{"apiGroups": [RBAC], "resources": ["roles"], "verbs": ["escalate"]}]);
+    grant(&admin, "team-a", "escalator", "alice", may_escalate).await;
     eventually(Duration::from_secs(5), "escalate in force", || async {
         alice.create(&roles, "team-a", &deleter).await.ok()
     })
@@ -1105,22 +1084,7 @@ async fn over_rest_a_watch_needs_watch_a_collection_delete_needs_deletecollectio
     );
     // delete on configmaps is not deletecollection.
     let rules = json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["delete"]}]);
-    admin
-        .create(
-            &gvr(RBAC, "v1", "roles"),
-            "team-a",
-            &role("team-a", "deleter", rules),
-        )
-        .await
-        .unwrap();
-    admin
-        .create(
-            &gvr(RBAC, "v1", "rolebindings"),
-            "team-a",
-            &binding("team-a", "deleter", "Role", "deleter", "alice"),
-        )
-        .await
-        .unwrap();
+    grant(&admin, "team-a", "deleter", "alice", rules).await;
     let gone = gvr("", "v1", "configmaps");
     admin
         .create(&gone, "team-a", &configmap("a"))

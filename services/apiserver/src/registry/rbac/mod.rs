@@ -27,6 +27,7 @@ use super::validation::optional_list;
 use crate::auth::User;
 
 pub use escalation::{GrantCheck, GrantKind, role_ref};
+use rules::strings;
 pub use rules::{Attributes, Rule};
 
 /// How often each replica looks for changed RBAC objects in its caches.
@@ -296,17 +297,6 @@ pub fn forbidden(user: &User, a: &Attributes<'_>) -> ApiError {
         user.name, a.verb, a.group
     );
     super::strategy::forbidden(Target::new(a.group, a.resource, a.name), &why)
-}
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Validation of a Role's or ClusterRole's rules (`namespaced`: a Role, whose rules cannot

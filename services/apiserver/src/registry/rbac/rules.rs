@@ -36,6 +36,18 @@ pub struct Rule {
     pub non_resource_urls: Vec<String>,
 }
 
+/// The strings of a JSON list (anything else: none).
+pub(super) fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn has(list: &[String], v: &str) -> bool {
     list.iter().any(|x| x == v)
 }
@@ -48,17 +60,7 @@ impl Rule {
     /// From a role's `rules[i]`; fields of the wrong type hold nothing (validation keeps such
     /// roles out).
     pub fn from_json(rule: &Map<String, Value>) -> Rule {
-        let strings = |field: &str| -> Vec<String> {
-            rule.get(field)
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
+        let strings = |field: &str| strings(rule.get(field));
         Rule {
             verbs: strings("verbs"),
             api_groups: strings("apiGroups"),
