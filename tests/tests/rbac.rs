@@ -647,17 +647,24 @@ async fn a_watch_needs_watch_a_get_names_one_object_and_clients_stop_at_a_refusa
         alice.watch(&cms, &params).await.map(|_| ()),
         "configmaps is forbidden: User \"alice\" cannot watch resource \"configmaps\" in API group \"\" in the namespace \"team-a\"",
     );
-    // The resumable watch hands the refusal on and ends, instead of retrying it for ever.
-    let mut events = alice.watch_resumable(&cms, &params);
-    let first = tokio::time::timeout(Duration::from_secs(10), events.next())
-        .await
-        .expect("an answer, not retries");
-    let e = first.expect("an item").expect_err("refused");
-    assert_eq!(e.reason, Reason::Forbidden);
-    let end = tokio::time::timeout(Duration::from_secs(10), events.next())
-        .await
-        .expect("the end of the stream");
-    assert!(end.is_none());
+    // The resumable watch hands the refusal on and ends, instead of retrying it for ever:
+    // Forbidden, and Unauthorized for a token the server does not know.
+    let stranger = client(&api, "not-a-token").await;
+    for (c, reason) in [
+        (&alice, Reason::Forbidden),
+        (&stranger, Reason::Unauthorized),
+    ] {
+        let mut events = c.watch_resumable(&cms, &params);
+        let first = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .expect("an answer, not retries");
+        let e = first.expect("an item").expect_err("refused");
+        assert_eq!(e.reason, reason);
+        let end = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .expect("the end of the stream");
+        assert!(end.is_none());
+    }
     // keelctl's watches print it and exit 1, with and without the list first.
     let keelctl = keel_tests::keelctl::Keelctl::new(&api);
     for how in ["--watch-only", "-w"] {
@@ -816,19 +823,20 @@ async fn impersonation_needs_the_impersonate_verb_and_the_audit_log_names_both()
     let alice = client(&api, "alice-token").await;
     alice_in_team_a(&admin, &alice).await;
     let endpoint = api.endpoint();
-    let as_user = |token: &str, user: &str, groups: &[&str]| {
+    let as_uid = |token: &str, user: &str, groups: &[&str], uid: &str| {
         let mut config = ClientConfig::new([endpoint.clone()]).timeout(Duration::from_secs(5));
         config.token = Some(token.to_string());
         config.impersonate = Some(keel_client::Impersonate {
             user: user.into(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
-            uid: String::new(),
+            uid: uid.into(),
         });
-        async move { Client::connect(&config).await }
+        async move { Client::connect(&config).await.unwrap() }
     };
+    let as_user = |token: &str, user: &str, groups: &[&str]| as_uid(token, user, groups, "");
     let cms = gvr("", "v1", "configmaps");
     // An admin acting as alice has alice's rights, not its own.
-    let admin_as_alice = as_user("admin-token", "alice", &[]).await.unwrap();
+    let admin_as_alice = as_user("admin-token", "alice", &[]).await;
     admin_as_alice
         .list(&cms, "team-a", &ListParams::default())
         .await
@@ -840,7 +848,7 @@ async fn impersonation_needs_the_impersonate_verb_and_the_audit_log_names_both()
         "configmaps is forbidden: User \"alice\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"team-b\"",
     );
     // alice may not act as anyone.
-    let alice_as_admin = as_user("alice-token", "admin", &[]).await.unwrap();
+    let alice_as_admin = as_user("alice-token", "admin", &[]).await;
     forbidden(
         alice_as_admin
             .list(&cms, "team-a", &ListParams::default())
@@ -849,7 +857,11 @@ async fn impersonation_needs_the_impersonate_verb_and_the_audit_log_names_both()
     );
     // bob may act as alice, by name, and as no group.
     let crs = gvr(RBAC, "v1", "clusterroles");
-    let rule = json!([{"apiGroups": [""], "resources": ["users"], "resourceNames": ["alice"], "verbs": ["impersonate"]}]);
+    // bob may also act as the service account ci/builder, and with the uid 42.
+    let rule = json!([
+        {"apiGroups": [""], "resources": ["users"], "resourceNames": ["alice"], "verbs": ["impersonate"]},
+        {"apiGroups": [""], "resources": ["serviceaccounts"], "resourceNames": ["builder"], "verbs": ["impersonate"]},
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["uids"], "resourceNames": ["42"], "verbs": ["impersonate"]}]);
     admin
         .create(&crs, "", &cluster_role("as-alice", rule))
         .await
@@ -862,7 +874,7 @@ async fn impersonation_needs_the_impersonate_verb_and_the_audit_log_names_both()
         .create(&gvr(RBAC, "v1", "clusterrolebindings"), "", &crb)
         .await
         .unwrap();
-    let bob_as_alice = as_user("bob-token", "alice", &[]).await.unwrap();
+    let bob_as_alice = as_user("bob-token", "alice", &[]).await;
     eventually(Duration::from_secs(5), "bob acts as alice", || async {
         bob_as_alice
             .list(&cms, "team-a", &ListParams::default())
@@ -870,21 +882,41 @@ async fn impersonation_needs_the_impersonate_verb_and_the_audit_log_names_both()
             .ok()
     })
     .await;
-    let bob_as_admin = as_user("bob-token", "admin", &[]).await.unwrap();
+    let bob_as_admin = as_user("bob-token", "admin", &[]).await;
     forbidden(
         bob_as_admin
             .list(&cms, "team-a", &ListParams::default())
             .await,
         "users \"admin\" is forbidden: User \"bob\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
     );
-    let bob_as_masters = as_user("bob-token", "alice", &["system:masters"])
-        .await
-        .unwrap();
+    let bob_as_masters = as_user("bob-token", "alice", &["system:masters"]).await;
     forbidden(
         bob_as_masters
             .list(&cms, "team-b", &ListParams::default())
             .await,
         "groups \"system:masters\" is forbidden: User \"bob\" cannot impersonate resource \"groups\" in API group \"\" at the cluster scope",
+    );
+    let ssr = gvr("authentication.k8s.io", "v1", "selfsubjectreviews");
+    let whoami = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    let builder = as_user("bob-token", "system:serviceaccount:ci:builder", &[]).await;
+    let me = builder.create(&ssr, "", &whoami).await.unwrap();
+    assert_eq!(
+        me["status"]["userInfo"],
+        json!({"username": "system:serviceaccount:ci:builder",
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:ci", "system:authenticated"]})
+    );
+    let other = as_user("bob-token", "system:serviceaccount:ci:other", &[]).await;
+    forbidden(
+        other.create(&ssr, "", &whoami).await,
+        "serviceaccounts \"other\" is forbidden: User \"bob\" cannot impersonate resource \"serviceaccounts\" in API group \"\" in the namespace \"ci\"",
+    );
+    let with_uid = as_uid("bob-token", "alice", &[], "42").await;
+    let me = with_uid.create(&ssr, "", &whoami).await.unwrap();
+    assert_eq!(me["status"]["userInfo"]["uid"], "42");
+    let other_uid = as_uid("bob-token", "alice", &[], "43").await;
+    forbidden(
+        other_uid.create(&ssr, "", &whoami).await,
+        "uids.authentication.k8s.io \"43\" is forbidden: User \"bob\" cannot impersonate resource \"uids\" in API group \"authentication.k8s.io\" at the cluster scope",
     );
     // Whoever acts as alice is alice to the reviews.
     let me = bob_as_alice
