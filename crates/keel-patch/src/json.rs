@@ -34,20 +34,41 @@ impl JsonPatch {
     /// names the operation's path.
     pub fn apply(&self, doc: &Value) -> Result<Value, PatchError> {
         let mut out = doc.clone();
-        // The copy is dropped on failure, so json-patch's own rollback is not needed; and its
-        // rollback panics on some inputs (an `add` at `/-` undone after a later `move`).
-        json_patch::patch_unsafe(&mut out, &self.0).map_err(|e| {
-            let path = e.path.to_string();
-            match e.kind {
-                json_patch::PatchErrorKind::TestFailed => PatchError::TestFailed { path },
-                kind => PatchError::Inapplicable {
-                    path,
-                    reason: kind.to_string(),
-                },
+        // Applied an operation at a time, each to the document the ones before made. The copy
+        // is dropped on failure, so json-patch's own rollback is not needed; and its rollback
+        // panics on some inputs (an `add` at `/-` undone after a later `move`).
+        for op in &self.0.0 {
+            if is_null_test_of_missing_member(&out, op) {
+                continue;
             }
-        })?;
+            json_patch::patch_unsafe(&mut out, std::slice::from_ref(op)).map_err(|e| {
+                let path = e.path.to_string();
+                match e.kind {
+                    json_patch::PatchErrorKind::TestFailed => PatchError::TestFailed { path },
+                    kind => PatchError::Inapplicable {
+                        path,
+                        reason: kind.to_string(),
+                    },
+                }
+            })?;
+        }
         Ok(out)
     }
+}
+
+/// Kubernetes' JSON patch (evanphx/json-patch) lets a `test` of `null` pass on a member that is
+/// not there, in an object that is: "test that it is unset". kube-runtime's `finalizer()` adds
+/// the first finalizer so (`test /metadata/finalizers null`, then `add`).
+fn is_null_test_of_missing_member(doc: &Value, op: &json_patch::PatchOperation) -> bool {
+    let json_patch::PatchOperation::Test(t) = op else {
+        return false;
+    };
+    if !t.value.is_null() || doc.pointer(t.path.as_str()).is_some() {
+        return false;
+    }
+    let path = t.path.as_str();
+    let parent = path.rfind('/').map(|i| &path[..i]).unwrap_or("");
+    matches!(doc.pointer(parent), Some(Value::Object(_)))
 }
 
 /// Parses and applies a JSON Patch to a copy of `doc` ([`parse_json_patch`], then
@@ -60,6 +81,35 @@ pub fn apply_json_patch(doc: &Value, patch: &Value) -> Result<Value, PatchError>
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_test_of_null_passes_on_a_missing_member_as_kubernetes_has_it() {
+        // kube-runtime's finalizer(): test that there are no finalizers yet, then add the first.
+        let doc = json!({"metadata": {"name": "x"}});
+        let patch = json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["x"]}
+        ]);
+        assert_eq!(
+            apply_json_patch(&doc, &patch),
+            Ok(json!({"metadata": {"name": "x", "finalizers": ["x"]}}))
+        );
+        // A member that is there is not null.
+        let with = json!({"metadata": {"finalizers": ["y"]}});
+        assert_eq!(
+            apply_json_patch(&with, &patch),
+            Err(PatchError::TestFailed {
+                path: "/metadata/finalizers".into()
+            })
+        );
+        // The object it would be in must exist.
+        let patch = json!([{"op": "test", "path": "/spec/x", "value": null}]);
+        assert!(apply_json_patch(&doc, &patch).is_err());
+        // A null that is there is null.
+        let null = json!({"a": null});
+        let patch = json!([{"op": "test", "path": "/a", "value": null}]);
+        assert_eq!(apply_json_patch(&null, &patch), Ok(null.clone()));
+    }
 
     #[test]
     fn all_six_operations_apply() {
