@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use keel_client::{Client, DeleteParams, GroupVersionResource, Reason, gvr};
+use keel_client::{Client, DeleteParams, GroupVersionResource, PatchType, Reason, gvr};
 use keel_tests::{ApiServer, ControllerManager, Etcd, eventually};
 use serde_json::{Value, json};
 
@@ -201,4 +201,86 @@ async fn keelctl_applies_and_shows_networks_with_their_printer_columns() {
         again.trim(),
         "network.samplecrd.k8s.io/example-network unchanged"
     );
+}
+
+/// The seeds' CRD exactly (v1beta1, no schema, no status subresource): status is an ordinary
+/// part of the Network, and the controller writes it so. Adding the status subresource to the
+/// CRD switches the controller to it.
+#[tokio::test]
+async fn the_seeds_v1beta1_crd_gets_status_and_the_controller_follows_the_crd() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let _cm = ControllerManager::start(&[&api], &[]).await;
+    c.create(
+        &gvr(
+            "apiextensions.k8s.io",
+            "v1beta1",
+            "customresourcedefinitions",
+        ),
+        "",
+        &example("network-crd-v1beta1.yaml"),
+    )
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(10), "Networks served", || async {
+        c.list(&networks(), "default", &Default::default())
+            .await
+            .ok()
+    })
+    .await;
+    c.create(&networks(), "default", &example("example-network.yaml"))
+        .await
+        .unwrap();
+    let ready = eventually(Duration::from_secs(5), "example-network Ready", || async {
+        let n = c
+            .get(&networks(), "default", "example-network")
+            .await
+            .ok()?;
+        (n["status"]["phase"] == "Ready").then_some(n)
+    })
+    .await;
+    assert_eq!(ready["status"]["cidr"], "192.168.0.0/16");
+    assert_eq!(ready["status"]["gateway"], "192.168.0.1");
+
+    // The status subresource added: the main resource no longer writes status, and the
+    // controller writes it through the subresource.
+    let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+    let mut crd = c.get(&crds, "", "networks.samplecrd.k8s.io").await.unwrap();
+    crd["spec"]["versions"][0]["subresources"] = json!({"status": {}});
+    c.update(&crds, "", &crd).await.unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "the status subresource served",
+        || async {
+            let empty = b"{}".to_vec();
+            c.patch_subresource(
+                &networks(),
+                "default",
+                "example-network",
+                "status",
+                PatchType::Merge,
+                empty,
+            )
+            .await
+            .ok()
+        },
+    )
+    .await;
+    let mut changed = c
+        .get(&networks(), "default", "example-network")
+        .await
+        .unwrap();
+    changed["spec"] = json!({"cidr": "10.1.0.0/16"});
+    c.update(&networks(), "default", &changed).await.unwrap();
+    let followed = eventually(Duration::from_secs(10), "the status follows", || async {
+        let n = c
+            .get(&networks(), "default", "example-network")
+            .await
+            .ok()?;
+        (n["status"]["cidr"] == "10.1.0.0/16" && n["status"]["phase"] == "Ready").then_some(n)
+    })
+    .await;
+    assert_eq!(followed["status"]["gateway"], "10.1.0.1");
+    assert_eq!(allocated(&c).await, ["10.1.0.0/16"]);
 }

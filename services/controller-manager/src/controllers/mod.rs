@@ -276,32 +276,46 @@ where
 }
 
 /// Writes `status` of `obj` as a merge patch of the status subresource, unless it is unchanged.
-/// The `resourceVersion` it was computed from is a precondition: a status from a stale cache is
-/// refused, and the newer object's event brings the key back, so NotFound and Conflict are not
-/// errors here.
+/// See [`write_status_to`].
 pub async fn write_status(
     client: &Client,
     gvr: &GroupVersionResource,
     obj: &Value,
     status: Value,
 ) -> Result<(), ApiError> {
+    write_status_to(client, gvr, obj, status, true).await
+}
+
+/// Writes `status` of `obj` as a merge patch, unless it is unchanged: of the status
+/// subresource, or (`subresource` false: a custom resource whose CRD has none, where status
+/// is an ordinary part of the object) of the object itself. The `resourceVersion` it was
+/// computed from is a precondition: a status from a stale cache is refused (`Conflict`), and
+/// the newer object's event brings the key back, so that is no error. Nor is `NotFound` for an
+/// object that is gone; `NotFound` for one that is there (no such subresource) is.
+pub async fn write_status_to(
+    client: &Client,
+    gvr: &GroupVersionResource,
+    obj: &Value,
+    status: Value,
+    subresource: bool,
+) -> Result<(), ApiError> {
     if status == obj["status"] {
         return Ok(());
     }
+    let (ns, name) = (crate::objects::namespace(obj), crate::objects::name(obj));
     let body = json!({"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": status});
+    let sub = if subresource { "status" } else { "" };
+    let body = serde_json::to_vec(&body).unwrap_or_default();
     match client
-        .patch_subresource(
-            gvr,
-            crate::objects::namespace(obj),
-            crate::objects::name(obj),
-            "status",
-            PatchType::Merge,
-            serde_json::to_vec(&body).unwrap_or_default(),
-        )
+        .patch_subresource(gvr, ns, name, sub, PatchType::Merge, body)
         .await
     {
         Ok(_) => Ok(()),
-        Err(e) if matches!(e.reason, Reason::NotFound | Reason::Conflict) => Ok(()),
+        Err(e) if e.reason == Reason::Conflict => Ok(()),
+        Err(e) if e.reason == Reason::NotFound => match client.get(gvr, ns, name).await {
+            Err(gone) if gone.reason == Reason::NotFound => Ok(()),
+            _ => Err(e),
+        },
         Err(e) => Err(e),
     }
 }

@@ -14,15 +14,20 @@
 //!   replicas (shards) allocating at once never both take overlapping ranges.
 //! - The CRD may come after the controller-manager: the controller waits until the API
 //!   serves Networks, then starts its informer.
+//! - Status is written as the CRD says: through the `status` subresource when it has one,
+//!   else as an ordinary part of the Network (the seeds' v1beta1 CRD has none). The controller
+//!   follows the CRD, so adding or removing the subresource switches it.
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
 use keel_client::{ApiError, Client, GroupVersionResource, PatchType, Reason, gvr};
 use keel_runtime::{
-    Action, Controller, ObjectKey, ShardBy, Store, WatchOptions, WorkQueue, enqueue_handler,
+    Action, Controller, HandlerFns, ObjectKey, ShardBy, Store, WatchOptions, WorkQueue,
+    enqueue_handler,
 };
 use prometheus_client::registry::Registry;
 use serde_json::{Map, Value, json};
@@ -44,6 +49,24 @@ const CAS_ATTEMPTS: usize = 10;
 
 pub fn networks() -> GroupVersionResource {
     gvr("samplecrd.k8s.io", "v1", "networks")
+}
+
+/// The Networks' CRD.
+const CRD: &str = "networks.samplecrd.k8s.io";
+
+fn crds() -> GroupVersionResource {
+    gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+}
+
+/// Whether a CRD (as `apiextensions.k8s.io/v1` has it) gives `version` the status
+/// subresource.
+pub fn has_status_subresource(crd: &Value, version: &str) -> bool {
+    crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == version)
+        .is_some_and(|v| v["subresources"]["status"].is_object())
 }
 
 fn configmaps() -> GroupVersionResource {
@@ -240,6 +263,8 @@ struct NetworkController {
     client: Client,
     networks: Store,
     ipam: Ipam,
+    /// Whether the CRD has the status subresource now (its informer's handler keeps it).
+    status_subresource: Arc<AtomicBool>,
 }
 
 /// The Network controller starts once the API serves Networks (its CRD may come later).
@@ -265,13 +290,41 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
             info!("Networks are served: starting the network controller");
             let informer = factory.informer_with(&networks(), options);
             informer.add_handler(enqueue_handler(controller.queue().clone()));
-            let gate = gate.reading(&[&informer]);
+            let status_subresource = Arc::new(AtomicBool::new(false));
+            let crd = factory.informer_with(
+                &crds(),
+                WatchOptions {
+                    field_selector: format!("metadata.name={CRD}"),
+                    ..WatchOptions::default()
+                },
+            );
+            let follow = |flag: Arc<AtomicBool>| {
+                move |crd: &Arc<Value>| {
+                    let on = has_status_subresource(crd, &networks().version);
+                    if flag.swap(on, Ordering::AcqRel) != on {
+                        info!(status_subresource = on, "the Network CRD changed");
+                    }
+                }
+            };
+            let (on_add, on_update) = (
+                follow(status_subresource.clone()),
+                follow(status_subresource.clone()),
+            );
+            let off = status_subresource.clone();
+            crd.add_handler(
+                HandlerFns::new()
+                    .added(on_add)
+                    .updated(move |_, new| on_update(new))
+                    .deleted(move |_| off.store(false, Ordering::Release)),
+            );
+            let gate = gate.reading(&[&informer, &crd]);
             let this = Arc::new(NetworkController {
                 ipam: Ipam {
                     client: client.clone(),
                 },
                 client,
                 networks: informer.store(),
+                status_subresource,
             });
             let start = super::start(
                 gate,
@@ -392,7 +445,8 @@ impl NetworkController {
                 c["lastTransitionTime"] = time;
             }
         }
-        super::write_status(&self.client, &networks(), net, status).await
+        let subresource = self.status_subresource.load(Ordering::Acquire);
+        super::write_status_to(&self.client, &networks(), net, status, subresource).await
     }
 
     /// A merge patch of metadata with the Network's revision as precondition: a stale cache's
@@ -411,6 +465,8 @@ impl NetworkController {
             .await
         {
             Ok(_) => Ok(()),
+            // Changed since the cache read it, or gone: the newer version's event brings the
+            // key back (or its deletion ends the work).
             Err(e) if matches!(e.reason, Reason::Conflict | Reason::NotFound) => Ok(()),
             Err(e) => Err(e),
         }
