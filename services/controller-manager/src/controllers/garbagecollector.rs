@@ -517,6 +517,7 @@ impl GarbageCollector {
             Ok(o) if meta_str(&o, "uid") == meta_str(cached, "uid") => o,
             // Replaced: the new object has its own add event.
             Ok(_) => return Ok(()),
+            // Gone: nothing to collect.
             Err(e) if e.reason == Reason::NotFound => return Ok(()),
             Err(e) => return Err(e),
         };
@@ -611,6 +612,7 @@ impl GarbageCollector {
         match self.client.get(&k.gvr, ns, name).await {
             Ok(owner) if meta_str(&owner, "uid") == uid => Ok(state_of(&owner)),
             Ok(_) => Ok(self.gone(uid)),
+            // Uids are never reused: a missing owner is gone for good.
             Err(e) if e.reason == Reason::NotFound => Ok(self.gone(uid)),
             Err(e) => Err(e),
         }
@@ -689,6 +691,7 @@ impl GarbageCollector {
             .await
         {
             Ok(_) => Ok(()),
+            // Gone or replaced meanwhile, as the doc comment says.
             Err(e) if matches!(e.reason, Reason::NotFound | Reason::Conflict) => Ok(()),
             Err(e) => Err(e),
         }

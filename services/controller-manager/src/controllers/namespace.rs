@@ -317,6 +317,7 @@ impl NamespaceController {
                 {
                     Ok((_, true)) => {}
                     Ok((held, false)) => pass.left(&gvr, &held),
+                    // Gone already: nothing of it is left.
                     Err(e) if e.reason == Reason::NotFound => {}
                     // Another object took the name: the next pass lists it.
                     Err(e) if e.reason == Reason::Conflict => pass.left(&gvr, &obj),
@@ -378,6 +379,7 @@ impl NamespaceController {
             .await
         {
             Ok(_) => Ok(()),
+            // The namespace is gone: nothing left to finalize.
             Err(e) if e.reason == Reason::NotFound => Ok(()),
             Err(e) => Err(e),
         }

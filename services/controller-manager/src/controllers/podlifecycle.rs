@@ -138,6 +138,7 @@ impl PodLifecycle {
             .await
         {
             Ok(_) => Ok(()),
+            // Gone, or replaced by a Pod of the same name (the uid precondition): that one has its own events.
             Err(e) if matches!(e.reason, Reason::NotFound | Reason::Conflict) => Ok(()),
             Err(e) => Err(e),
         }

@@ -303,6 +303,7 @@ impl ReplicaSetController {
             .await
         {
             Ok(_) => Ok(true),
+            // Gone, or replaced (the uid in the patch): the caller counts it as not adopted.
             Err(e) if matches!(e.reason, Reason::NotFound | Reason::Conflict) => Ok(false),
             Err(e) => Err(e),
         }

@@ -490,6 +490,7 @@ impl DeploymentController {
                 .await
             {
                 Ok(_) => wrote = true,
+                // Changed since the cache read it, or gone: its newer version (or deletion) brings the key back.
                 Err(e) if matches!(e.reason, Reason::Conflict | Reason::NotFound) => wrote = true,
                 Err(e) => return Err(e),
             }
@@ -587,6 +588,7 @@ impl DeploymentController {
                 self.remember_write(&written);
                 Ok(Some(written))
             }
+            // The ReplicaSet changed since the cache read it, or is gone: its event brings the key back.
             Err(e) if matches!(e.reason, Reason::NotFound | Reason::Conflict) => Ok(None),
             Err(e) => Err(e),
         }
@@ -620,6 +622,7 @@ impl DeploymentController {
                 .await
             {
                 Ok(_) => {}
+                // Gone already, or replaced (the uid precondition): this old revision is not there.
                 Err(e) if matches!(e.reason, Reason::NotFound | Reason::Conflict) => {}
                 Err(e) => return Err(e),
             }
