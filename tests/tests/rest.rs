@@ -327,3 +327,56 @@ async fn a_list_of_many_chunks_arrives_whole_from_the_cache_and_from_etcd() {
         assert!(rv.parse::<i64>().is_ok_and(|rv| rv > 0), "{item}");
     }
 }
+
+/// Every request is an audit line, a refusal too: a body the server cannot take (415), a
+/// method the path does not have (405), a subresource there is not (404).
+#[tokio::test]
+async fn refusals_are_audit_lines_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.log");
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(&etcd, &["--audit-log-path", audit.to_str().unwrap()]).await;
+    let addr = api.grpc;
+    let json = "application/json";
+    let cases = [
+        ("POST", CMS.to_string(), "text/plain", 415),
+        ("POST", format!("{CMS}/x"), json, 405),
+        ("GET", format!("{CMS}/x/bogus"), json, 404),
+    ];
+    for (method, path, ct, code) in &cases {
+        let (got, v) = call(addr, method, path, ct, b"{}");
+        assert_eq!(got, *code, "{method} {path}: {v}");
+    }
+    let lines: Vec<Value> =
+        keel_tests::eventually(Duration::from_secs(5), "three audit lines", || {
+            let text = std::fs::read_to_string(&audit).unwrap_or_default();
+            async move {
+                let lines: Vec<Value> = text
+                    .lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect();
+                (lines.len() >= 3).then_some(lines)
+            }
+        })
+        .await;
+    let seen: Vec<(&str, &str, &str, &str, u64)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["verb"].as_str().unwrap_or(""),
+                l["namespace"].as_str().unwrap_or(""),
+                l["name"].as_str().unwrap_or(""),
+                l["subresource"].as_str().unwrap_or(""),
+                l["code"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("create", "default", "", "", 415),
+            ("create", "default", "x", "", 405),
+            ("get", "default", "x", "bogus", 404),
+        ]
+    );
+}

@@ -27,9 +27,13 @@ impl Verb for Get {
     async fn run(self, cx: Context<'_>) -> Result<Object, ApiError> {
         let ns = object_namespace(&cx.info, &self.namespace);
         check_lookup(&cx.info, &ns, &self.name)?;
+        // Authorized first, as Kubernetes authorizes `resource/subresource` before it looks
+        // for the subresource (and so the request's record names the object).
+        let registry = cx
+            .authorize(Self::NAME, &ns, &self.name, &self.subresource)
+            .await?;
         Subresource::parse(&cx.info, &self.subresource, &target(&cx.info, &self.name))?;
-        cx.authorize(Self::NAME, &ns, &self.name, &self.subresource)
-            .await?
+        registry
             .get(
                 &cx.info,
                 &ns,

@@ -148,35 +148,52 @@ const CLIENT_CLOSED_REQUEST: u16 = 499;
 impl Abandoned<'_> {
     fn entry(&self, code: u16, reason: Option<Reason>) -> Entry {
         let scope = self.scope.lock().unwrap_or_else(|e| e.into_inner());
-        let (user, groups) = self
-            .user
-            .as_ref()
-            .map(|u| (u.name.clone(), u.groups.clone()))
-            .unwrap_or_default();
-        let (group, resource) = self
-            .resource
-            .as_ref()
-            .map(|r| (r.group.clone(), r.resource.clone()))
-            .unwrap_or_default();
-        Entry {
-            time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
-            user,
-            groups,
-            verb: self.verb,
-            group,
-            resource,
-            subresource: scope.subresource.clone(),
-            namespace: scope.namespace.clone(),
-            name: scope.name.clone(),
-            impersonated_user: self.impersonated.as_ref().map(|u| AuditUser {
-                username: u.name.clone(),
-                groups: u.groups.clone(),
-                uid: u.uid.clone(),
-            }),
-            code,
-            reason,
-            latency_ms: self.start.elapsed().as_secs_f64() * 1000.0,
-        }
+        audit_entry(
+            self.user.as_ref(),
+            self.impersonated.as_ref(),
+            self.resource.as_ref(),
+            self.verb,
+            &scope,
+            (code, reason),
+            self.start,
+        )
+    }
+}
+
+/// An audit line: who (and as whom), what, on which object, with what result, since when.
+fn audit_entry(
+    user: Option<&User>,
+    impersonated: Option<&User>,
+    resource: Option<&GroupVersionResource>,
+    verb: &'static str,
+    scope: &Scope,
+    (code, reason): (u16, Option<Reason>),
+    start: Instant,
+) -> Entry {
+    let (user, groups) = user
+        .map(|u| (u.name.clone(), u.groups.clone()))
+        .unwrap_or_default();
+    let (group, resource) = resource
+        .map(|r| (r.group.clone(), r.resource.clone()))
+        .unwrap_or_default();
+    Entry {
+        time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+        user,
+        groups,
+        verb,
+        group,
+        resource,
+        subresource: scope.subresource.clone(),
+        namespace: scope.namespace.clone(),
+        name: scope.name.clone(),
+        impersonated_user: impersonated.map(|u| AuditUser {
+            username: u.name.clone(),
+            groups: u.groups.clone(),
+            uid: u.uid.clone(),
+        }),
+        code,
+        reason,
+        latency_ms: start.elapsed().as_secs_f64() * 1000.0,
     }
 }
 
@@ -344,6 +361,39 @@ impl Handler {
                 .await?;
         }
         Ok(i.user())
+    }
+
+    /// Records a request its transport refused before any verb ran (a body or a method it
+    /// cannot take, a malformed query): its metric and its audit line, as every request has.
+    /// `verb` as the request's method and path name it (`create`, `get`, ...).
+    pub async fn refused(
+        &self,
+        verb: &'static str,
+        resource: &GroupVersionResource,
+        user: Option<&User>,
+        (namespace, name, subresource): (&str, &str, &str),
+        e: &ApiError,
+    ) {
+        let label = resource_label(Some(resource));
+        self.metrics
+            .request(verb, &label, Some(e.reason), Duration::ZERO);
+        if let Some(audit) = &self.audit {
+            let scope = Scope {
+                namespace: namespace.into(),
+                name: name.into(),
+                subresource: subresource.into(),
+            };
+            let entry = audit_entry(
+                user,
+                None,
+                Some(resource),
+                verb,
+                &scope,
+                (e.reason.http_code(), Some(e.reason)),
+                Instant::now(),
+            );
+            audit.record(&entry).await;
+        }
     }
 
     /// Every served resource (discovery).

@@ -31,10 +31,12 @@ impl Verb for Patch {
         let ns = object_namespace(&cx.info, &self.namespace);
         check_lookup(&cx.info, &ns, &self.name)?;
         let t = target(&cx.info, &self.name);
-        let sub = Subresource::parse(&cx.info, &self.subresource, &t)?;
+        // Authorized first, as Kubernetes authorizes `resource/subresource` before it looks
+        // for the subresource.
         let store = cx
             .authorize(Self::NAME, &ns, &self.name, &self.subresource)
             .await?;
+        let sub = Subresource::parse(&cx.info, &self.subresource, &t)?;
         // A scale patch is a Scale's, not the kind's.
         if self.patch_type != PatchType::Json && sub != Subresource::Scale {
             self.field_validation

@@ -3,6 +3,7 @@
 //! stream of `WatchEvent` lines, a `Status`).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -103,11 +104,43 @@ fn list_kind(handler: &Handler, gvr: &GroupVersionResource) -> (String, String) 
     (format!("{kind}List"), api_version)
 }
 
-/// Serves one call on a resource path.
+/// Serves one call on a resource path. A call refused before it reached the handler (its
+/// method, body or query) is recorded as the handler records every request it runs.
 pub async fn serve(handler: Arc<Handler>, p: ResourcePath, call: Call) -> Response<Body> {
-    match run(&handler, &p, call).await {
+    let handled = AtomicBool::new(false);
+    let verb = verb_of(&call.method, &p, &call.query);
+    let user = call.user.clone();
+    match run(&handler, &p, call, &handled).await {
         Ok(r) => r,
-        Err(e) => error_response(&e),
+        Err(e) => {
+            if !handled.load(Ordering::Relaxed) {
+                let scope = (
+                    p.namespace.as_str(),
+                    p.name.as_deref().unwrap_or(""),
+                    p.subresource.as_str(),
+                );
+                handler
+                    .refused(verb, &p.gvr, user.as_ref(), scope, &e)
+                    .await;
+            }
+            error_response(&e)
+        }
+    }
+}
+
+/// Kubernetes' verb of a REST call, for the record of one refused before its verb ran.
+fn verb_of(method: &Method, p: &ResourcePath, q: &Query) -> &'static str {
+    let named = p.name.is_some();
+    match *method {
+        Method::GET if named => "get",
+        Method::GET if matches!(q.get("watch"), "true" | "1") => "watch",
+        Method::GET => "list",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if named => "delete",
+        Method::DELETE => "deletecollection",
+        _ => "unknown",
     }
 }
 
@@ -115,7 +148,13 @@ async fn run(
     handler: &Arc<Handler>,
     p: &ResourcePath,
     call: Call,
+    handled: &AtomicBool,
 ) -> Result<Response<Body>, ApiError> {
+    // The handler, once a verb is handed to it: it records the request from then on.
+    let verb_handler = || {
+        handled.store(true, Ordering::Relaxed);
+        handler
+    };
     let t = Target::new(
         &p.gvr.group,
         &p.gvr.resource,
@@ -150,7 +189,7 @@ async fn run(
                 shard: q.shard(&t)?,
             };
             let timeout_seconds = q.timeout_seconds(&t)?;
-            let events = handler.handle(request(p, None, user, verb)).await?;
+            let events = verb_handler().handle(request(p, None, user, verb)).await?;
             Ok(watch::response(events, timeout_seconds, printer))
         }
         (&Method::GET, None) => {
@@ -165,7 +204,9 @@ async fn run(
                 include_uninitialized: q.flag("includeUninitialized", &t)?,
                 shard: q.shard(&t)?,
             };
-            let list = handler.handle(request(p, timeout, user, verb)).await?;
+            let list = verb_handler()
+                .handle(request(p, timeout, user, verb))
+                .await?;
             if let Some(printer) = printer {
                 let objects: Vec<serde_json::Value> = list
                     .items
@@ -187,7 +228,9 @@ async fn run(
                 include_uninitialized: q.flag("includeUninitialized", &t)?,
                 subresource: p.subresource.clone(),
             };
-            let obj = handler.handle(request(p, timeout, user, verb)).await?;
+            let obj = verb_handler()
+                .handle(request(p, timeout, user, verb))
+                .await?;
             if p.subresource == "scale" {
                 return Ok(value_response(StatusCode::OK, &keel_api::scale::view(&obj)));
             }
@@ -205,7 +248,9 @@ async fn run(
                 dry_run,
                 field_validation,
             };
-            let obj = handler.handle(request(p, timeout, user, verb)).await?;
+            let obj = verb_handler()
+                .handle(request(p, timeout, user, verb))
+                .await?;
             Ok(object(StatusCode::CREATED, obj))
         }
         (&Method::PUT, Some(_)) => {
@@ -216,7 +261,9 @@ async fn run(
                 dry_run,
                 field_validation,
             };
-            let obj = handler.handle(request(p, timeout, user, verb)).await?;
+            let obj = verb_handler()
+                .handle(request(p, timeout, user, verb))
+                .await?;
             Ok(object(StatusCode::OK, obj))
         }
         (&Method::PATCH, Some(name)) => {
@@ -229,7 +276,9 @@ async fn run(
                 dry_run,
                 field_validation,
             };
-            let obj = handler.handle(request(p, timeout, user, verb)).await?;
+            let obj = verb_handler()
+                .handle(request(p, timeout, user, verb))
+                .await?;
             if p.subresource == "scale" {
                 return Ok(value_response(StatusCode::OK, &keel_api::scale::view(&obj)));
             }
@@ -243,7 +292,9 @@ async fn run(
                 name: name.to_string(),
                 options,
             };
-            let (obj, gone) = handler.handle(request(p, timeout, user, verb)).await?;
+            let (obj, gone) = verb_handler()
+                .handle(request(p, timeout, user, verb))
+                .await?;
             if gone {
                 let kind = obj.kind().to_string();
                 Ok(value_response(
@@ -263,7 +314,9 @@ async fn run(
                 field_selector: q.get("fieldSelector").to_string(),
                 options: delete_options(&body, q, dry_run, &t)?,
             };
-            let deleted = handler.handle(request(p, timeout, user, verb)).await?;
+            let deleted = verb_handler()
+                .handle(request(p, timeout, user, verb))
+                .await?;
             let (kind, api_version) = list_kind(handler, &p.gvr);
             Ok(value_response(
                 StatusCode::OK,
