@@ -129,6 +129,8 @@ impl Client {
             field_selector: p.field_selector.clone(),
             resource_version: p.resource_version.clone(),
             allow_bookmarks: p.allow_bookmarks,
+            // keel-client lists, then watches from the list's revision (its reflector does).
+            send_initial_events: false,
             include_uninitialized: p.include_uninitialized,
             shard: p.shard.as_ref().map(crate::client::shard_selector),
         };

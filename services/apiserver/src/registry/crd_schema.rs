@@ -227,18 +227,59 @@ impl CrdSchema {
 }
 
 /// The options every schema (and every pattern alone) compiles with: Draft 4, as OpenAPI 3.0
-/// reads `exclusiveMinimum`; linear-time regular expressions, close to Go's RE2 that Kubernetes
-/// uses and safe from catastrophic backtracking on user patterns; known formats checked,
-/// unknown ones ignored, plus Kubernetes' `byte` and `uuid`.
+/// reads `exclusiveMinimum`; `pattern` in Go's RE2 syntax and meaning, as Kubernetes compiles
+/// it (`go_regex`: inline flags such as `(?i)` included), linear-time and so safe from
+/// catastrophic backtracking on user patterns; known formats checked, unknown ones ignored,
+/// plus Kubernetes' `byte` and `uuid`.
 fn options() -> jsonschema::ValidationOptions<'static> {
     jsonschema::draft4::options()
         .with_pattern_options(PatternOptions::regex())
+        .with_keyword("pattern", go_pattern)
         .should_validate_formats(true)
         .should_ignore_unknown_formats(true)
         .with_format("byte", |s: &str| {
             base64::engine::general_purpose::STANDARD.decode(s).is_ok()
         })
         .with_format("uuid", is_uuid)
+}
+
+/// A schema's `pattern`, as Go's `regexp` reads it: a string must contain a match (unanchored,
+/// as Go's `MatchString`); other values are not its business.
+struct GoPattern {
+    re: regex::Regex,
+    pattern: String,
+}
+
+impl<'i> jsonschema::Keyword<'i> for GoPattern {
+    fn validate(&self, instance: &'i Value) -> Result<(), jsonschema::ValidationError<'i>> {
+        if self.is_valid(instance) {
+            Ok(())
+        } else {
+            Err(jsonschema::ValidationError::custom(format!(
+                "should match '{}'",
+                self.pattern
+            )))
+        }
+    }
+
+    fn is_valid(&self, instance: &'i Value) -> bool {
+        instance.as_str().is_none_or(|s| self.re.is_match(s))
+    }
+}
+
+fn go_pattern<'a>(
+    _: &'a Map<String, Value>,
+    value: &'a Value,
+    _: jsonschema::paths::Location,
+) -> Result<Box<dyn for<'i> jsonschema::Keyword<'i>>, jsonschema::ValidationError<'a>> {
+    let pattern = value
+        .as_str()
+        .ok_or_else(|| jsonschema::ValidationError::custom("pattern must be a string"))?;
+    let re = super::go_regex::compile(pattern).map_err(jsonschema::ValidationError::custom)?;
+    Ok(Box::new(GoPattern {
+        re,
+        pattern: pattern.to_string(),
+    }))
 }
 
 /// Kubernetes' `uuid` format: 32 hex digits, the four hyphens of the usual grouping optional.
@@ -561,6 +602,7 @@ fn value_cause(path: String, e: &ValidationError<'_>) -> FieldCause {
             FieldCause::not_supported(path, &value, &allowed)
         }
         ValidationErrorKind::Pattern { pattern } => invalid(format!("should match '{pattern}'")),
+        ValidationErrorKind::Custom { message, .. } => invalid(message.clone()),
         ValidationErrorKind::Minimum { limit } => {
             invalid(format!("should be greater than or equal to {limit}"))
         }

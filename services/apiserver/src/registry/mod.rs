@@ -13,6 +13,7 @@ pub mod crd;
 pub mod crd_schema;
 mod crd_serving;
 pub mod deletion;
+mod go_regex;
 mod initialization;
 pub mod initializers;
 pub mod patch;

@@ -176,6 +176,12 @@ impl Registry {
         let requested_rv = obj.resource_version().to_string();
         keel_api::conversion::to_stored(info, &mut obj);
         strategy::prepare_for_create(info, &mut obj);
+        if info.status_subresource && self.resources.custom(&info.gvr).is_some() {
+            // As Kubernetes: a custom object whose CRD has the status subresource starts with
+            // no status at all (its controller writes one), so the schema's required status
+            // fields are not asked of its creator.
+            obj.as_map_mut().remove("status");
+        }
         if crd::is_crd(info) {
             crd::prepare_for_create(&mut obj);
         }
@@ -454,12 +460,16 @@ impl Registry {
     }
 
     /// Watches objects after `resource_version` (empty or `"0"`: the current objects first).
+    /// `send_initial_events` (Kubernetes' streaming list): the current objects first whatever
+    /// `resource_version` says, at a revision not older than it, then a bookmark annotated
+    /// `k8s.io/initial-events-end`.
     pub async fn watch(
         &self,
         info: &Arc<ResourceInfo>,
         filter: Filter,
         resource_version: &str,
         allow_bookmarks: bool,
+        send_initial_events: bool,
     ) -> Result<WatchStream, ApiError> {
         let from = resource_version::parse(resource_version)
             .map_err(|e| e.bad_request(&target(info, "")))?
@@ -469,7 +479,10 @@ impl Registry {
                 .wait_for_revision(info, rv, Instant::now() + FRESH_WAIT)
                 .await?;
         }
-        self.store.watch(info, filter, from, allow_bookmarks).await
+        let from = from.filter(|_| !send_initial_events);
+        self.store
+            .watch(info, filter, from, allow_bookmarks, send_initial_events)
+            .await
     }
 
     /// The escalation check of `writer` writing `obj` (or, for a patch, the object named

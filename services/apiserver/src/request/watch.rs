@@ -22,6 +22,9 @@ pub struct Watch {
     /// Events after this version (`""` or `"0"`: the current objects first, as `ADDED`).
     pub resource_version: String,
     pub allow_bookmarks: bool,
+    /// Kubernetes' streaming list: the current objects, then a bookmark annotated
+    /// `k8s.io/initial-events-end`, then the changes. Needs `allow_bookmarks`.
+    pub send_initial_events: bool,
     /// Objects whose initializers are still pending are seen too; without it an object
     /// appears (`ADDED`) once initialized.
     pub include_uninitialized: bool,
@@ -44,6 +47,16 @@ impl Verb for Watch {
         filter.include_uninitialized = self.include_uninitialized;
         filter.shard = shard_scope(&cx.info, self.shard)?;
         let namespace = filter.namespace.clone().unwrap_or_default();
+        if self.send_initial_events && !self.allow_bookmarks {
+            // As Kubernetes' validation: the end of the initial events is a bookmark.
+            return Err(ApiError::invalid(
+                keel_api::Target::new(&cx.info.gvr.group, "ListOptions.meta.k8s.io", ""),
+                vec![keel_api::FieldCause::forbidden(
+                    "allowWatchBookmarks",
+                    "sendInitialEvents requires setting allowWatchBookmarks to true",
+                )],
+            ));
+        }
         let inner = cx
             .authorize(Self::NAME, &namespace, "", "")
             .await?
@@ -52,6 +65,7 @@ impl Verb for Watch {
                 filter,
                 &self.resource_version,
                 self.allow_bookmarks,
+                self.send_initial_events,
             )
             .await?;
         let resource = cx.info.gvr.resource.clone();

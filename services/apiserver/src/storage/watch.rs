@@ -16,14 +16,15 @@ const CACHE_READY_WAIT: Duration = Duration::from_secs(30);
 
 impl Store {
     /// Starts a watch of the objects `filter` selects, after revision `from` (`None`: the
-    /// current objects first, as `ADDED`). Errors that prevent it from starting are returned;
-    /// later ones end the stream.
+    /// current objects first, as `ADDED`, then, with `initial_events_end`, the bookmark that
+    /// says so). Errors that prevent it from starting are returned; later ones end the stream.
     pub async fn watch(
         &self,
         info: &Arc<ResourceInfo>,
         filter: Filter,
         from: Option<i64>,
         allow_bookmarks: bool,
+        initial_events_end: bool,
     ) -> Result<WatchStream, ApiError> {
         let prefix = self
             .keys
@@ -34,6 +35,7 @@ impl Store {
             info: info.clone(),
             filter,
             bookmarks: allow_bookmarks.then_some(self.config.bookmark_interval),
+            initial_events_end: initial_events_end && from.is_none(),
             metrics: self.metrics.clone(),
             shutdown: self.shutdown.clone(),
         };

@@ -66,6 +66,9 @@ pub struct WatchParams {
     pub filter: Filter,
     /// How often to send a bookmark (`None`: the client did not ask for them).
     pub bookmarks: Option<Duration>,
+    /// After the initial state, a bookmark annotated `k8s.io/initial-events-end` (a streaming
+    /// list's end, as Kubernetes' WatchList marks it).
+    pub initial_events_end: bool,
     pub metrics: Metrics,
     /// Set when the server shuts down: every watch ends, and clients resume elsewhere.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
@@ -93,12 +96,22 @@ fn to_client(ev: &CacheEvent, f: &Filter) -> Option<WatchEvent> {
     }
 }
 
+/// The annotation of the bookmark that ends a streaming list's initial events.
+pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
 fn bookmark(info: &ResourceInfo, rv: i64) -> WatchEvent {
-    let obj = serde_json::json!({
+    bookmark_with(info, rv, None)
+}
+
+fn bookmark_with(info: &ResourceInfo, rv: i64, annotation: Option<&str>) -> WatchEvent {
+    let mut obj = serde_json::json!({
         "apiVersion": info.api_version(),
         "kind": info.kind,
         "metadata": {"resourceVersion": rv.to_string()},
     });
+    if let Some(a) = annotation {
+        obj["metadata"]["annotations"] = serde_json::json!({ a: "true" });
+    }
     event(
         WatchEventKind::Bookmark,
         Bytes::from(serde_json::to_vec(&obj).unwrap_or_default()),
@@ -219,6 +232,15 @@ pub fn serve_from_cache(reg: Registration, params: WatchParams) -> WatchStream {
         if params.filter.matches(&**obj) {
             pending.push_back(event(WatchEventKind::Added, obj.json().clone()));
         }
+    }
+    if params.initial_events_end {
+        // Every event up to the initial state's revision is in it.
+        pending.push_back(bookmark_with(
+            &params.info,
+            reg.after,
+            Some(INITIAL_EVENTS_END),
+        ));
+        progress.bookmarked = reg.after;
     }
     for ev in &reg.backlog {
         if let Some(e) = progress.consider(ev, &params.filter) {
@@ -413,6 +435,7 @@ mod tests {
                 info: self.cache.info.clone(),
                 filter,
                 bookmarks,
+                initial_events_end: false,
                 metrics: Metrics::new(),
                 shutdown: self.shutdown.subscribe(),
             };

@@ -260,6 +260,7 @@ impl Objects for ObjectsService {
             field_selector: r.field_selector,
             resource_version: r.resource_version,
             allow_bookmarks: r.allow_bookmarks,
+            send_initial_events: r.send_initial_events,
             include_uninitialized: r.include_uninitialized,
             shard: r.shard.map(shard_selector),
         };

@@ -185,6 +185,7 @@ async fn run(
                 field_selector: q.get("fieldSelector").to_string(),
                 resource_version: q.get("resourceVersion").to_string(),
                 allow_bookmarks: q.flag("allowWatchBookmarks", &t)?,
+                send_initial_events: q.flag("sendInitialEvents", &t)?,
                 include_uninitialized: q.flag("includeUninitialized", &t)?,
                 shard: q.shard(&t)?,
             };
