@@ -234,7 +234,7 @@ impl CrdSchema {
 fn options() -> jsonschema::ValidationOptions<'static> {
     jsonschema::draft4::options()
         .with_pattern_options(PatternOptions::regex())
-        .with_keyword("pattern", go_pattern)
+        .with_keyword(GO_PATTERN, go_pattern)
         .should_validate_formats(true)
         .should_ignore_unknown_formats(true)
         .with_format("byte", |s: &str| {
@@ -242,6 +242,10 @@ fn options() -> jsonschema::ValidationOptions<'static> {
         })
         .with_format("uuid", is_uuid)
 }
+
+/// Where a schema's `pattern` goes in the compiled schema: a keyword of keel's own, since the
+/// Draft 4 meta-schema would judge `pattern` by ECMA-262's syntax, which refuses Go's `(?i)`.
+const GO_PATTERN: &str = "x-keel-go-pattern";
 
 /// A schema's `pattern`, as Go's `regexp` reads it: a string must contain a match (unanchored,
 /// as Go's `MatchString`); other values are not its business.
@@ -373,10 +377,13 @@ fn compile(
             out.insert(keyword.into(), v.clone());
         }
     }
+    // A string pattern is Go's (checked here, matched by `GoPattern`); anything else stays
+    // `pattern` for the meta-schema to refuse.
+    if let Some(Value::String(p)) = out.remove("pattern") {
+        out.insert(GO_PATTERN.into(), Value::String(p));
+    }
     if let Some(Value::String(pattern)) = schema.get("pattern")
-        && options()
-            .build(&serde_json::json!({ "pattern": pattern }))
-            .is_err()
+        && super::go_regex::compile(pattern).is_err()
     {
         causes.push(FieldCause::invalid(
             child(path, "pattern"),
