@@ -277,3 +277,55 @@ async fn crd_patterns_are_gos_regular_expressions() {
     assert_eq!(e.reason, Reason::Invalid, "{e}");
     assert!(e.message.contains("pattern"), "{e}");
 }
+
+/// What a CRD's create answer says (Established), and its DELETED event, hold on every replica
+/// at once: a custom object is created through the other replica right after, twenty times
+/// over, the CRD deleted and made again under the same name in between.
+#[tokio::test]
+async fn established_means_served_on_every_replica_and_deleted_means_gone() {
+    let etcd = Etcd::start().await;
+    let a = ApiServer::start(&etcd).await;
+    let b = ApiServer::start(&etcd).await;
+    let (ca, cb) = (a.client().await, b.client().await);
+    let schema = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}});
+    let definition = crd("Gadget", schema);
+    let gadgets = gvr("example.keel.dev", "v1", "gadgets");
+    let name = "gadgets.example.keel.dev";
+    let params = keel_client::WatchParams {
+        field_selector: format!("metadata.name={name}"),
+        ..Default::default()
+    };
+    let mut crd_events = cb.watch_resumable(&crds(), &params);
+    for round in 0..20 {
+        let created = ca.create(&crds(), "", &definition).await.unwrap();
+        let established = created["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Established" && c["status"] == "True");
+        assert!(established, "round {round}: {created}");
+        let gadget = json!({"apiVersion": "example.keel.dev/v1", "kind": "Gadget",
+            "metadata": {"name": format!("g{round}")}, "spec": {"size": round}});
+        cb.create(&gadgets, "default", &gadget)
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: the other replica: {e}"));
+        ca.delete(&crds(), "", name, &Default::default())
+            .await
+            .unwrap();
+        // The deletion is done when the CRD's DELETED event comes (its objects go first).
+        loop {
+            let ev = tokio::time::timeout(
+                Duration::from_secs(30),
+                futures::StreamExt::next(&mut crd_events),
+            )
+            .await
+            .expect("the CRD's events")
+            .expect("a stream")
+            .expect("an event");
+            if ev.kind == keel_client::EventType::Deleted {
+                break;
+            }
+        }
+    }
+}

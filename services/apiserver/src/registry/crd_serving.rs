@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use keel_api::{ApiError, GroupVersionResource, Object, Reason};
@@ -24,6 +25,17 @@ const SYNC_EVERY: Duration = Duration::from_millis(200);
 const CLEANUP_PAUSE: Duration = Duration::from_secs(1);
 /// How long one cleanup step (a list and its deletes) may take.
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Reads of etcd's CRDs for requests ([`Registry::catch_up_custom_resources`]): one at a time,
+/// numbered, so that requests waiting together share one.
+#[derive(Default)]
+pub struct CrdSync {
+    lock: tokio::sync::Mutex<()>,
+    /// Reads begun.
+    started: AtomicU64,
+    /// The number of the last read done.
+    done: AtomicU64,
+}
 
 /// The CRD resource itself.
 pub fn crd_gvr() -> GroupVersionResource {
@@ -57,10 +69,12 @@ impl Registry {
             if !moved && !deleting {
                 continue;
             }
-            let crds = self.store().cached(&info, |_| true);
+            let Some((crds, revision)) = self.store().cached_at(&info) else {
+                continue;
+            };
             if moved {
                 let resources = crds.iter().flat_map(crd::resources).collect();
-                let (added, removed) = self.resources_mut().set_custom(resources);
+                let (added, removed) = self.resources_mut().set_custom(resources, revision);
                 for gvr in &added {
                     tracing::info!(resource = %gvr, "serving a custom resource");
                 }
@@ -91,6 +105,53 @@ impl Registry {
                     let _ = done.send(crd.name().to_string());
                 });
             }
+        }
+    }
+
+    /// Serves the custom resources of the CRDs etcd has now, read fresh: what a request for a
+    /// resource this replica does not serve yet (or serves as terminating) does before it
+    /// answers, so that a CRD said to be Established, or a deletion said to be done, holds on
+    /// every replica at once rather than when its watch catches up. One read at a time; a
+    /// request that waited for a read begun after it came takes that read's answer.
+    pub async fn catch_up_custom_resources(&self, deadline: Instant) -> Result<(), ApiError> {
+        let ticket = self.crd_sync().started.load(Ordering::Acquire);
+        let _one = self.crd_sync().lock.lock().await;
+        if self.crd_sync().done.load(Ordering::Acquire) > ticket {
+            return Ok(());
+        }
+        let n = self.crd_sync().started.fetch_add(1, Ordering::AcqRel) + 1;
+        let info = self.lookup(Some(&crd_gvr()))?;
+        let list = self.list(&info, ListOptions::default(), deadline).await?;
+        let crds: Vec<Object> = list
+            .items
+            .iter()
+            .filter_map(|b| Object::from_slice(b).ok())
+            .collect();
+        let resources = crds.iter().flat_map(crd::resources).collect();
+        let (added, removed) = self.resources_mut().set_custom(resources, list.revision);
+        for gvr in &added {
+            tracing::info!(resource = %gvr, "serving a custom resource (read from etcd for a request)");
+        }
+        for gvr in &removed {
+            tracing::info!(resource = %gvr, "no longer serving a custom resource (read from etcd for a request)");
+        }
+        self.crd_sync().done.store(n, Ordering::Release);
+        Ok(())
+    }
+
+    /// The resource a request names; one this replica does not serve yet is looked for in
+    /// etcd's CRDs first ([`Registry::catch_up_custom_resources`]).
+    pub async fn lookup_fresh(
+        &self,
+        gvr: Option<&GroupVersionResource>,
+        deadline: Instant,
+    ) -> Result<Arc<keel_api::ResourceInfo>, ApiError> {
+        match self.lookup(gvr) {
+            Err(e) if e.reason == Reason::NotFound && gvr.is_some() => {
+                self.catch_up_custom_resources(deadline).await?;
+                self.lookup(gvr)
+            }
+            found => found,
         }
     }
 

@@ -12,8 +12,9 @@ use super::crd::CustomResource;
 /// the set of CRDs changes, hence `RwLock`s.
 pub struct Resources {
     by_gvr: RwLock<HashMap<GroupVersionResource, Arc<ResourceInfo>>>,
-    /// The custom ones, with their rules (schema, merge keys, printer columns).
-    custom: RwLock<HashMap<GroupVersionResource, Arc<CustomResource>>>,
+    /// The custom ones, with their rules (schema, merge keys, printer columns), and the etcd
+    /// revision of the CRDs they were made from: an older view never replaces a newer one.
+    custom: RwLock<(HashMap<GroupVersionResource, Arc<CustomResource>>, i64)>,
 }
 
 impl Resources {
@@ -25,7 +26,7 @@ impl Resources {
             .collect();
         Resources {
             by_gvr: RwLock::new(by_gvr),
-            custom: RwLock::new(HashMap::new()),
+            custom: RwLock::new((HashMap::new(), 0)),
         }
     }
 
@@ -34,20 +35,28 @@ impl Resources {
         self.custom
             .read()
             .unwrap_or_else(|e| e.into_inner())
+            .0
             .get(gvr)
             .cloned()
     }
 
-    /// Serves exactly these custom resources from now on (those of the CRDs that exist);
-    /// built-in resources are never replaced. Returns the resources added and removed.
+    /// Serves exactly these custom resources from now on (those of the CRDs that exist at
+    /// etcd revision `revision`), unless what is served comes from a newer revision; built-in
+    /// resources are never replaced. Returns the resources added and removed.
     pub fn set_custom(
         &self,
         resources: Vec<CustomResource>,
+        revision: i64,
     ) -> (Vec<GroupVersionResource>, Vec<GroupVersionResource>) {
         let builtin: Vec<GroupVersionResource> =
             builtin_resources().into_iter().map(|r| r.gvr).collect();
         let mut by_gvr = self.by_gvr.write().unwrap_or_else(|e| e.into_inner());
-        let mut custom = self.custom.write().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.custom.write().unwrap_or_else(|e| e.into_inner());
+        let (custom, served_at) = &mut *guard;
+        if revision < *served_at {
+            return (Vec::new(), Vec::new());
+        }
+        *served_at = revision;
         let next: HashMap<GroupVersionResource, Arc<CustomResource>> = resources
             .into_iter()
             .filter(|r| !builtin.contains(&r.info.gvr))

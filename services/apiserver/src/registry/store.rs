@@ -56,6 +56,8 @@ pub struct Registry {
     /// Turns true once the policy holds the bootstrap roles and bindings: a condition of
     /// readiness, and what a request the unread policy would refuse waits for (`rbac.rs`).
     policy_ready: tokio::sync::watch::Sender<bool>,
+    /// Fresh reads of the CRDs for requests (`crd_serving.rs`).
+    crd_sync: super::crd_serving::CrdSync,
 }
 
 impl Registry {
@@ -72,6 +74,7 @@ impl Registry {
             bootstrapped: AtomicBool::new(false),
             policy: RwLock::new(Arc::new(Policy::default())),
             policy_ready: tokio::sync::watch::Sender::new(false),
+            crd_sync: Default::default(),
         })
     }
 
@@ -148,6 +151,10 @@ impl Registry {
         &self.store
     }
 
+    pub(super) fn crd_sync(&self) -> &super::crd_serving::CrdSync {
+        &self.crd_sync
+    }
+
     pub(super) fn resources_mut(&self) -> &Resources {
         &self.resources
     }
@@ -193,7 +200,13 @@ impl Registry {
         }
         validate(info, &obj)?;
         let t = target(info, obj.name());
-        let custom = self.resources.custom(&info.gvr);
+        let mut custom = self.resources.custom(&info.gvr);
+        if custom.as_ref().is_some_and(|c| c.terminating) {
+            // The CRD may be gone, and made again, further than this replica's watch has
+            // seen: judged by etcd's CRDs now.
+            self.catch_up_custom_resources(deadline).await?;
+            custom = self.resources.custom(&info.gvr);
+        }
         if let Some(custom) = &custom {
             if custom.terminating {
                 return Err(ApiError::new(

@@ -16,6 +16,8 @@ use crate::registry::{Attributes, Registry};
 
 /// Used when the client sets no deadline: long enough for a contended PATCH to land.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long discovery waits for etcd's CRDs before it answers from the watch's.
+const DISCOVERY_CATCH_UP: Duration = Duration::from_secs(2);
 /// No request holds server resources longer than this, whatever it asks for.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -285,8 +287,17 @@ impl Handler {
         // Held until the audit line is queued: a request waiting on a slow audit log still
         // counts as in flight.
         let mut _held = None;
+        // A resource this replica does not serve yet may be a CRD etcd has already.
+        let info = match &admitted {
+            Ok(_) => {
+                self.registry
+                    .lookup_fresh(req.resource.as_ref(), deadline)
+                    .await
+            }
+            Err(e) => Err(e.clone()),
+        };
         let out = match admitted.and_then(|(slot, user)| {
-            let info = self.registry.lookup(req.resource.as_ref())?;
+            let info = info?;
             // A review is only ever created.
             if info.create_only && V::NAME != "create" {
                 return Err(ApiError::new(
@@ -393,6 +404,16 @@ impl Handler {
                 Instant::now(),
             );
             audit.record(&entry).await;
+        }
+    }
+
+    /// Brings the served custom resources up to etcd's CRDs now, before discovery answers: a
+    /// client that saw a CRD Established finds its resource on every replica. A failure is
+    /// logged; discovery then answers from what the replica's watch has.
+    pub async fn catch_up(&self) {
+        let deadline = Instant::now() + DISCOVERY_CATCH_UP;
+        if let Err(e) = self.registry.catch_up_custom_resources(deadline).await {
+            tracing::warn!(error = %e, "cannot read the CRDs for discovery");
         }
     }
 

@@ -113,6 +113,17 @@ impl Store {
             .collect()
     }
 
+    /// [`Store::cached`], every object, with the revision the cache holds them at.
+    pub fn cached_at(&self, info: &Arc<ResourceInfo>) -> Option<(Vec<Object>, i64)> {
+        let cache = self.cache(info);
+        if !cache.is_ready() {
+            return None;
+        }
+        let (objects, revision) = cache.list(&self.keys.resource_prefix(info));
+        let objects = objects.iter().filter_map(|o| o.object().ok()).collect();
+        Some((objects, revision))
+    }
+
     /// The revision of the last change to `info`'s objects in this replica's watch cache
     /// (`None` while it loads): a sweep that looks again only when it moved.
     pub fn cache_changed(&self, info: &Arc<ResourceInfo>) -> Option<i64> {

@@ -22,6 +22,7 @@ impl Discovery for DiscoveryService {
         &self,
         _: Request<DiscoveryRequest>,
     ) -> Result<Response<DiscoveryResponse>, Status> {
+        self.handler.catch_up().await;
         let resources = self
             .handler
             .resources()

@@ -125,6 +125,7 @@ async fn api(State(state): State<RestState>, req: Request) -> Response<Body> {
 }
 
 async fn apis(State(state): State<RestState>, req: Request) -> Response<Body> {
+    state.handler.catch_up().await;
     discovery_root(&state, &req, false)
 }
 
@@ -158,11 +159,17 @@ async fn resource(State(state): State<RestState>, req: Request) -> Response<Body
         return no_such_path();
     };
     match path {
-        ApiPath::Group(g) => match discovery::api_group(&state.handler, &g) {
-            Some(v) => value_response(StatusCode::OK, &v),
-            None => no_such_path(),
-        },
+        ApiPath::Group(g) => {
+            state.handler.catch_up().await;
+            match discovery::api_group(&state.handler, &g) {
+                Some(v) => value_response(StatusCode::OK, &v),
+                None => no_such_path(),
+            }
+        }
         ApiPath::GroupVersion { group, version } => {
+            if !group.is_empty() {
+                state.handler.catch_up().await;
+            }
             match discovery::resource_list(&state.handler, &group, &version) {
                 Some(v) => value_response(StatusCode::OK, &v),
                 None => no_such_path(),
