@@ -13,6 +13,7 @@ const FILES: &[&str] = &[
     // keel's own, from Kubernetes' wire facts (see proto/k8s/README.md).
     "k8s.io/api/authorization/v1/reviews.proto",
     "k8s.io/api/authentication/v1/reviews.proto",
+    "k8s.io/api/policy/v1/eviction.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

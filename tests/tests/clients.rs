@@ -329,3 +329,135 @@ async fn established_means_served_on_every_replica_and_deleted_means_gone() {
         }
     }
 }
+
+/// One plain-text REST request: the status code and the body as JSON.
+fn rest(api: &ApiServer, method: &str, path: &str, token: &str, body: &Value) -> (u16, Value) {
+    use std::io::Read;
+    let addr = api.grpc;
+    let body = body.to_string();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    let _ = s.read_to_string(&mut raw);
+    let (head, rest) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (
+        code,
+        serde_json::from_str(rest.trim()).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn an_eviction_deletes_the_pod_for_who_may_create_evictions() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        "admin-token,admin,1,system:masters\ndeleter-token,deleter,2,\n",
+    )
+    .unwrap();
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(&etcd, &["--token-auth-file", tokens.to_str().unwrap()]).await;
+    let mut config = keel_client::ClientConfig::new([api.endpoint()]);
+    config.token = Some("admin-token".into());
+    let admin = Client::connect(&config).await.unwrap();
+    let pods = gvr("", "v1", "pods");
+    for name in ["web", "db"] {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+        admin.create(&pods, "default", &pod).await.unwrap();
+    }
+    let eviction = |name: &str| {
+        json!({"apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": name, "namespace": "default"},
+            "deleteOptions": {"gracePeriodSeconds": 0}})
+    };
+    let path = |name: &str| format!("/api/v1/namespaces/default/pods/{name}/eviction");
+    let (code, status) = rest(&api, "POST", &path("web"), "admin-token", &eviction("web"));
+    assert_eq!(
+        (code, &status["status"]),
+        (201, &json!("Success")),
+        "{status}"
+    );
+    eventually(Duration::from_secs(5), "web evicted", || async {
+        match admin.get(&pods, "default", "web").await {
+            Err(e) if e.reason == Reason::NotFound => Some(()),
+            Ok(p) if p["metadata"]["deletionTimestamp"].is_string() => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+    // The Eviction names its Pod as the path does.
+    let (code, status) = rest(&api, "POST", &path("db"), "admin-token", &eviction("web"));
+    assert_eq!(code, 422, "{status}");
+    // Only Pods are evicted.
+    let (code, _) = rest(
+        &api,
+        "POST",
+        "/api/v1/namespaces/default/configmaps/x/eviction",
+        "admin-token",
+        &eviction("x"),
+    );
+    assert_eq!(code, 404);
+    // An eviction is `create` on pods/eviction: deleting Pods is not enough.
+    let roles = gvr("rbac.authorization.k8s.io", "v1", "roles");
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "deleter", "namespace": "default"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "delete"]}]});
+    admin.create(&roles, "default", &role).await.unwrap();
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "deleter", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "deleter"},
+        "subjects": [{"kind": "User", "name": "deleter"}]});
+    admin
+        .create(
+            &gvr("rbac.authorization.k8s.io", "v1", "rolebindings"),
+            "default",
+            &binding,
+        )
+        .await
+        .unwrap();
+    let (code, status) = eventually(Duration::from_secs(5), "the role in force", || async {
+        let r = rest(
+            &api,
+            "GET",
+            "/api/v1/namespaces/default/pods/db",
+            "deleter-token",
+            &Value::Null,
+        );
+        (r.0 == 200).then(|| rest(&api, "POST", &path("db"), "deleter-token", &eviction("db")))
+    })
+    .await;
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(
+        status["message"],
+        "pods \"db\" is forbidden: User \"deleter\" cannot create resource \"pods/eviction\" in API group \"\" in the namespace \"default\""
+    );
+    // Discovery says where evictions go, as kubectl drain looks for it.
+    let (_, list) = rest(&api, "GET", "/api/v1", "admin-token", &Value::Null);
+    let entry = list["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "pods/eviction")
+        .cloned()
+        .expect("pods/eviction in discovery");
+    assert_eq!(
+        (
+            entry["group"].clone(),
+            entry["kind"].clone(),
+            entry["verbs"].clone()
+        ),
+        (json!("policy"), json!("Eviction"), json!(["create"]))
+    );
+}

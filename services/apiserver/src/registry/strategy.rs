@@ -38,6 +38,11 @@ impl Subresource {
         if keel_api::scale::has_scale(info) {
             subs.push("scale");
         }
+        if info.kind == "Pod" && info.gvr.group.is_empty() {
+            // Created only (`POST pods/NAME/eviction`, the request layer's `Evict`), never
+            // read or written as the others are: not a `Subresource` of get, patch or update.
+            subs.push("eviction");
+        }
         subs
     }
 

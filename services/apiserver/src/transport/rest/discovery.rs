@@ -153,11 +153,7 @@ fn resource_entries(r: &ResourceInfo) -> Vec<Value> {
     }
     let mut out = vec![main];
     for sub in Subresource::served(r) {
-        let verbs: &[&str] = if sub == "finalize" {
-            &["update"]
-        } else {
-            &["get", "patch", "update"]
-        };
+        let (verbs, other_kind) = subresource_shape(sub);
         let mut entry = json!({
             "name": format!("{}/{sub}", r.gvr.resource),
             "singularName": "",
@@ -165,16 +161,34 @@ fn resource_entries(r: &ResourceInfo) -> Vec<Value> {
             "kind": r.kind,
             "verbs": verbs,
         });
-        if sub == "scale" {
-            // A Scale of autoscaling/v1, whatever the workload's group: kubectl scale reads
-            // which kind to send from here.
-            entry["group"] = "autoscaling".into();
-            entry["version"] = "v1".into();
-            entry["kind"] = "Scale".into();
+        if let Some((group, version, kind)) = other_kind {
+            entry["group"] = group.into();
+            entry["version"] = version.into();
+            entry["kind"] = kind.into();
         }
         out.push(entry);
     }
     out
+}
+
+/// A subresource's verbs, and the kind it takes and answers when not the resource's own: a
+/// Scale of autoscaling/v1 whatever the workload's group (kubectl scale reads which kind to
+/// send from here), an Eviction of policy/v1 (kubectl drain looks for it here).
+fn subresource_shape(
+    sub: &str,
+) -> (
+    &'static [&'static str],
+    Option<(&'static str, &'static str, &'static str)>,
+) {
+    match sub {
+        "finalize" => (&["update"], None),
+        "scale" => (
+            &["get", "patch", "update"],
+            Some(("autoscaling", "v1", "Scale")),
+        ),
+        "eviction" => (&["create"], Some(("policy", "v1", "Eviction"))),
+        _ => (&["get", "patch", "update"], None),
+    }
 }
 
 /// `/api/v1`, `/apis/{group}/{version}`.
@@ -235,15 +249,12 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
     let subresources: Vec<Value> = Subresource::served(r)
         .into_iter()
         .map(|sub| {
-            let verbs: &[&str] = if sub == "finalize" {
-                &["update"]
-            } else {
-                &["get", "patch", "update"]
-            };
-            let response = if sub == "scale" {
-                json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
-            } else {
-                kind.clone()
+            let (verbs, other_kind) = subresource_shape(sub);
+            let response = match other_kind {
+                Some((group, version, kind)) => {
+                    json!({"group": group, "version": version, "kind": kind})
+                }
+                None => kind.clone(),
             };
             json!({"subresource": sub, "responseKind": response, "verbs": verbs})
         })

@@ -18,7 +18,7 @@ use super::table::{self, Printer};
 use super::watch;
 use crate::auth::User;
 use crate::request::{
-    Caller, Create, Delete, DeleteCollection, DeleteOptions, FieldValidation, Get, Handler,
+    Caller, Create, Delete, DeleteCollection, DeleteOptions, Evict, FieldValidation, Get, Handler,
     Impersonation, List, Patch, PatchType, Propagation, Request, Update, Watch,
 };
 
@@ -253,6 +253,30 @@ async fn run(
                 .handle(request(p, timeout, user, verb))
                 .await?;
             Ok(object(StatusCode::CREATED, obj))
+        }
+        (&Method::POST, Some(name)) if p.subresource == "eviction" => {
+            let body = json_body(&call.headers, &call.body, &t)?;
+            let eviction: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
+                ApiError::bad_request(t.clone(), format!("malformed Eviction: {e}"))
+            })?;
+            let options = serde_json::to_vec(&eviction["deleteOptions"]).unwrap_or_default();
+            let verb = Evict {
+                namespace: p.namespace.clone(),
+                name: name.to_string(),
+                eviction_name: eviction["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+                options: delete_options(&options, q, dry_run, &t)?,
+            };
+            verb_handler()
+                .handle(request(p, timeout, user, verb))
+                .await?;
+            Ok(value_response(
+                StatusCode::CREATED,
+                &serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                    "status": "Success", "code": 201}),
+            ))
         }
         (&Method::PUT, Some(_)) => {
             let verb = Update {
