@@ -33,6 +33,22 @@ fn network(name: &str, cidr: &str) -> Value {
     })
 }
 
+/// The CRD of file `crd` (as `apiextensions.k8s.io/<version>`), then, once Networks are
+/// served, the seeds' example Network.
+async fn create_example(c: &Client, version: &str, crd: &str) {
+    let crds = gvr("apiextensions.k8s.io", version, "customresourcedefinitions");
+    c.create(&crds, "", &example(crd)).await.unwrap();
+    eventually(Duration::from_secs(10), "Networks served", || async {
+        c.list(&networks(), "default", &Default::default())
+            .await
+            .ok()
+    })
+    .await;
+    c.create(&networks(), "default", &example("example-network.yaml"))
+        .await
+        .unwrap();
+}
+
 /// The Network once its status says `phase`.
 async fn phase(c: &Client, name: &str, phase: &str) -> Value {
     eventually(
@@ -67,22 +83,7 @@ async fn networks_get_their_range_overlaps_are_refused_and_deletion_releases() {
     let c = api.client().await;
     // The controller-manager first: it waits for Networks to be served.
     let _cm = ControllerManager::start(&[&api], &[]).await;
-    c.create(
-        &gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
-        "",
-        &example("network-crd.yaml"),
-    )
-    .await
-    .unwrap();
-    eventually(Duration::from_secs(10), "Networks served", || async {
-        c.list(&networks(), "default", &Default::default())
-            .await
-            .ok()
-    })
-    .await;
-    c.create(&networks(), "default", &example("example-network.yaml"))
-        .await
-        .unwrap();
+    create_example(&c, "v1", "network-crd.yaml").await;
     let ready = phase(&c, "example-network", "Ready").await;
     assert_eq!(ready["status"]["gateway"], "192.168.0.1");
     assert_eq!(ready["status"]["conditions"][0]["type"], "Allocated");
@@ -212,26 +213,7 @@ async fn the_seeds_v1beta1_crd_gets_status_and_the_controller_follows_the_crd() 
     let api = ApiServer::start(&etcd).await;
     let c = api.client().await;
     let _cm = ControllerManager::start(&[&api], &[]).await;
-    c.create(
-        &gvr(
-            "apiextensions.k8s.io",
-            "v1beta1",
-            "customresourcedefinitions",
-        ),
-        "",
-        &example("network-crd-v1beta1.yaml"),
-    )
-    .await
-    .unwrap();
-    eventually(Duration::from_secs(10), "Networks served", || async {
-        c.list(&networks(), "default", &Default::default())
-            .await
-            .ok()
-    })
-    .await;
-    c.create(&networks(), "default", &example("example-network.yaml"))
-        .await
-        .unwrap();
+    create_example(&c, "v1beta1", "network-crd-v1beta1.yaml").await;
     let ready = eventually(Duration::from_secs(5), "example-network Ready", || async {
         let n = c
             .get(&networks(), "default", "example-network")
