@@ -23,6 +23,8 @@ use super::strategy::Subresource;
 const SYNC_EVERY: Duration = Duration::from_millis(200);
 /// The pause between two cleanup steps of one deleted CRD (each lists its objects from etcd).
 const CLEANUP_PAUSE: Duration = Duration::from_secs(1);
+/// How long a request's read of the CRDs may take before it answers from the watch's view.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long one cleanup step (a list and its deletes) may take.
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -111,8 +113,10 @@ impl Registry {
     /// Serves the custom resources of the CRDs etcd has now, read fresh: what a request for a
     /// resource this replica does not serve yet (or serves as terminating) does before it
     /// answers, so that a CRD said to be Established, or a deletion said to be done, holds on
-    /// every replica at once rather than when its watch catches up. One read at a time; a
-    /// request that waited for a read begun after it came takes that read's answer.
+    /// every replica at once rather than when its watch catches up. One read at a time, of at
+    /// most [`CATCH_UP_TIMEOUT`]; a request that waited for a read begun after it came takes
+    /// that read's outcome (a failed read too: with etcd unreachable, requests queued behind
+    /// one another do not each wait in turn).
     pub async fn catch_up_custom_resources(&self, deadline: Instant) -> Result<(), ApiError> {
         let ticket = self.crd_sync().started.load(Ordering::Acquire);
         let _one = self.crd_sync().lock.lock().await;
@@ -120,6 +124,13 @@ impl Registry {
             return Ok(());
         }
         let n = self.crd_sync().started.fetch_add(1, Ordering::AcqRel) + 1;
+        let read = self.read_custom_resources(deadline).await;
+        self.crd_sync().done.store(n, Ordering::Release);
+        read
+    }
+
+    async fn read_custom_resources(&self, deadline: Instant) -> Result<(), ApiError> {
+        let deadline = deadline.min(Instant::now() + CATCH_UP_TIMEOUT);
         let info = self.lookup(Some(&crd_gvr()))?;
         let list = self.list(&info, ListOptions::default(), deadline).await?;
         let crds: Vec<Object> = list
@@ -135,7 +146,6 @@ impl Registry {
         for gvr in &removed {
             tracing::info!(resource = %gvr, "no longer serving a custom resource (read from etcd for a request)");
         }
-        self.crd_sync().done.store(n, Ordering::Release);
         Ok(())
     }
 

@@ -16,8 +16,6 @@ use crate::registry::{Attributes, Registry};
 
 /// Used when the client sets no deadline: long enough for a contended PATCH to land.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long discovery waits for etcd's CRDs before it answers from the watch's.
-const DISCOVERY_CATCH_UP: Duration = Duration::from_secs(2);
 /// No request holds server resources longer than this, whatever it asks for.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -411,7 +409,7 @@ impl Handler {
     /// client that saw a CRD Established finds its resource on every replica. A failure is
     /// logged; discovery then answers from what the replica's watch has.
     pub async fn catch_up(&self) {
-        let deadline = Instant::now() + DISCOVERY_CATCH_UP;
+        let deadline = Instant::now() + MAX_TIMEOUT;
         if let Err(e) = self.registry.catch_up_custom_resources(deadline).await {
             tracing::warn!(error = %e, "cannot read the CRDs for discovery");
         }
