@@ -3,7 +3,7 @@
 //! Layers, each calling only the one below it (DESIGN.md, "How a request flows"; checked by the
 //! `layers` test):
 //!
-//! - [`transport`]: gRPC today (REST later), and the HTTP side port for health and metrics;
+//! - [`transport`]: gRPC and Kubernetes' REST dialect on one port, and the HTTP side port for health and metrics;
 //! - [`request`]: the one path every verb takes: deadline, resource lookup, metrics;
 //! - [`registry`]: the served resources and each kind's rules (strategy, validation,
 //!   admission, deletion and finalizers), PATCH as a mutation, the registry store;
