@@ -786,6 +786,18 @@ async fn misspelt_fields_are_refused_under_strict_field_validation() {
         k.ok(&["apply", "-f", path(&f), "--validate=false"]),
         "deployment.apps/web configured\n"
     );
+    // Warn (kubectl's --validate=warn): accepted, and each unknown field a Warning.
+    let f = k.file(
+        "deploy.yaml",
+        &DEPLOYMENT.replace("replicas: 1", "replicas: 1\n  minReadySecondx: 4"),
+    );
+    let out = k.run(&["apply", "-f", path(&f), "--validate=warn"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(r#"Warning: unknown field "spec.minReadySecondx""#),
+        "{stderr}"
+    );
     // The file fixed: apply's patch removes the field (a null), which is no error.
     let f = k.file("deploy.yaml", DEPLOYMENT);
     assert_eq!(

@@ -1,7 +1,8 @@
 //! Kubernetes' `fieldValidation`: with `Strict`, a create, update or patch that sets a field
 //! the kind's schema does not declare is refused, naming every such field (at most ten), in
-//! Kubernetes' words. `Warn` (the default) and `Ignore` accept it as it is: keel stores what it
-//! is sent (Kubernetes drops unknown fields of built-in kinds; see DESIGN.md). Built-in kinds
+//! Kubernetes' words. `Warn` (the default) accepts it and warns of each such field (Kubernetes'
+//! `Warning` header: `unknown field "spec.replica"`); `Ignore` accepts it silently. keel stores
+//! what it is sent (Kubernetes drops unknown fields of built-in kinds; see DESIGN.md). Built-in kinds
 //! are checked against Kubernetes' schemas (`registry::builtin_schema`); custom kinds, whose
 //! schemas keel validates on every write anyway, are not checked for unknown fields yet.
 
@@ -37,24 +38,24 @@ impl FieldValidation {
     }
 
     /// Refuses, under `Strict`, an object of the kind (or a merge or strategic merge patch of
-    /// one) that sets undeclared fields.
+    /// one) that sets undeclared fields; under `Warn`, the warnings that name them.
     pub fn check(
         self,
         info: &ResourceInfo,
         object: &Map<String, Value>,
         t: &Target,
-    ) -> Result<(), ApiError> {
-        if self != FieldValidation::Strict {
-            return Ok(());
+    ) -> Result<Vec<String>, ApiError> {
+        if self == FieldValidation::Ignore {
+            return Ok(Vec::new());
         }
         let unknown = builtin_schema::unknown_fields(info, object);
-        if unknown.is_empty() {
-            return Ok(());
-        }
         let fields: Vec<String> = unknown
             .iter()
             .map(|f| format!("unknown field {}", keel_api::echo(f)))
             .collect();
+        if self == FieldValidation::Warn || fields.is_empty() {
+            return Ok(fields);
+        }
         Err(ApiError::bad_request(
             t.clone(),
             format!(
@@ -73,13 +74,13 @@ impl FieldValidation {
         info: &ResourceInfo,
         patch: &[u8],
         t: &Target,
-    ) -> Result<(), ApiError> {
-        if self != FieldValidation::Strict {
-            return Ok(());
+    ) -> Result<Vec<String>, ApiError> {
+        if self == FieldValidation::Ignore {
+            return Ok(Vec::new());
         }
         match serde_json::from_slice::<Value>(patch) {
             Ok(Value::Object(m)) => self.check(info, &m, t),
-            _ => Ok(()),
+            _ => Ok(Vec::new()),
         }
     }
 }

@@ -26,6 +26,30 @@ pub struct Caller {
     /// `None`: authentication is off.
     pub user: Option<User>,
     pub impersonate: Option<Impersonation>,
+    /// Where the request's warnings go.
+    pub warnings: Warnings,
+}
+
+/// The warnings of one request (`unknown field "spec.replica"`), as Kubernetes sends them in
+/// `Warning` headers: at most [`MAX_WARNINGS`], and none twice. Cheap to clone (shared).
+#[derive(Debug, Clone, Default)]
+pub struct Warnings(Arc<Mutex<Vec<String>>>);
+
+/// The most warnings one answer carries.
+pub const MAX_WARNINGS: usize = 50;
+
+impl Warnings {
+    pub fn push(&self, w: String) {
+        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if list.len() < MAX_WARNINGS && !list.contains(&w) {
+            list.push(w);
+        }
+    }
+
+    /// The warnings so far, taken.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 /// A request of one verb, as every transport hands it over.
@@ -38,6 +62,8 @@ pub struct Request<V> {
     pub user: Option<User>,
     /// Whom it asks to act as (the `Impersonate-*` headers), if anyone.
     pub impersonate: Option<Impersonation>,
+    /// Where its warnings go (Kubernetes' `Warning` header), for the transport to send.
+    pub warnings: Warnings,
     pub verb: V,
 }
 
@@ -60,6 +86,7 @@ pub struct Context<'a> {
     pub watch_slot: Option<Slot>,
     /// What [`Context::authorize`] was asked about: the audit line's object.
     scope: &'a Mutex<Scope>,
+    warnings: &'a Warnings,
 }
 
 /// The namespace, name and subresource a request addressed, as authorized.
@@ -84,6 +111,11 @@ impl<'a> Context<'a> {
             self.requester,
             self.user.is_some() || self.requester.is_none(),
         )
+    }
+
+    /// Adds a warning to the answer.
+    pub fn warn(&self, w: String) {
+        self.warnings.push(w);
     }
 
     /// Names the object the request made (a create is authorized without its name), for its
@@ -322,6 +354,7 @@ impl Handler {
                     metrics: &self.metrics,
                     watch_slot,
                     scope: &scope,
+                    warnings: &req.warnings,
                 };
                 req.verb.run(cx).await
             }

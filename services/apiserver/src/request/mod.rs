@@ -30,7 +30,9 @@ pub use delete_collection::DeleteCollection;
 pub use evict::Evict;
 pub use fields::FieldValidation;
 pub use get::Get;
-pub use handler::{Caller, Context, DEFAULT_TIMEOUT, Handler, MAX_TIMEOUT, Request, Verb};
+pub use handler::{
+    Caller, Context, DEFAULT_TIMEOUT, Handler, MAX_TIMEOUT, Request, Verb, Warnings,
+};
 pub use impersonation::Impersonation;
 pub use limits::{Class, Limits, LimitsConfig};
 pub use list::{List, ListResult};

@@ -40,7 +40,9 @@ impl Verb for Update {
         let store = cx
             .authorize(Self::NAME, &ns, obj.name(), &self.subresource)
             .await?;
-        self.field_validation.check(&cx.info, obj.as_map(), &t)?;
+        for w in self.field_validation.check(&cx.info, obj.as_map(), &t)? {
+            cx.warn(w);
+        }
         store
             .update(&cx.info, obj, sub, cx.user(), self.dry_run, cx.deadline)
             .await

@@ -40,6 +40,8 @@ fn user_of<T>(req: &tonic::Request<T>) -> Caller {
     Caller {
         user: req.extensions().get::<User>().cloned(),
         impersonate: Impersonation::from_headers(metadata),
+        // gRPC answers carry no warnings (keel-client has no place to show them).
+        warnings: Default::default(),
     }
 }
 
@@ -54,6 +56,7 @@ fn request<V>(
     Request {
         user: caller.user,
         impersonate: caller.impersonate,
+        warnings: caller.warnings,
         resource: resource.map(|r| GroupVersionResource {
             group: r.group,
             version: r.version,

@@ -19,7 +19,7 @@ use super::watch;
 use crate::auth::User;
 use crate::request::{
     Caller, Create, Delete, DeleteCollection, DeleteOptions, Evict, FieldValidation, Get, Handler,
-    Impersonation, List, Patch, PatchType, Propagation, Request, Update, Watch,
+    Impersonation, List, Patch, PatchType, Propagation, Request, Update, Warnings, Watch,
 };
 
 /// What one REST request carries besides its path.
@@ -35,6 +35,7 @@ fn request<V>(p: &ResourcePath, timeout: Option<Duration>, caller: Caller, verb:
     Request {
         user: caller.user,
         impersonate: caller.impersonate,
+        warnings: caller.warnings,
         resource: Some(p.gvr.clone()),
         timeout,
         verb,
@@ -110,8 +111,18 @@ pub async fn serve(handler: Arc<Handler>, p: ResourcePath, call: Call) -> Respon
     let handled = AtomicBool::new(false);
     let verb = verb_of(&call.method, &p, &call.query);
     let user = call.user.clone();
-    match run(&handler, &p, call, &handled).await {
-        Ok(r) => r,
+    let warnings = Warnings::default();
+    match run(&handler, &p, call, &handled, &warnings).await {
+        Ok(mut r) => {
+            // As Kubernetes: `299 - "<text>"`, one header a warning.
+            for w in warnings.take() {
+                let value = format!("299 - {}", keel_api::echo(&w));
+                if let Ok(v) = value.parse() {
+                    r.headers_mut().append("warning", v);
+                }
+            }
+            r
+        }
         Err(e) => {
             if !handled.load(Ordering::Relaxed) {
                 let scope = (
@@ -149,6 +160,7 @@ async fn run(
     p: &ResourcePath,
     call: Call,
     handled: &AtomicBool,
+    warnings: &Warnings,
 ) -> Result<Response<Body>, ApiError> {
     // The handler, once a verb is handed to it: it records the request from then on.
     let verb_handler = || {
@@ -172,6 +184,7 @@ async fn run(
                 .iter()
                 .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?))),
         ),
+        warnings: warnings.clone(),
     };
     // `kubectl get` asks for a Table (a get, a list or a watch); no other request does.
     let printer = (call.method == Method::GET && table::wanted(&call.headers))
