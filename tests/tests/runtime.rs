@@ -1,5 +1,5 @@
 //! The controller runtime against a real etcd and the real API server: informers page, follow,
-//! resume and relist; controllers never run one key twice at once; one leader at a time.
+//! resume and relist; controllers never run one key twice at once.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -9,13 +9,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use futures::StreamExt;
 use keel_client::{Client, DeleteParams, ListParams, PatchType, gvr};
 use keel_runtime::{
-    Action, Controller, EventHandler, InformerFactory, LeaderElection, LeaderElectionConfig,
-    LeaseLock, ObjectKey, Store, WatchOptions, WorkQueue, enqueue_handler,
+    Action, Controller, EventHandler, InformerFactory, ObjectKey, Store, WatchOptions, WorkQueue,
+    enqueue_handler,
 };
 use keel_tests::{ApiServer, Etcd, eventually};
 use serde_json::{Value, json};
@@ -434,134 +432,4 @@ async fn a_controller_reconciles_each_change_and_never_one_key_twice_at_once() {
     let n = reconciles.load(Ordering::SeqCst);
     // 6 keys × (1 add + 20 changes) at most; deduplication makes it fewer.
     assert!((6..=6 * 21).contains(&n), "{n} reconciles");
-}
-
-fn lock(identity: &str) -> LeaseLock {
-    LeaseLock {
-        namespace: "default".into(),
-        name: "runtime-test".into(),
-        identity: identity.into(),
-    }
-}
-
-async fn lease(c: &Client) -> Value {
-    c.get(
-        &gvr("coordination.k8s.io", "v1", "leases"),
-        "default",
-        "runtime-test",
-    )
-    .await
-    .unwrap()["spec"]
-        .clone()
-}
-
-#[tokio::test]
-async fn one_leader_at_a_time_and_a_dead_leaders_lease_is_taken_after_it_expires() {
-    let etcd = Etcd::start().await;
-    let api = ApiServer::start(&etcd).await;
-    let c = api.client().await;
-    let config = LeaderElectionConfig {
-        lease_duration: Duration::from_secs(3),
-        renew_deadline: Duration::from_secs(2),
-        retry_period: Duration::from_millis(500),
-    };
-    let mut handles = Vec::new();
-    let mut tasks = Vec::new();
-    for id in ["a", "b"] {
-        let e = LeaderElection::new(c.clone(), lock(id), config).unwrap();
-        handles.push(e.handle());
-        tasks.push(tokio::spawn(e.run(std::future::pending::<()>())));
-    }
-    let leader = eventually(Duration::from_secs(20), "a leader", || {
-        let l = handles.iter().position(|h| h.is_leader());
-        async move { l }
-    })
-    .await;
-    let follower = 1 - leader;
-    // Several lease durations: never two leaders, never a change of leader.
-    let watch_until = Instant::now() + Duration::from_secs(7);
-    while Instant::now() < watch_until {
-        assert!(handles[leader].is_leader(), "the leader kept its lease");
-        assert!(!handles[follower].is_leader(), "two leaders at once");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let spec = lease(&c).await;
-    let ids = ["a", "b"];
-    assert_eq!(spec["holderIdentity"], ids[leader]);
-    assert_eq!(spec["leaseDurationSeconds"], 3);
-    assert_eq!(spec["leaseTransitions"], 0);
-    let renew = spec["renewTime"].as_str().unwrap();
-    assert!(
-        renew.len() == 27 && renew.ends_with('Z') && renew.as_bytes()[19] == b'.',
-        "MicroTime: {renew}"
-    );
-
-    // The leader dies without a word.
-    tasks[leader].abort();
-    let died = Instant::now();
-    assert!(
-        tokio::time::timeout(
-            Duration::from_secs(20),
-            handles[follower].wait_for_leadership()
-        )
-        .await
-        .expect("the follower took over")
-    );
-    let waited = died.elapsed();
-    // It renewed at most 0.5 s before dying; the follower waits a lease duration (3 s) from
-    // when it saw that renewal.
-    assert!(
-        waited >= Duration::from_millis(2300),
-        "took over after {waited:?}"
-    );
-    let spec = lease(&c).await;
-    assert_eq!(spec["holderIdentity"], ids[follower]);
-    assert_eq!(spec["leaseTransitions"], 1);
-    tasks[follower].abort();
-}
-
-#[tokio::test]
-async fn a_leader_that_shuts_down_releases_and_the_other_takes_over_at_once() {
-    let etcd = Etcd::start().await;
-    let api = ApiServer::start(&etcd).await;
-    let c = api.client().await;
-    // A long lease: a take-over within it can only come from the release.
-    let config = LeaderElectionConfig {
-        lease_duration: Duration::from_secs(30),
-        renew_deadline: Duration::from_secs(10),
-        retry_period: Duration::from_millis(500),
-    };
-    let a = LeaderElection::new(c.clone(), lock("a"), config).unwrap();
-    let ha = a.handle();
-    let (stop_a, stopped_a) = tokio::sync::oneshot::channel::<()>();
-    let task_a = tokio::spawn(a.run(async move {
-        let _ = stopped_a.await;
-    }));
-    assert!(
-        tokio::time::timeout(Duration::from_secs(20), ha.wait_for_leadership())
-            .await
-            .unwrap()
-    );
-    let b = LeaderElection::new(c.clone(), lock("b"), config).unwrap();
-    let hb = b.handle();
-    let task_b = tokio::spawn(b.run(std::future::pending::<()>()));
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(ha.is_leader() && !hb.is_leader());
-
-    stop_a.send(()).unwrap();
-    task_a.await.unwrap();
-    let released = Instant::now();
-    assert!(!ha.is_leader());
-    assert!(
-        tokio::time::timeout(Duration::from_secs(20), hb.wait_for_leadership())
-            .await
-            .unwrap()
-    );
-    assert!(
-        released.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        released.elapsed()
-    );
-    assert_eq!(lease(&c).await["holderIdentity"], "b");
-    task_b.abort();
 }

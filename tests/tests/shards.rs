@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use keel_client::Client;
-use keel_runtime::{LeaderElectionConfig, ShardHandle, ShardLeaseConfig, ShardLeaseManager};
+use keel_runtime::{LeaseTiming, ShardHandle, ShardLeaseConfig, ShardLeaseManager};
 use keel_tests::{ApiServer, Etcd, eventually, shard_lease_holders};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -28,7 +28,7 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 fn config() -> ShardLeaseConfig {
     ShardLeaseConfig {
         count: SHARDS,
-        timing: LeaderElectionConfig {
+        timing: LeaseTiming {
             lease_duration: LEASE,
             renew_deadline: Duration::from_millis(1400),
             retry_period: RETRY,

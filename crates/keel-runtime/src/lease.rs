@@ -211,6 +211,82 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+/// client-go's jitter of acquire retries: a retry waits `retry_period · (1 + 1.2·rand)`.
+pub(crate) const ACQUIRE_JITTER: f64 = 1.2;
+
+/// The Leases' resource.
+pub(crate) fn leases() -> keel_api::GroupVersionResource {
+    keel_client::gvr("coordination.k8s.io", "v1", "leases")
+}
+
+/// Timing of Lease holding (client-go's leader-election rules, which the shard leases follow);
+/// `lease_duration > renew_deadline > 1.2 · retry_period`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTiming {
+    /// How long others wait, after they last saw the lease renewed, before taking it.
+    pub lease_duration: Duration,
+    /// How long a holder keeps trying to renew before it gives the lease up.
+    pub renew_deadline: Duration,
+    /// How often a holder renews and a candidate tries to acquire.
+    pub retry_period: Duration,
+}
+
+impl Default for LeaseTiming {
+    /// client-go's: 15 s, 10 s, 2 s.
+    fn default() -> Self {
+        LeaseTiming {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Why a timing cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseTimingError {
+    /// A holder must give up before others may take over: the lease must outlast the renew
+    /// deadline.
+    #[error("the lease duration ({lease:?}) must be longer than the renew deadline ({renew:?})")]
+    LeaseNotLongerThanRenewDeadline { lease: Duration, renew: Duration },
+    /// A holder needs more than one (jittered) retry within its renew deadline.
+    #[error(
+        "the renew deadline ({renew:?}) must be longer than 1.2 × the retry period ({retry:?})"
+    )]
+    RenewDeadlineTooShort { renew: Duration, retry: Duration },
+    #[error("the retry period must be positive")]
+    ZeroRetryPeriod,
+}
+
+impl LeaseTiming {
+    pub fn validate(&self) -> Result<(), LeaseTimingError> {
+        if self.retry_period.is_zero() {
+            return Err(LeaseTimingError::ZeroRetryPeriod);
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return Err(LeaseTimingError::LeaseNotLongerThanRenewDeadline {
+                lease: self.lease_duration,
+                renew: self.renew_deadline,
+            });
+        }
+        if self.renew_deadline <= self.retry_period.mul_f64(ACQUIRE_JITTER) {
+            return Err(LeaseTimingError::RenewDeadlineTooShort {
+                renew: self.renew_deadline,
+                retry: self.retry_period,
+            });
+        }
+        Ok(())
+    }
+
+    /// The lease duration written into the Lease, in whole seconds, rounded up: others must
+    /// never wait less than this candidate's deadline allows for.
+    pub(crate) fn lease_seconds(&self) -> i64 {
+        let d = self.lease_duration;
+        let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+        i64::try_from(secs.max(1)).unwrap_or(i64::MAX)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

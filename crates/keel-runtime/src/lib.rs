@@ -17,7 +17,6 @@
 //!   with event handlers ([`handler`]) and optional resync.
 //! - [`workqueue`] and [`rate_limiter`]: client-go's rate-limited queue.
 //! - [`controller`]: workers running `reconcile(key)`, with metrics and a span per reconcile.
-//! - [`leader_election`]: one leader among replicas, on a `Lease`.
 //! - [`shards`]: shard leases, so that replicas split a controller's keyspace between them.
 //! - [`health`]: the HTTP side port of a controller binary (`/healthz`, `/readyz`, `/metrics`).
 //!
@@ -60,7 +59,6 @@ pub mod handler;
 pub mod health;
 pub mod informer;
 mod key;
-pub mod leader_election;
 mod lease;
 mod metrics;
 pub mod rate_limiter;
@@ -80,9 +78,7 @@ pub use health::termination;
 pub use informer::Informer;
 pub use keel_client::{Client, GroupVersionResource};
 pub use key::{KeyError, ObjectKey};
-pub use leader_election::{
-    LeaderElection, LeaderElectionConfig, LeaderElectionError, LeaderHandle, LeaseLock,
-};
+pub use lease::{LeaseTiming, LeaseTimingError};
 pub use rate_limiter::RateLimiter;
 pub use reflector::{ReflectorError, ShardBy, ShardFeed, WatchOptions};
 pub use shards::{ShardGuard, ShardHandle, ShardLeaseConfig, ShardLeaseError, ShardLeaseManager};

@@ -8,7 +8,7 @@
 //! - Rounds: every retry period (jittered), one List of the leases, then at once every write the
 //!   replica needs: renewals, acquisitions (a create, or an update of a free or expired lease
 //!   whose `resourceVersion` is the compare-and-swap), releases. A single lease follows leader
-//!   election's rules ([`crate::leader_election`]): expiry is judged on this replica's clock,
+//!   election's rules ([`crate::lease::LeaseTiming`]): expiry is judged on this replica's clock,
 //!   from when it saw the record change.
 //! - Validity: a replica acts on a shard only while it holds the lease and its last successful
 //!   renewal started less than the renew deadline ago ([`ShardHandle::begin`]). The renew
@@ -39,8 +39,8 @@ use serde_json::Value;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::backoff::random_fraction;
-use crate::leader_election::{LeaderElectionConfig, LeaderElectionError, leases};
 use crate::lease::{LeaseRecord, Observed, Verdict, micro_time};
+use crate::lease::{LeaseTiming, LeaseTimingError, leases};
 
 mod balance;
 mod handle;
@@ -75,7 +75,7 @@ pub struct ShardLeaseConfig {
     pub count: u32,
     /// Lease duration, renew deadline and retry period of every lease, with leader election's
     /// constraints: `lease_duration > renew_deadline > 1.2 · retry_period`.
-    pub timing: LeaderElectionConfig,
+    pub timing: LeaseTiming,
     /// How long a handover or a shutdown waits for a shard's in-flight work before it releases
     /// the lease anyway.
     pub drain_timeout: Duration,
@@ -89,7 +89,7 @@ impl Default for ShardLeaseConfig {
             namespace: "keel-system".into(),
             name: "keel-controller-manager".into(),
             count: 32,
-            timing: LeaderElectionConfig {
+            timing: LeaseTiming {
                 lease_duration: Duration::from_secs(10),
                 renew_deadline: Duration::from_secs(7),
                 retry_period: Duration::from_secs(2),
@@ -104,7 +104,7 @@ impl Default for ShardLeaseConfig {
 pub enum ShardLeaseError {
     /// The timing breaks one of leader election's constraints.
     #[error(transparent)]
-    Timing(#[from] LeaderElectionError),
+    Timing(#[from] LeaseTimingError),
     #[error("the shard count must be from 1 to {MAX_SHARDS}, not {0}")]
     Count(u32),
     /// The namespace or name cannot name Leases.

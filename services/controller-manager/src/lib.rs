@@ -26,7 +26,7 @@ pub mod shutdown;
 use std::sync::{Arc, Mutex};
 
 use keel_client::Client;
-use keel_runtime::{InformerFactory, LeaderElectionConfig, ShardLeaseConfig, ShardLeaseManager};
+use keel_runtime::{InformerFactory, LeaseTiming, ShardLeaseConfig, ShardLeaseManager};
 use prometheus_client::registry::Registry;
 use tracing::info;
 
@@ -104,7 +104,7 @@ impl Config {
     pub fn shard_leases(&self) -> ShardLeaseConfig {
         ShardLeaseConfig {
             count: self.shards,
-            timing: LeaderElectionConfig {
+            timing: LeaseTiming {
                 lease_duration: self.shard_lease_duration,
                 renew_deadline: self.shard_renew_deadline,
                 retry_period: self.shard_retry_period,

@@ -484,7 +484,7 @@ fn configs_are_validated() {
     assert!(matches!(
         c.validate(),
         Err(ShardLeaseError::Timing(
-            LeaderElectionError::LeaseNotLongerThanRenewDeadline { .. }
+            LeaseTimingError::LeaseNotLongerThanRenewDeadline { .. }
         ))
     ));
     let c = ShardLeaseConfig {
