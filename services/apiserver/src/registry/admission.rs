@@ -6,7 +6,7 @@ use std::sync::Arc;
 use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
 use tokio::time::Instant;
 
-use super::strategy::forbidden;
+use super::errors::forbidden;
 use crate::storage::{ReadFrom, Store};
 
 /// A Create of `t` needs its namespace to exist and not be terminating. Read from etcd, not

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use keel_api::{ApiError, Object, ResourceInfo};
 use serde_json::{Value, json};
 
-use super::strategy::forbidden;
+use super::errors::forbidden;
 use crate::storage::{Change, Mutation, RemovalPolicy, target};
 
 /// How a delete treats dependents (recorded as finalizers for the garbage collector).

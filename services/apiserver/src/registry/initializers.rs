@@ -360,7 +360,7 @@ pub fn config_defaults(obj: &mut Object) {
 /// with groups, versions and resources (`*` alone or names, no subresources); a timeout of 1 to
 /// 3600 seconds; `failurePolicy` `Ignore` or `Fail`.
 pub fn validate_config(root: &Map<String, Value>, causes: &mut Vec<FieldCause>) {
-    let list = super::validation::optional_list(root, "initializers", causes);
+    let list = super::fields::optional_list(root, "initializers", causes);
     let mut names: Vec<&str> = Vec::new();
     for (i, init) in list.iter().enumerate() {
         let path = format!("initializers[{i}]");

@@ -13,6 +13,8 @@ pub mod crd;
 pub mod crd_schema;
 mod crd_serving;
 pub mod deletion;
+pub mod errors;
+mod fields;
 mod go_regex;
 mod initialization;
 pub mod initializers;

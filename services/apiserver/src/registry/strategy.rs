@@ -9,6 +9,7 @@ use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
 use serde_json::{Map, Value, json};
 
 use super::deletion::NAMESPACE_FINALIZER;
+use super::errors::kind_target;
 use super::initializers;
 use crate::storage::{resource_version, target};
 
@@ -72,12 +73,6 @@ impl WithMessage for ApiError {
     }
 }
 
-/// The target of an `Invalid` error: by kind, as Kubernetes does
-/// (`Deployment.apps "web" is invalid: ...`).
-pub fn kind_target(info: &ResourceInfo, name: &str) -> Target {
-    Target::new(&info.gvr.group, &info.kind, name)
-}
-
 /// Metadata fields only the server sets.
 const SYSTEM_FIELDS: [&str; 6] = [
     "uid",
@@ -87,22 +82,6 @@ const SYSTEM_FIELDS: [&str; 6] = [
     "deletionGracePeriodSeconds",
     "resourceVersion",
 ];
-
-/// Kubernetes' `Forbidden` wording: `namespaces "default" is forbidden: <why>`, or
-/// `configmaps is forbidden: <why>` when no object is named.
-pub(super) fn forbidden(t: Target, why: &str) -> ApiError {
-    let what = if t.group.is_empty() {
-        t.kind.clone()
-    } else {
-        format!("{}.{}", t.kind, t.group)
-    };
-    let message = if t.name.is_empty() {
-        format!("{what} is forbidden: {why}")
-    } else {
-        format!("{what} {:?} is forbidden: {why}", t.name)
-    };
-    ApiError::new(keel_api::Reason::Forbidden, t, message)
-}
 
 /// Parses a request body into an object of this resource: apiVersion and kind must match the
 /// resource (they are filled in when absent).

@@ -10,9 +10,9 @@ use keel_api::{ApiError, FieldCause, Object, ResourceInfo};
 use serde_json::{Map, Value};
 
 use super::deletion::NAMESPACE_FINALIZER;
+use super::errors::kind_target;
 use super::initializers;
 use super::rbac;
-use super::strategy::kind_target;
 
 /// Validates a whole object of this resource: metadata, then the kind's own rules.
 pub fn validate(info: &ResourceInfo, obj: &Object) -> Result<(), ApiError> {
@@ -44,23 +44,6 @@ pub fn validate(info: &ResourceInfo, obj: &Object) -> Result<(), ApiError> {
         Ok(())
     } else {
         Err(ApiError::invalid(kind_target(info, obj.name()), causes))
-    }
-}
-
-/// The list at `root[field]`: empty when absent or null; a `type_error` cause (and empty) when
-/// it is not a list.
-pub(super) fn optional_list<'a>(
-    root: &'a Map<String, Value>,
-    field: &str,
-    causes: &mut Vec<FieldCause>,
-) -> &'a [Value] {
-    match root.get(field) {
-        None | Some(Value::Null) => &[],
-        Some(Value::Array(a)) => a,
-        Some(_) => {
-            causes.push(FieldCause::type_error(field, "a list"));
-            &[]
-        }
     }
 }
 

@@ -6,7 +6,7 @@ use keel_api::shard::ShardSelector;
 use keel_api::validation::{dns1123_label, name_rule};
 use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
 
-use crate::registry::strategy::kind_target;
+use crate::registry::errors::kind_target;
 use crate::registry::{Filter, target};
 
 /// A shard selector as a client sent it, checked: `BadRequest` saying what is wrong.

@@ -183,7 +183,7 @@ impl GrantCheck {
             groups.join(" "),
             missing.into_iter().collect::<Vec<_>>().join("\n")
         );
-        Err(crate::registry::strategy::forbidden(
+        Err(crate::registry::errors::forbidden(
             Target::new(RBAC_GROUP, self.kind.resource(), new.name()),
             &why,
         ))

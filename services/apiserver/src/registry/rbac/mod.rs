@@ -22,8 +22,8 @@ use keel_api::resource::RBAC_GROUP;
 use keel_api::{ApiError, FieldCause, GroupVersionResource, Object, Target};
 use serde_json::{Map, Value};
 
+use super::fields::optional_list;
 use super::store::Registry;
-use super::validation::optional_list;
 use crate::auth::User;
 
 pub use escalation::{GrantCheck, GrantKind, role_ref};
@@ -296,7 +296,7 @@ pub fn forbidden(user: &User, a: &Attributes<'_>) -> ApiError {
         "User {:?} cannot {} resource {resource:?} in API group {:?} {scope}",
         user.name, a.verb, a.group
     );
-    super::strategy::forbidden(Target::new(a.group, a.resource, a.name), &why)
+    super::errors::forbidden(Target::new(a.group, a.resource, a.name), &why)
 }
 
 /// Validation of a Role's or ClusterRole's rules (`namespaced`: a Role, whose rules cannot
