@@ -417,6 +417,23 @@ pub fn prune_and_validate(custom: &CustomResource, obj: &mut Object) -> Vec<Fiel
     causes
 }
 
+/// A custom object pruned and checked against its version's schema, or `Invalid` naming each
+/// wrong field.
+pub fn validate_object(
+    custom: &CustomResource,
+    obj: &mut Object,
+) -> Result<(), keel_api::ApiError> {
+    let causes = prune_and_validate(custom, obj);
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(keel_api::ApiError::invalid(
+            super::errors::kind_target(&custom.info, obj.name()),
+            causes,
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

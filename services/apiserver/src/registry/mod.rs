@@ -7,6 +7,7 @@
 //! and errors are its own or keel's types.
 
 mod admission;
+mod authorization;
 mod bootstrap;
 pub mod builtin_schema;
 pub mod crd;

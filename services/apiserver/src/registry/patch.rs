@@ -191,7 +191,7 @@ pub fn mutation(
         keel_api::conversion::to_stored(&info, &mut new);
         validate(&info, &new)?;
         if let Some(custom) = &custom {
-            super::store::validate_custom(custom, &mut new)?;
+            super::crd::validate_object(custom, &mut new)?;
             super::crd::to_storage_version(custom, &mut new);
         }
         Ok(Change::Put(new))

@@ -30,6 +30,8 @@ use crate::storage::{
     WatchStream, target,
 };
 
+/// How long a request waits for a just-started replica to read its policy.
+const POLICY_WAIT: Duration = Duration::from_secs(5);
 /// How long readiness waits for etcd to answer.
 const READINESS_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -96,6 +98,23 @@ impl Registry {
         if ready {
             self.policy_ready
                 .send_if_modified(|r| !std::mem::replace(r, true));
+        }
+    }
+
+    /// Waits until this replica has read its whole policy: up to [`POLICY_WAIT`] and
+    /// `deadline`, then a retryable `ServiceUnavailable`.
+    pub(super) async fn wait_for_policy(
+        &self,
+        deadline: Instant,
+    ) -> Result<(), ApiError> {
+        let mut ready = self.policy_ready();
+        let until = deadline.min(Instant::now() + POLICY_WAIT);
+        match tokio::time::timeout_at(until, ready.wait_for(|r| *r)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(ApiError::unavailable(
+                "this API server has not read its RBAC policy yet: try again",
+            )
+            .retry_after(1)),
         }
     }
 
@@ -219,7 +238,7 @@ impl Registry {
                     ),
                 ));
             }
-            validate_custom(custom, &mut obj)?;
+            crd::validate_object(custom, &mut obj)?;
         }
         let namespace = async {
             if !info.namespaced {
@@ -576,7 +595,7 @@ fn update_mutation(
         keel_api::conversion::to_stored(&info, &mut new);
         validate(&info, &new)?;
         if let Some(custom) = &custom {
-            validate_custom(custom, &mut new)?;
+            crd::validate_object(custom, &mut new)?;
             crd::to_storage_version(custom, &mut new);
         }
         Ok(Change::Put(new))
@@ -620,16 +639,3 @@ fn stored_form(
     })
 }
 
-/// A custom object pruned and checked against its version's schema, or `Invalid` naming each
-/// wrong field.
-pub(super) fn validate_custom(custom: &CustomResource, obj: &mut Object) -> Result<(), ApiError> {
-    let causes = crd::prune_and_validate(custom, obj);
-    if causes.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(
-            kind_target(&custom.info, obj.name()),
-            causes,
-        ))
-    }
-}

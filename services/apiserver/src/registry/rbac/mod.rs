@@ -7,33 +7,26 @@
 //! rebuilt whenever one of them changes ([`Registry::follow_policy`]): a new binding takes
 //! effect within a sync period of its write reaching the cache, on every replica.
 
+pub mod defaults;
 mod escalation;
 #[cfg(test)]
 mod properties;
 mod rules;
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::time::Instant;
 
 use keel_api::resource::RBAC_GROUP;
-use keel_api::{ApiError, FieldCause, GroupVersionResource, Object, Target};
+use keel_api::{ApiError, FieldCause, Object, Target};
 use serde_json::{Map, Value};
 
 use super::fields::optional_list;
-use super::store::Registry;
 use crate::auth::User;
 
 pub use escalation::{GrantCheck, GrantKind, role_ref};
 use rules::strings;
 pub use rules::{Attributes, Rule};
 
-/// How often each replica looks for changed RBAC objects in its caches.
-const SYNC_EVERY: Duration = Duration::from_millis(100);
-/// How long a request waits for a just-started replica to read its policy (`authorize`).
-const POLICY_WAIT: Duration = Duration::from_secs(5);
 /// The group allowed everything, as in Kubernetes.
 pub const MASTERS: &str = "system:masters";
 
@@ -155,7 +148,7 @@ impl Policy {
 
     /// Whether it holds every bootstrap ClusterRole and ClusterRoleBinding (by name).
     pub fn has_bootstrap(&self) -> bool {
-        super::bootstrap::policy_objects()
+        defaults::policy_objects()
             .iter()
             .all(|(resource, obj)| {
                 let name = obj["metadata"]["name"].as_str().unwrap_or_default();
@@ -422,98 +415,6 @@ pub fn validate_binding(root: &Map<String, Value>, namespaced: bool, causes: &mu
         {
             causes.push(FieldCause::required(format!("{path}.namespace")));
         }
-    }
-}
-
-/// The four RBAC resources.
-fn gvr(resource: &str) -> GroupVersionResource {
-    GroupVersionResource::new(RBAC_GROUP, "v1", resource)
-}
-
-impl Registry {
-    /// Keeps this replica's policy current until the process ends: rebuilt whenever one of
-    /// the four kinds changes in this replica's caches.
-    pub async fn follow_policy(self: Arc<Self>) {
-        let infos: Vec<_> = [
-            "roles",
-            "clusterroles",
-            "rolebindings",
-            "clusterrolebindings",
-        ]
-        .iter()
-        .filter_map(|r| self.lookup(Some(&gvr(r))).ok())
-        .collect();
-        let [roles, cluster_roles, bindings, cluster_bindings] = infos.as_slice() else {
-            return;
-        };
-        let mut tick = tokio::time::interval(SYNC_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // Also rebuilt when bootstrapping ends or the last of the four caches has loaded, for
-        // readiness (`set_policy`).
-        let mut seen: Option<(bool, Vec<Option<i64>>)> = None;
-        let kinds = [roles, cluster_roles, bindings, cluster_bindings];
-        loop {
-            tick.tick().await;
-            // A cache that is loading holds nothing yet: the policy is complete only once all
-            // four have loaded.
-            let changed: Vec<Option<i64>> = kinds
-                .iter()
-                .map(|info| self.store().cache_changed(info))
-                .collect();
-            let complete = self.is_bootstrapped() && changed.iter().all(Option::is_some);
-            let fingerprint = (complete, changed);
-            if seen.as_ref() == Some(&fingerprint) {
-                continue;
-            }
-            let [r, cr, b, cb] = kinds.map(|info| self.store().cached(info, |_| true));
-            self.set_policy(Policy::build(&r, &cr, &b, &cb), complete);
-            seen = Some(fingerprint);
-        }
-    }
-
-    /// Waits until this replica has read its whole policy: up to [`POLICY_WAIT`] and
-    /// `deadline`, then a retryable `ServiceUnavailable`.
-    pub(in crate::registry) async fn wait_for_policy(
-        &self,
-        deadline: Instant,
-    ) -> Result<(), ApiError> {
-        let mut ready = self.policy_ready();
-        let until = deadline.min(Instant::now() + POLICY_WAIT);
-        match tokio::time::timeout_at(until, ready.wait_for(|r| *r)).await {
-            Ok(Ok(_)) => Ok(()),
-            _ => Err(ApiError::unavailable(
-                "this API server has not read its RBAC policy yet: try again",
-            )
-            .retry_after(1)),
-        }
-    }
-
-    /// Whether `user` may do `a`: `Forbidden` in Kubernetes' words if not. `None`: the
-    /// request came with no identity because authentication is off (a development server),
-    /// or authorization is `AlwaysAllow`.
-    ///
-    /// RBAC only grants, so a policy read in part can only refuse too much. A replica that has
-    /// not read its whole policy yet (just started) lets what it already allows through and
-    /// makes the rest wait for the policy, up to [`POLICY_WAIT`] and `deadline`; past that the
-    /// answer is `ServiceUnavailable`, which a client retries, never a wrong `Forbidden`.
-    pub async fn authorize(
-        &self,
-        user: Option<&User>,
-        a: &Attributes<'_>,
-        deadline: Instant,
-    ) -> Result<(), ApiError> {
-        let Some(user) = user else { return Ok(()) };
-        let read = *self.policy_ready().borrow();
-        if self.policy().allows(user, a) {
-            return Ok(());
-        }
-        if !read {
-            self.wait_for_policy(deadline).await?;
-            if self.policy().allows(user, a) {
-                return Ok(());
-            }
-        }
-        Err(forbidden(user, a))
     }
 }
 
