@@ -90,4 +90,3 @@ impl Registry {
         Err(forbidden(user, a))
     }
 }
-

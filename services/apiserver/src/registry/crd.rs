@@ -1,7 +1,7 @@
 //! CustomResourceDefinitions (`apiextensions.k8s.io/v1`): what a CRD must say, what it is
 //! given on create (its cleanup finalizer, its status), and the resources it defines: one per
 //! served version, with its schema compiled for validation, pruning and strategic merge keys.
-//! Pure functions; the registry serves what they derive ([`super::crd_serving`]).
+//! Pure functions; the registry serves what they derive (its CRD serving loop).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -432,6 +432,11 @@ pub fn validate_object(
             causes,
         ))
     }
+}
+
+/// The CRD resource itself.
+pub fn crd_gvr() -> GroupVersionResource {
+    GroupVersionResource::new(GROUP, "v1", RESOURCE)
 }
 
 #[cfg(test)]

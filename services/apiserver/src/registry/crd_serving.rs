@@ -6,10 +6,9 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use keel_api::{ApiError, GroupVersionResource, Object, Reason};
+use keel_api::{ApiError, Object, Reason};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -23,31 +22,13 @@ use super::strategy::Subresource;
 const SYNC_EVERY: Duration = Duration::from_millis(200);
 /// The pause between two cleanup steps of one deleted CRD (each lists its objects from etcd).
 const CLEANUP_PAUSE: Duration = Duration::from_secs(1);
-/// How long a request's read of the CRDs may take before it answers from the watch's view.
-const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long one cleanup step (a list and its deletes) may take.
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Reads of etcd's CRDs for requests ([`Registry::catch_up_custom_resources`]): one at a time,
-/// numbered, so that requests waiting together share one.
-#[derive(Default)]
-pub struct CrdSync {
-    lock: tokio::sync::Mutex<()>,
-    /// Reads begun.
-    started: AtomicU64,
-    /// The number of the last read done.
-    done: AtomicU64,
-}
-
-/// The CRD resource itself.
-pub fn crd_gvr() -> GroupVersionResource {
-    GroupVersionResource::new(crd::GROUP, "v1", crd::RESOURCE)
-}
 
 impl Registry {
     /// Follows the CRDs until the process ends.
     pub async fn serve_custom_resources(self: Arc<Self>) {
-        let Ok(info) = self.lookup(Some(&crd_gvr())) else {
+        let Ok(info) = self.lookup(Some(&crd::crd_gvr())) else {
             return;
         };
         let mut tick = tokio::time::interval(SYNC_EVERY);
@@ -110,61 +91,6 @@ impl Registry {
         }
     }
 
-    /// Serves the custom resources of the CRDs etcd has now, read fresh: what a request for a
-    /// resource this replica does not serve yet (or serves as terminating) does before it
-    /// answers, so that a CRD said to be Established, or a deletion said to be done, holds on
-    /// every replica at once rather than when its watch catches up. One read at a time, of at
-    /// most [`CATCH_UP_TIMEOUT`]; a request that waited for a read begun after it came takes
-    /// that read's outcome (a failed read too: with etcd unreachable, requests queued behind
-    /// one another do not each wait in turn).
-    pub async fn catch_up_custom_resources(&self, deadline: Instant) -> Result<(), ApiError> {
-        let ticket = self.crd_sync().started.load(Ordering::Acquire);
-        let _one = self.crd_sync().lock.lock().await;
-        if self.crd_sync().done.load(Ordering::Acquire) > ticket {
-            return Ok(());
-        }
-        let n = self.crd_sync().started.fetch_add(1, Ordering::AcqRel) + 1;
-        let read = self.read_custom_resources(deadline).await;
-        self.crd_sync().done.store(n, Ordering::Release);
-        read
-    }
-
-    async fn read_custom_resources(&self, deadline: Instant) -> Result<(), ApiError> {
-        let deadline = deadline.min(Instant::now() + CATCH_UP_TIMEOUT);
-        let info = self.lookup(Some(&crd_gvr()))?;
-        let list = self.list(&info, ListOptions::default(), deadline).await?;
-        let crds: Vec<Object> = list
-            .items
-            .iter()
-            .filter_map(|b| Object::from_slice(b).ok())
-            .collect();
-        let resources = crds.iter().flat_map(crd::resources).collect();
-        let (added, removed) = self.resources_mut().set_custom(resources, list.revision);
-        for gvr in &added {
-            tracing::info!(resource = %gvr, "serving a custom resource (read from etcd for a request)");
-        }
-        for gvr in &removed {
-            tracing::info!(resource = %gvr, "no longer serving a custom resource (read from etcd for a request)");
-        }
-        Ok(())
-    }
-
-    /// The resource a request names; one this replica does not serve yet is looked for in
-    /// etcd's CRDs first ([`Registry::catch_up_custom_resources`]).
-    pub async fn lookup_fresh(
-        &self,
-        gvr: Option<&GroupVersionResource>,
-        deadline: Instant,
-    ) -> Result<Arc<keel_api::ResourceInfo>, ApiError> {
-        match self.lookup(gvr) {
-            Err(e) if e.reason == Reason::NotFound && gvr.is_some() => {
-                self.catch_up_custom_resources(deadline).await?;
-                self.lookup(gvr)
-            }
-            found => found,
-        }
-    }
-
     /// One step of a deleted CRD's cleanup: deletes its objects; once none is left, removes
     /// the cleanup finalizer.
     async fn clean_up(&self, crd: &Object) -> Result<(), ApiError> {
@@ -212,7 +138,7 @@ impl Registry {
         crd: &Object,
         deadline: Instant,
     ) -> Result<(), ApiError> {
-        let Ok(info) = self.lookup(Some(&crd_gvr())) else {
+        let Ok(info) = self.lookup(Some(&crd::crd_gvr())) else {
             return Ok(());
         };
         let rest: Vec<&str> = crd

@@ -3,7 +3,7 @@
 //! `registry/generic/registry.Store`. What the client sent arrives parsed by the request layer,
 //! except `resourceVersion`s, which are parsed here with storage's parser.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -46,6 +46,19 @@ pub struct ListOptions {
     pub resource_version_match: String,
 }
 
+/// How long a request's read of the CRDs may take before it answers from the watch's view.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(2);
+/// Reads of etcd's CRDs for requests ([`Registry::catch_up_custom_resources`]): one at a time,
+/// numbered, so that requests waiting together share one.
+#[derive(Default)]
+pub struct CrdSync {
+    lock: tokio::sync::Mutex<()>,
+    /// Reads begun.
+    started: AtomicU64,
+    /// The number of the last read done.
+    done: AtomicU64,
+}
+
 /// The registry: the served resources and their verbs.
 pub struct Registry {
     resources: Arc<Resources>,
@@ -60,7 +73,7 @@ pub struct Registry {
     /// readiness, and what a request the unread policy would refuse waits for (`rbac.rs`).
     policy_ready: tokio::sync::watch::Sender<bool>,
     /// Fresh reads of the CRDs for requests (`crd_serving.rs`).
-    crd_sync: super::crd_serving::CrdSync,
+    crd_sync: CrdSync,
 }
 
 impl Registry {
@@ -103,10 +116,7 @@ impl Registry {
 
     /// Waits until this replica has read its whole policy: up to [`POLICY_WAIT`] and
     /// `deadline`, then a retryable `ServiceUnavailable`.
-    pub(super) async fn wait_for_policy(
-        &self,
-        deadline: Instant,
-    ) -> Result<(), ApiError> {
+    pub(super) async fn wait_for_policy(&self, deadline: Instant) -> Result<(), ApiError> {
         let mut ready = self.policy_ready();
         let until = deadline.min(Instant::now() + POLICY_WAIT);
         match tokio::time::timeout_at(until, ready.wait_for(|r| *r)).await {
@@ -171,10 +181,6 @@ impl Registry {
         &self.store
     }
 
-    pub(super) fn crd_sync(&self) -> &super::crd_serving::CrdSync {
-        &self.crd_sync
-    }
-
     pub(super) fn resources_mut(&self) -> &Resources {
         &self.resources
     }
@@ -185,6 +191,61 @@ impl Registry {
 
     pub(super) fn set_bootstrapped(&self) {
         self.bootstrapped.store(true, Ordering::Release);
+    }
+
+    /// Serves the custom resources of the CRDs etcd has now, read fresh: what a request for a
+    /// resource this replica does not serve yet (or serves as terminating) does before it
+    /// answers, so that a CRD said to be Established, or a deletion said to be done, holds on
+    /// every replica at once rather than when its watch catches up. One read at a time, of at
+    /// most [`CATCH_UP_TIMEOUT`]; a request that waited for a read begun after it came takes
+    /// that read's outcome (a failed read too: with etcd unreachable, requests queued behind
+    /// one another do not each wait in turn).
+    pub async fn catch_up_custom_resources(&self, deadline: Instant) -> Result<(), ApiError> {
+        let ticket = self.crd_sync.started.load(Ordering::Acquire);
+        let _one = self.crd_sync.lock.lock().await;
+        if self.crd_sync.done.load(Ordering::Acquire) > ticket {
+            return Ok(());
+        }
+        let n = self.crd_sync.started.fetch_add(1, Ordering::AcqRel) + 1;
+        let read = self.read_custom_resources(deadline).await;
+        self.crd_sync.done.store(n, Ordering::Release);
+        read
+    }
+
+    async fn read_custom_resources(&self, deadline: Instant) -> Result<(), ApiError> {
+        let deadline = deadline.min(Instant::now() + CATCH_UP_TIMEOUT);
+        let info = self.lookup(Some(&crd::crd_gvr()))?;
+        let list = self.list(&info, ListOptions::default(), deadline).await?;
+        let crds: Vec<Object> = list
+            .items
+            .iter()
+            .filter_map(|b| Object::from_slice(b).ok())
+            .collect();
+        let resources = crds.iter().flat_map(crd::resources).collect();
+        let (added, removed) = self.resources_mut().set_custom(resources, list.revision);
+        for gvr in &added {
+            tracing::info!(resource = %gvr, "serving a custom resource (read from etcd for a request)");
+        }
+        for gvr in &removed {
+            tracing::info!(resource = %gvr, "no longer serving a custom resource (read from etcd for a request)");
+        }
+        Ok(())
+    }
+
+    /// The resource a request names; one this replica does not serve yet is looked for in
+    /// etcd's CRDs first ([`Registry::catch_up_custom_resources`]).
+    pub async fn lookup_fresh(
+        &self,
+        gvr: Option<&GroupVersionResource>,
+        deadline: Instant,
+    ) -> Result<Arc<keel_api::ResourceInfo>, ApiError> {
+        match self.lookup(gvr) {
+            Err(e) if e.reason == keel_api::Reason::NotFound && gvr.is_some() => {
+                self.catch_up_custom_resources(deadline).await?;
+                self.lookup(gvr)
+            }
+            found => found,
+        }
     }
 
     /// Creates an object: the kind's create rules and validation, admission (the namespace
@@ -638,4 +699,3 @@ fn stored_form(
         })
     })
 }
-

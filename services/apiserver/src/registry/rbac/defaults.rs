@@ -370,4 +370,3 @@ pub fn policy_objects() -> Vec<(&'static str, Value)> {
         .chain(bindings.into_iter().map(|b| ("clusterrolebindings", b)))
         .collect()
 }
-

@@ -15,7 +15,6 @@ mod rules;
 
 use std::collections::HashMap;
 
-
 use keel_api::resource::RBAC_GROUP;
 use keel_api::{ApiError, FieldCause, Object, Target};
 use serde_json::{Map, Value};
@@ -148,15 +147,13 @@ impl Policy {
 
     /// Whether it holds every bootstrap ClusterRole and ClusterRoleBinding (by name).
     pub fn has_bootstrap(&self) -> bool {
-        defaults::policy_objects()
-            .iter()
-            .all(|(resource, obj)| {
-                let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-                match *resource {
-                    "clusterroles" => self.cluster_roles.contains_key(name),
-                    _ => self.cluster_bindings.iter().any(|b| b.name == name),
-                }
-            })
+        defaults::policy_objects().iter().all(|(resource, obj)| {
+            let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+            match *resource {
+                "clusterroles" => self.cluster_roles.contains_key(name),
+                _ => self.cluster_bindings.iter().any(|b| b.name == name),
+            }
+        })
     }
 
     /// The rules a binding grants: `None` when its role does not exist (yet).
