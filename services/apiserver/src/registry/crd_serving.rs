@@ -52,18 +52,11 @@ impl Registry {
             if !moved && !deleting {
                 continue;
             }
-            let Some((crds, revision)) = self.store().cached_at(&info) else {
+            let Some((crds, revision)) = self.store().cached_at(&info, |_| true) else {
                 continue;
             };
             if moved {
-                let resources = crds.iter().flat_map(crd::resources).collect();
-                let (added, removed) = self.resources_mut().set_custom(resources, revision);
-                for gvr in &added {
-                    tracing::info!(resource = %gvr, "serving a custom resource");
-                }
-                for gvr in &removed {
-                    tracing::info!(resource = %gvr, "no longer serving a custom resource");
-                }
+                self.serve_crds(&crds, revision, "the watch");
                 served = changed;
             }
             let to_clean: Vec<&Object> = crds

@@ -72,7 +72,7 @@ pub struct Registry {
     /// Turns true once the policy holds the bootstrap roles and bindings: a condition of
     /// readiness, and what a request the unread policy would refuse waits for (`rbac.rs`).
     policy_ready: tokio::sync::watch::Sender<bool>,
-    /// Fresh reads of the CRDs for requests (`crd_serving.rs`).
+    /// Fresh reads of the CRDs for requests ([`Registry::catch_up_custom_resources`]).
     crd_sync: CrdSync,
 }
 
@@ -181,10 +181,6 @@ impl Registry {
         &self.store
     }
 
-    pub(super) fn resources_mut(&self) -> &Resources {
-        &self.resources
-    }
-
     pub(super) fn is_bootstrapped(&self) -> bool {
         self.bootstrapped.load(Ordering::Acquire)
     }
@@ -221,15 +217,21 @@ impl Registry {
             .iter()
             .filter_map(|b| Object::from_slice(b).ok())
             .collect();
+        self.serve_crds(&crds, list.revision, "etcd, for a request");
+        Ok(())
+    }
+
+    /// Serves the custom resources of `crds`, the CRDs at etcd revision `revision` as `from`
+    /// saw them (unless what is served comes from a newer revision).
+    pub(super) fn serve_crds(&self, crds: &[Object], revision: i64, from: &str) {
         let resources = crds.iter().flat_map(crd::resources).collect();
-        let (added, removed) = self.resources_mut().set_custom(resources, list.revision);
+        let (added, removed) = self.resources.set_custom(resources, revision);
         for gvr in &added {
-            tracing::info!(resource = %gvr, "serving a custom resource (read from etcd for a request)");
+            tracing::info!(resource = %gvr, from, "serving a custom resource");
         }
         for gvr in &removed {
-            tracing::info!(resource = %gvr, "no longer serving a custom resource (read from etcd for a request)");
+            tracing::info!(resource = %gvr, from, "no longer serving a custom resource");
         }
-        Ok(())
     }
 
     /// The resource a request names; one this replica does not serve yet is looked for in

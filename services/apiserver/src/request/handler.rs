@@ -19,8 +19,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// No request holds server resources longer than this, whatever it asks for.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Who sent a request, as its transport found: the authenticated user and whom it asks to
-/// act as.
+/// Who sent a request, as its transport found: the authenticated user, whom it asks to act
+/// as (the `Impersonate-*` headers), and where its warnings go (Kubernetes' `Warning` header,
+/// for the transport to send).
 #[derive(Debug, Clone, Default)]
 pub struct Caller {
     /// `None`: authentication is off.
@@ -58,12 +59,8 @@ pub struct Request<V> {
     pub resource: Option<GroupVersionResource>,
     /// How long the client gives it (`None`: [`DEFAULT_TIMEOUT`]; at most [`MAX_TIMEOUT`]).
     pub timeout: Option<Duration>,
-    /// Who sent it (`None`: authentication is off).
-    pub user: Option<User>,
-    /// Whom it asks to act as (the `Impersonate-*` headers), if anyone.
-    pub impersonate: Option<Impersonation>,
-    /// Where its warnings go (Kubernetes' `Warning` header), for the transport to send.
-    pub warnings: Warnings,
+    /// Who sent it, whom it asks to act as, where its warnings go.
+    pub caller: Caller,
     pub verb: V,
 }
 
@@ -292,7 +289,7 @@ impl Handler {
         let mut abandoned = self.audit.as_ref().map(|audit| Abandoned {
             audit,
             scope: &scope,
-            user: req.user.clone(),
+            user: req.caller.user.clone(),
             impersonated: None,
             resource: req.resource.clone(),
             verb: V::NAME,
@@ -301,11 +298,16 @@ impl Handler {
             recorded: false,
         });
         // Who the request runs as: its sender, or whom it may impersonate.
-        let impersonating = req.impersonate.is_some();
-        let user = match req.impersonate {
-            None => Ok(req.user),
+        let Caller {
+            user: sender,
+            impersonate,
+            warnings,
+        } = req.caller;
+        let impersonating = impersonate.is_some();
+        let user = match impersonate {
+            None => Ok(sender),
             Some(i) => self
-                .impersonate(req.user.as_ref(), &i, deadline)
+                .impersonate(sender.as_ref(), &i, deadline)
                 .await
                 .map(Some),
         };
@@ -354,7 +356,7 @@ impl Handler {
                     metrics: &self.metrics,
                     watch_slot,
                     scope: &scope,
-                    warnings: &req.warnings,
+                    warnings: &warnings,
                 };
                 req.verb.run(cx).await
             }

@@ -101,26 +101,27 @@ impl Store {
         info: &Arc<ResourceInfo>,
         keep: impl Fn(&CachedObject) -> bool,
     ) -> Vec<Object> {
-        let cache = self.cache(info);
-        if !cache.is_ready() {
-            return Vec::new();
-        }
-        let (objects, _) = cache.list(&self.keys.resource_prefix(info));
-        objects
-            .iter()
-            .filter(|o| keep(o))
-            .filter_map(|o| o.object().ok())
-            .collect()
+        self.cached_at(info, keep)
+            .map(|(objects, _)| objects)
+            .unwrap_or_default()
     }
 
-    /// [`Store::cached`], every object, with the revision the cache holds them at.
-    pub fn cached_at(&self, info: &Arc<ResourceInfo>) -> Option<(Vec<Object>, i64)> {
+    /// [`Store::cached`], with the revision the cache holds them at; `None` while it loads.
+    pub fn cached_at(
+        &self,
+        info: &Arc<ResourceInfo>,
+        keep: impl Fn(&CachedObject) -> bool,
+    ) -> Option<(Vec<Object>, i64)> {
         let cache = self.cache(info);
         if !cache.is_ready() {
             return None;
         }
         let (objects, revision) = cache.list(&self.keys.resource_prefix(info));
-        let objects = objects.iter().filter_map(|o| o.object().ok()).collect();
+        let objects = objects
+            .iter()
+            .filter(|o| keep(o))
+            .filter_map(|o| o.object().ok())
+            .collect();
         Some((objects, revision))
     }
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 /// What a request wants to do: Kubernetes' authorization attributes, of a resource request
 /// or (with `path`) of a non-resource one.
@@ -180,23 +180,6 @@ impl Rule {
             && resources
             && urls
             && names
-    }
-
-    /// The rule as `rbac.authorization.k8s.io/v1` writes it (empty lists left out).
-    pub fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        for (field, list) in [
-            ("verbs", &self.verbs),
-            ("apiGroups", &self.api_groups),
-            ("resources", &self.resources),
-            ("resourceNames", &self.resource_names),
-            ("nonResourceURLs", &self.non_resource_urls),
-        ] {
-            if !list.is_empty() || field == "verbs" {
-                m.insert(field.into(), json!(list));
-            }
-        }
-        Value::Object(m)
     }
 
     /// Kubernetes' `CompactString`: `{APIGroups:[""], Resources:["configmaps"], Verbs:["delete"]}`.

@@ -54,9 +54,7 @@ fn request<V>(
     verb: V,
 ) -> Request<V> {
     Request {
-        user: caller.user,
-        impersonate: caller.impersonate,
-        warnings: caller.warnings,
+        caller,
         resource: resource.map(|r| GroupVersionResource {
             group: r.group,
             version: r.version,

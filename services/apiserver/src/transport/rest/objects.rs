@@ -33,9 +33,7 @@ pub struct Call {
 
 fn request<V>(p: &ResourcePath, timeout: Option<Duration>, caller: Caller, verb: V) -> Request<V> {
     Request {
-        user: caller.user,
-        impersonate: caller.impersonate,
-        warnings: caller.warnings,
+        caller,
         resource: Some(p.gvr.clone()),
         timeout,
         verb,
