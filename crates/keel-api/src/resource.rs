@@ -60,11 +60,19 @@ pub struct ResourceInfo {
     /// A review (SelfSubjectAccessReview and the like): created and answered at once, never
     /// stored, so `create` is its only verb.
     pub create_only: bool,
+    /// Subresources beyond `status` (`finalize`, `scale`, `eviction`), as the server's kind
+    /// says; clients learn them from discovery.
+    pub subresources: Vec<String>,
 }
 
 impl ResourceInfo {
     pub fn api_version(&self) -> String {
         self.gvr.api_version()
+    }
+
+    /// Whether objects of it have the subresource `name` besides `status`.
+    pub fn has_subresource(&self, name: &str) -> bool {
+        self.subresources.iter().any(|s| s == name)
     }
 
     /// The name a user types for it: `deployments.apps`, `pods`.
@@ -111,6 +119,7 @@ fn info(
         namespaced,
         status_subresource: status,
         create_only: false,
+        subresources: Vec::new(),
     }
 }
 

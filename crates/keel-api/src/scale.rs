@@ -1,15 +1,10 @@
 //! The `scale` subresource: a workload seen as an `autoscaling/v1` `Scale` (what `kubectl
 //! scale` and autoscalers read and patch), for the kinds that have `spec.replicas` and a label
-//! selector: Deployments and ReplicaSets.
+//! selector (which kinds have it is the server's kinds' to say).
 
 use serde_json::{Value, json};
 
-use crate::{ApiError, FieldCause, Object, ResourceInfo, Target};
-
-/// Whether objects of `info` have a `scale` subresource.
-pub fn has_scale(info: &ResourceInfo) -> bool {
-    info.gvr.group == "apps" && matches!(info.kind.as_str(), "Deployment" | "ReplicaSet")
-}
+use crate::{ApiError, FieldCause, Object, Target};
 
 /// A `LabelSelector` object in selector syntax (`app=web,tier in (a,b)`), as `Scale.status`
 /// carries it.

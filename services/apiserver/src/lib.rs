@@ -22,6 +22,8 @@ pub mod auth;
 pub mod config;
 pub mod etcd;
 #[cfg(test)]
+mod kind_rule;
+#[cfg(test)]
 mod layers;
 pub mod metrics;
 pub mod registry;

@@ -121,7 +121,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
             watch_cache_size: config.watch_cache_size,
             bookmark_interval: config.watch_bookmark_interval,
         },
-        Arc::new(FinalizerRules),
+        Arc::new(FinalizerRules(resources.clone())),
         metrics.clone(),
         shutdown_rx,
     );

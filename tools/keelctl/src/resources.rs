@@ -69,6 +69,7 @@ impl Resource {
             namespaced: self.namespaced,
             status_subresource: false,
             create_only: false,
+            subresources: Vec::new(),
         };
         info.matches_name(name)
     }

@@ -1,5 +1,7 @@
-//! Admission on Create: Kubernetes' namespace lifecycle rule, that nothing is created in a
-//! namespace that does not exist or is being deleted.
+//! The admission pipelines: one for create and one for update, which update, patch and every
+//! subresource take, so a rule is applied in one place whichever verb brings the object. And
+//! Kubernetes' namespace lifecycle rule, that nothing is created in a namespace that does not
+//! exist or is being deleted.
 
 use std::sync::Arc;
 
@@ -7,7 +9,54 @@ use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
 use tokio::time::Instant;
 
 use super::errors::forbidden;
+use super::kinds::Kind;
+use super::strategy::{self, Subresource};
+use super::validation::validate;
 use crate::storage::{ReadFrom, Store};
+
+/// A create's first steps, before its writer's grants are checked: the object in its stored
+/// form (a v1beta1 CRD as v1), the system fields, its status and its kind's create rules and
+/// defaults.
+pub fn prepare_create(info: &ResourceInfo, kind: &dyn Kind, obj: &mut Object) {
+    keel_api::conversion::to_stored(info, obj);
+    strategy::prepare_for_create(info, kind, obj);
+}
+
+/// A create's object rules, after its grants: validation, then the kind's admission (a custom
+/// object is pruned and checked against its schema). The namespace and the initializers, which
+/// need reads, are the registry's to add.
+pub fn validate_create(
+    info: &ResourceInfo,
+    kind: &dyn Kind,
+    obj: &mut Object,
+) -> Result<(), ApiError> {
+    validate(info, kind, obj)?;
+    kind.admit(obj)
+}
+
+/// The update pipeline: `new`, as a client sent it or a patch made it, made a valid successor
+/// of `current` (the subresource's part of it), validated, admitted, in its stored form.
+pub fn admit_update(
+    info: &ResourceInfo,
+    kind: &dyn Kind,
+    new: Object,
+    current: &Object,
+    sub: Subresource,
+) -> Result<Object, ApiError> {
+    let mut new = strategy::prepare_for_update(info, kind, new, current, sub)?;
+    keel_api::conversion::to_stored(info, &mut new);
+    validate(info, kind, &new)?;
+    kind.admit(&mut new)?;
+    kind.to_storage_version(&mut new);
+    Ok(new)
+}
+
+/// `obj` in the form objects of the kind are stored in: a v1beta1 CRD as v1, a custom object at
+/// its storage version (what a create does last, and a delete that only marks the object).
+pub fn stored_form(info: &ResourceInfo, kind: &dyn Kind, obj: &mut Object) {
+    keel_api::conversion::to_stored(info, obj);
+    kind.to_storage_version(obj);
+}
 
 /// A Create of `t` needs its namespace to exist and not be terminating. Read from etcd, not
 /// the cache, so that no create lands in a namespace whose deletion has been answered.
@@ -49,12 +98,7 @@ mod tests {
     use crate::storage::target;
     use keel_api::Reason;
 
-    fn info(kind: &str) -> ResourceInfo {
-        keel_api::builtin_resources()
-            .into_iter()
-            .find(|r| r.kind == kind)
-            .unwrap()
-    }
+    use crate::registry::kinds::testing::info;
 
     #[test]
     fn creates_in_a_terminating_namespace_are_forbidden_as_kubernetes_words_it() {

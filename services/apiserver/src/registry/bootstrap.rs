@@ -11,7 +11,7 @@ use keel_api::{GroupVersionResource, Object, Reason, ResourceInfo};
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
-use super::deletion::PROTECTED_NAMESPACES;
+use super::kinds::PROTECTED_NAMESPACES;
 use super::rbac::defaults::policy_objects;
 use super::store::Registry;
 use crate::storage::{Change, Mutation, UpdateOptions};
@@ -155,6 +155,7 @@ fn with_bootstrap_policy(current: &Object, want: &Map<String, Value>) -> Object 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::kinds;
     use crate::registry::validation::validate;
 
     #[test]
@@ -184,14 +185,15 @@ mod tests {
 
     #[test]
     fn the_bootstrap_policy_is_valid() {
-        let resources = keel_api::builtin_resources();
+        let resources = kinds::builtin();
         for (resource, obj) in policy_objects() {
-            let info = resources
+            let served = resources
                 .iter()
-                .find(|r| r.gvr.group == RBAC_GROUP && r.gvr.resource == resource)
+                .find(|r| r.info.gvr.group == RBAC_GROUP && r.info.gvr.resource == resource)
                 .expect("an RBAC resource");
             let obj = Object::from_value(obj).expect("an object");
-            validate(info, &obj).unwrap_or_else(|e| panic!("{}: {e}", obj.name()));
+            validate(&served.info, &*served.kind, &obj)
+                .unwrap_or_else(|e| panic!("{}: {e}", obj.name()));
         }
     }
 }

@@ -40,7 +40,7 @@ pub struct CustomResource {
     /// Validation and pruning; `None` when the version has no schema (anything goes).
     pub schema: Option<CrdSchema>,
     /// Merge keys for strategic merge patch (`x-kubernetes-list-map-keys`).
-    pub merge: keel_patch::OpenApiSchema,
+    pub merge: Arc<keel_patch::OpenApiSchema>,
     /// `additionalPrinterColumns`, as the CRD has them.
     pub printer_columns: Vec<Value>,
     /// The version's `openAPIV3Schema` as the CRD has it (`Null`: none), for OpenAPI.
@@ -366,11 +366,12 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
                     namespaced,
                     status_subresource: v["subresources"]["status"].is_object(),
                     create_only: false,
+                    subresources: Vec::new(),
                 }),
                 crd: crd.name().to_string(),
                 storage_version: storage_version.clone(),
                 schema,
-                merge: keel_patch::OpenApiSchema::new(schema_value.clone()),
+                merge: Arc::new(keel_patch::OpenApiSchema::new(schema_value.clone())),
                 openapi_schema: schema_value,
                 printer_columns: v["additionalPrinterColumns"]
                     .as_array()

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use keel_api::{ApiError, Object, ResourceInfo};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::errors::forbidden;
+use super::kinds::Kind;
+use super::resources::Resources;
 use crate::storage::{Change, Mutation, RemovalPolicy, target};
 
 /// How a delete treats dependents (recorded as finalizers for the garbage collector).
@@ -43,74 +44,19 @@ pub struct DeleteOptions {
     pub dry_run: bool,
 }
 
-/// The finalizer in a Namespace's `spec.finalizers` that the namespace controller removes once
-/// the namespace is empty (Kubernetes' `FinalizerKubernetes`).
-pub const NAMESPACE_FINALIZER: &str = "kubernetes";
-
-/// Namespaces that always exist and cannot be deleted (Kubernetes protects `default`,
-/// `kube-system` and `kube-public`).
-pub const PROTECTED_NAMESPACES: [&str; 2] = ["default", "keel-system"];
-
-/// A Namespace's `spec.finalizers`.
-fn spec_finalizers(obj: &Object) -> Vec<&str> {
-    obj.as_map()
-        .get("spec")
-        .and_then(|s| s.get("finalizers"))
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
-}
-
-/// Whether finalizers hold the object back from removal: `metadata.finalizers`, and for a
-/// Namespace also `spec.finalizers` (Kubernetes' `ShouldDeleteNamespaceDuringUpdate`).
-pub fn has_finalizers(info: &ResourceInfo, obj: &Object) -> bool {
-    !obj.finalizers().is_empty() || (info.kind == "Namespace" && !spec_finalizers(obj).is_empty())
-}
-
-/// Whether a Delete may proceed against the stored object; Kubernetes' namespace rules:
-/// the built-in namespaces cannot be deleted, and a namespace already terminating answers a
-/// second Delete with `Conflict` while its content is being removed.
-pub fn check_delete(info: &ResourceInfo, stored: &Object) -> Result<(), ApiError> {
-    if info.kind != "Namespace" {
-        return Ok(());
-    }
-    let t = target(info, stored.name());
-    if PROTECTED_NAMESPACES.contains(&stored.name()) {
-        return Err(forbidden(t, "this namespace may not be deleted"));
-    }
-    if stored.deletion_timestamp().is_some() && !spec_finalizers(stored).is_empty() {
-        return Err(ApiError::conflict(
-            t,
-            "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.",
-        ));
-    }
-    Ok(())
-}
-
-/// What the first Delete of an object held by finalizers changes besides
-/// `deletionTimestamp`: a Namespace's phase becomes `Terminating`.
-pub fn prepare_for_deletion(info: &ResourceInfo, obj: &mut Object) {
-    if info.kind == "Namespace" {
-        let status = obj
-            .as_map_mut()
-            .entry("status")
-            .or_insert_with(|| json!({}));
-        if !status.is_object() {
-            *status = json!({});
-        }
-        if let Value::Object(s) = status {
-            s.insert("phase".into(), json!("Terminating"));
-        }
-    }
+/// Whether finalizers hold the object back from removal: `metadata.finalizers`, and those
+/// the kind keeps elsewhere (a Namespace's `spec.finalizers`).
+pub fn has_finalizers(kind: &dyn Kind, obj: &Object) -> bool {
+    !obj.finalizers().is_empty() || kind.held_by_own_finalizers(obj)
 }
 
 /// The registry's [`RemovalPolicy`]: a write removes an object once it is marked for deletion
-/// and no finalizer holds it any more.
-pub struct FinalizerRules;
+/// and no finalizer holds it any more. The served resources tell each object's kind.
+pub struct FinalizerRules(pub Arc<Resources>);
 
 impl RemovalPolicy for FinalizerRules {
     fn is_finished(&self, info: &ResourceInfo, obj: &Object) -> bool {
-        obj.deletion_timestamp().is_some() && !has_finalizers(info, obj)
+        obj.deletion_timestamp().is_some() && !has_finalizers(&*self.0.kind(&info.gvr), obj)
     }
 }
 
@@ -121,6 +67,7 @@ impl RemovalPolicy for FinalizerRules {
 /// removed. `expected_revision` is `opts.resource_version` parsed.
 pub fn deletion(
     info: &Arc<ResourceInfo>,
+    kind: Arc<dyn Kind>,
     opts: DeleteOptions,
     expected_revision: Option<i64>,
 ) -> Mutation {
@@ -149,7 +96,7 @@ pub fn deletion(
                 ),
             ));
         }
-        check_delete(&info, current)?;
+        kind.check_delete(&t, current)?;
         let mut obj = current.clone();
         if let Some(f) = opts.propagation.finalizer()
             && current.deletion_timestamp().is_none()
@@ -163,7 +110,7 @@ pub fn deletion(
                 a.push(Value::String(f.into()));
             }
         }
-        if !has_finalizers(&info, &obj) {
+        if !has_finalizers(&*kind, &obj) {
             return Ok(Change::Remove(obj));
         }
         if obj.deletion_timestamp().is_none() {
@@ -171,7 +118,7 @@ pub fn deletion(
             let meta = obj.metadata_mut();
             meta.insert("deletionTimestamp".into(), Value::String(now));
             meta.insert("deletionGracePeriodSeconds".into(), Value::from(0));
-            prepare_for_deletion(&info, &mut obj);
+            kind.prepare_for_deletion(&mut obj);
         }
         Ok(Change::Put(obj))
     })
@@ -180,15 +127,12 @@ pub fn deletion(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::kinds::testing::{info, kind};
     use keel_api::Reason;
+    use serde_json::json;
 
-    fn info(kind: &str) -> Arc<ResourceInfo> {
-        Arc::new(
-            keel_api::builtin_resources()
-                .into_iter()
-                .find(|r| r.kind == kind)
-                .unwrap(),
-        )
+    fn check_delete(i: &ResourceInfo, stored: &Object) -> Result<(), ApiError> {
+        kind(&i.kind).check_delete(&target(i, stored.name()), stored)
     }
 
     fn obj(v: Value) -> Object {
@@ -209,7 +153,7 @@ mod tests {
             "status": {"phase": "Active"}}),
         );
         check_delete(&i, &ns).unwrap();
-        prepare_for_deletion(&i, &mut ns);
+        kind("Namespace").prepare_for_deletion(&mut ns);
         assert_eq!(ns.as_map()["status"]["phase"], "Terminating");
         ns.set_meta_str("deletionTimestamp", "2026-01-01T00:00:00Z");
         let e = check_delete(&i, &ns).unwrap_err();
@@ -220,9 +164,9 @@ mod tests {
         check_delete(&info("ConfigMap"), &ns).unwrap();
     }
 
-    fn delete(kind: &str, stored: &Object, opts: DeleteOptions) -> Result<Change, ApiError> {
+    fn delete(kind_name: &str, stored: &Object, opts: DeleteOptions) -> Result<Change, ApiError> {
         let expected = opts.resource_version.parse().ok();
-        deletion(&info(kind), opts, expected)(stored)
+        deletion(&info(kind_name), kind(kind_name), opts, expected)(stored)
     }
 
     #[test]
@@ -246,7 +190,8 @@ mod tests {
             delete("ConfigMap", &marked, DeleteOptions::default()).unwrap(),
             Change::Put(marked.clone())
         );
-        assert!(FinalizerRules.is_finished(&info("ConfigMap"), &{
+        let rules = FinalizerRules(Arc::new(Resources::builtin()));
+        assert!(rules.is_finished(&info("ConfigMap"), &{
             let mut done = marked;
             done.metadata_mut().remove("finalizers");
             done

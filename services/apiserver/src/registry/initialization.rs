@@ -86,6 +86,7 @@ impl Registry {
             FailurePolicy::Ignore => drop_head(info, init.name.clone()),
             FailurePolicy::Fail => deletion::deletion(
                 info,
+                self.kind(info),
                 DeleteOptions {
                     resource_version: rv.to_string(),
                     ..DeleteOptions::default()
@@ -163,7 +164,7 @@ impl Registry {
         let Ok(mut event) = Object::from_value(event) else {
             return;
         };
-        strategy::prepare_for_create(&events, &mut event);
+        strategy::prepare_for_create(&events, &*self.kind(&events), &mut event);
         let key = self.store().key(&events, namespace, event.name());
         match self.store().create(&key, event, deadline).await {
             Ok(_) => {}

@@ -19,6 +19,7 @@ mod fields;
 mod go_regex;
 mod initialization;
 pub mod initializers;
+pub mod kinds;
 pub mod patch;
 pub mod rbac;
 mod resources;

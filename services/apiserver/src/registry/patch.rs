@@ -7,9 +7,9 @@ use keel_api::{ApiError, Object, ObjectError, ResourceInfo, Target};
 use keel_patch::PatchError;
 use serde_json::Value;
 
-use super::crd::CustomResource;
-use super::strategy::{self, Subresource};
-use super::validation::validate;
+use super::admission::admit_update;
+use super::kinds::Kind;
+use super::strategy::Subresource;
 use crate::storage::{Change, Mutation, target};
 
 /// The kinds of patch a client may send.
@@ -82,7 +82,7 @@ pub fn precondition(kind: PatchType, patch: &Value) -> Option<String> {
 /// The mutation applying `patch` of type `kind` to the current object.
 pub fn mutation(
     info: &Arc<ResourceInfo>,
-    custom: Option<Arc<CustomResource>>,
+    rules: Arc<dyn Kind>,
     kind: PatchType,
     sub: Subresource,
     patch: Value,
@@ -110,15 +110,7 @@ pub fn mutation(
                     "a strategic merge patch must be a JSON object",
                 ));
             }
-            if let Some(custom) = &custom {
-                // Merge keys from the CRD's schema (x-kubernetes-list-map-keys): keel's
-                // extension, since Kubernetes refuses strategic patches of custom objects.
-                let custom = custom.clone();
-                Box::new(move |doc| {
-                    keel_patch::apply_strategic_merge_patch(doc, &patch, &custom.merge)
-                })
-            } else {
-                let schema = keel_patch::BuiltinSchema::for_kind(&info.api_version(), &info.kind).ok_or_else(|| {
+            let schema = rules.merge_schema().ok_or_else(|| {
                 ApiError::new(
                     keel_api::Reason::MethodNotAllowed,
                     t.clone(),
@@ -128,8 +120,7 @@ pub fn mutation(
                     ),
                 )
             })?;
-                Box::new(move |doc| keel_patch::apply_strategic_merge_patch(doc, &patch, &schema))
-            }
+            Box::new(move |doc| keel_patch::apply_strategic_merge_patch(doc, &patch, &*schema))
         }
         PatchType::Unspecified => {
             return Err(ApiError::bad_request(
@@ -156,9 +147,7 @@ pub fn mutation(
             if let Some(spec) = spec.as_object_mut() {
                 spec.insert("replicas".into(), replicas.into());
             }
-            let mut new = strategy::prepare_for_update(&info, scaled, current, Subresource::Main)?;
-            keel_api::conversion::to_stored(&info, &mut new);
-            validate(&info, &new)?;
+            let new = admit_update(&info, &*rules, scaled, current, Subresource::Main)?;
             return Ok(Change::Put(new));
         }
         let patched = apply(&Value::Object(current.as_map().clone()))
@@ -187,14 +176,9 @@ pub fn mutation(
                 "a patch may not change apiVersion or kind",
             ));
         }
-        let mut new = strategy::prepare_for_update(&info, patched, current, sub)?;
-        keel_api::conversion::to_stored(&info, &mut new);
-        validate(&info, &new)?;
-        if let Some(custom) = &custom {
-            super::crd::validate_object(custom, &mut new)?;
-            super::crd::to_storage_version(custom, &mut new);
-        }
-        Ok(Change::Put(new))
+        Ok(Change::Put(admit_update(
+            &info, &*rules, patched, current, sub,
+        )?))
     }))
 }
 
@@ -217,6 +201,7 @@ fn in_place_of(patched: &mut Object, current: &Object) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::kinds::testing::{info, kind, kind as kind_of};
     use serde_json::json;
 
     fn custom_kind() -> Arc<ResourceInfo> {
@@ -228,6 +213,7 @@ mod tests {
             namespaced: true,
             status_subresource: false,
             create_only: false,
+            subresources: vec![],
         })
     }
 
@@ -235,7 +221,7 @@ mod tests {
     fn strategic_patches_need_known_merge_keys() {
         let e = mutation(
             &custom_kind(),
-            None,
+            crate::registry::kinds::unknown(),
             PatchType::Strategic,
             Subresource::Main,
             json!({"spec": {}}),
@@ -248,16 +234,11 @@ mod tests {
             "{}",
             e.message
         );
-        let pods = Arc::new(
-            keel_api::builtin_resources()
-                .into_iter()
-                .find(|r| r.kind == "Pod")
-                .unwrap(),
-        );
+        let pods = info("Pod");
         assert!(
             mutation(
                 &pods,
-                None,
+                kind("Pod"),
                 PatchType::Strategic,
                 Subresource::Main,
                 json!({"spec": {}})
@@ -267,22 +248,13 @@ mod tests {
         assert!(
             mutation(
                 &pods,
-                None,
+                kind("Pod"),
                 PatchType::Strategic,
                 Subresource::Main,
                 json!([])
             )
             .is_err()
         );
-    }
-
-    fn configmaps() -> Arc<ResourceInfo> {
-        Arc::new(
-            keel_api::builtin_resources()
-                .into_iter()
-                .find(|r| r.kind == "ConfigMap")
-                .unwrap(),
-        )
     }
 
     fn patch(kind: PatchType, p: Value) -> Result<Change, ApiError> {
@@ -292,7 +264,13 @@ mod tests {
             "data": {"a": "1"},
         }))
         .unwrap();
-        mutation(&configmaps(), None, kind, Subresource::Main, p)?(&current)
+        mutation(
+            &info("ConfigMap"),
+            kind_of("ConfigMap"),
+            kind,
+            Subresource::Main,
+            p,
+        )?(&current)
     }
 
     #[test]

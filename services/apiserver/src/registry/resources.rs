@@ -3,15 +3,16 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use keel_api::{ApiError, GroupVersionResource, ResourceInfo, Target, builtin_resources};
+use keel_api::{ApiError, GroupVersionResource, ResourceInfo, Target};
 
 use super::crd::CustomResource;
+use super::kinds::{self, Kind, Served};
 
 /// The served resources by group, version and resource: the built-in ones, and those of the
 /// CustomResourceDefinitions this replica has seen. Read on every request, written only when
 /// the set of CRDs changes, hence `RwLock`s.
 pub struct Resources {
-    by_gvr: RwLock<HashMap<GroupVersionResource, Arc<ResourceInfo>>>,
+    by_gvr: RwLock<HashMap<GroupVersionResource, Served>>,
     /// The custom ones, with their rules (schema, merge keys, printer columns), and the etcd
     /// revision of the CRDs they were made from: an older view never replaces a newer one.
     custom: RwLock<(HashMap<GroupVersionResource, Arc<CustomResource>>, i64)>,
@@ -19,10 +20,9 @@ pub struct Resources {
 
 impl Resources {
     pub fn builtin() -> Resources {
-        let by_gvr = builtin_resources()
+        let by_gvr = kinds::builtin()
             .into_iter()
-            .chain(keel_api::review_resources())
-            .map(|r| (r.gvr.clone(), Arc::new(r)))
+            .map(|s| (s.info.gvr.clone(), s))
             .collect();
         Resources {
             by_gvr: RwLock::new(by_gvr),
@@ -48,8 +48,10 @@ impl Resources {
         resources: Vec<CustomResource>,
         revision: i64,
     ) -> (Vec<GroupVersionResource>, Vec<GroupVersionResource>) {
-        let builtin: Vec<GroupVersionResource> =
-            builtin_resources().into_iter().map(|r| r.gvr).collect();
+        let builtin: Vec<GroupVersionResource> = kinds::builtin()
+            .into_iter()
+            .map(|s| s.info.gvr.clone())
+            .collect();
         let mut by_gvr = self.by_gvr.write().unwrap_or_else(|e| e.into_inner());
         let mut guard = self.custom.write().unwrap_or_else(|e| e.into_inner());
         let (custom, served_at) = &mut *guard;
@@ -76,10 +78,27 @@ impl Resources {
             by_gvr.remove(gvr);
         }
         for (gvr, r) in &next {
-            by_gvr.insert(gvr.clone(), r.info.clone());
+            let kind: Arc<dyn Kind> = r.clone();
+            by_gvr.insert(
+                gvr.clone(),
+                Served {
+                    info: r.info.clone(),
+                    kind,
+                },
+            );
         }
         *custom = next;
         (added, removed)
+    }
+
+    /// The rules of a served resource's kind; a resource no longer served (its CRD just went)
+    /// gets those of a kind with no rules of its own.
+    pub fn kind(&self, gvr: &GroupVersionResource) -> Arc<dyn Kind> {
+        self.by_gvr
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(gvr)
+            .map_or_else(kinds::unknown, |s| s.kind.clone())
     }
 
     /// The resource a request names, or `NotFound` naming it.
@@ -93,10 +112,12 @@ impl Resources {
                 "the request names no resource",
             ));
         };
-        let found = match self.by_gvr.read() {
-            Ok(m) => m.get(gvr).cloned(),
-            Err(poisoned) => poisoned.into_inner().get(gvr).cloned(),
-        };
+        let found = self
+            .by_gvr
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(gvr)
+            .map(|s| s.info.clone());
         found.ok_or_else(|| {
             let mut e = ApiError::not_found(Target::new(&gvr.group, &gvr.resource, ""));
             e.message = format!(
@@ -110,10 +131,13 @@ impl Resources {
 
     /// Every served resource, sorted by group and name.
     pub fn all(&self) -> Vec<Arc<ResourceInfo>> {
-        let mut all: Vec<_> = match self.by_gvr.read() {
-            Ok(m) => m.values().cloned().collect(),
-            Err(poisoned) => poisoned.into_inner().values().cloned().collect(),
-        };
+        let mut all: Vec<_> = self
+            .by_gvr
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|s| s.info.clone())
+            .collect();
         all.sort_by(|a, b| a.gvr.cmp(&b.gvr));
         all
     }

@@ -11,6 +11,7 @@ use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
+use super::kinds::ReviewKind;
 use super::rbac::{Attributes, Rule, is_master};
 use super::store::Registry;
 use crate::auth::User;
@@ -38,9 +39,12 @@ impl Registry {
         if !everything {
             self.wait_for_policy(deadline).await?;
         }
-        let answer = match info.kind.as_str() {
-            "SelfSubjectReview" => Ok(self_subject_review(info, requester)),
-            "SelfSubjectAccessReview" => {
+        let Some(review) = self.kind(info).review() else {
+            return Err(ApiError::internal(format!("{} is no review", info.gvr)));
+        };
+        let answer = match review {
+            ReviewKind::SelfSubjectReview => Ok(self_subject_review(info, requester)),
+            ReviewKind::SelfSubjectAccessReview => {
                 let attributes = attributes_of(info, &obj)?;
                 let decision = match requester {
                     Some(user) if !everything => self.policy().decide(user, &attributes.get()),
@@ -48,7 +52,7 @@ impl Registry {
                 };
                 Ok(with_decision(obj, decision))
             }
-            "SubjectAccessReview" => {
+            ReviewKind::SubjectAccessReview => {
                 let attributes = attributes_of(info, &obj)?;
                 let subject = subject_of(info, &obj)?;
                 let decision = if everything {
@@ -58,7 +62,7 @@ impl Registry {
                 };
                 Ok(with_decision(obj, decision))
             }
-            "SelfSubjectRulesReview" => {
+            ReviewKind::SelfSubjectRulesReview => {
                 let namespace = obj
                     .as_map()
                     .get("spec")
@@ -86,7 +90,6 @@ impl Registry {
                 };
                 Ok(rules_review(info, &rules))
             }
-            other => Err(ApiError::internal(format!("no review of kind {other}"))),
         };
         answer.and_then(|v| Object::from_value(v).map_err(|e| ApiError::internal(e.to_string())))
     }

@@ -12,15 +12,15 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::admission;
-use super::crd::{self, CustomResource};
+use super::crd;
 use super::deletion::{self, DeleteOptions};
 use super::errors::kind_target;
 use super::initializers::{self, CONFIG_GROUP, CONFIG_VERSION, Initializers};
+use super::kinds::Kind;
 use super::patch::{self, PatchType};
 use super::rbac::{self, GrantCheck, Policy};
 use super::resources::Resources;
 use super::strategy::{self, Subresource};
-use super::validation::validate;
 use crate::auth::User;
 use crate::metrics::Metrics;
 use crate::storage::FRESH_WAIT;
@@ -141,6 +141,11 @@ impl Registry {
         self.resources.lookup(gvr)
     }
 
+    /// The rules of a served resource's kind.
+    pub(super) fn kind(&self, info: &ResourceInfo) -> Arc<dyn Kind> {
+        self.resources.kind(&info.gvr)
+    }
+
     /// Every served resource, sorted by group and name.
     pub fn resources(&self) -> Vec<Arc<ResourceInfo>> {
         self.resources.all()
@@ -148,18 +153,12 @@ impl Registry {
 
     /// A custom resource's `additionalPrinterColumns` (none for a built-in one).
     pub fn printer_columns(&self, gvr: &GroupVersionResource) -> Vec<Value> {
-        self.resources
-            .custom(gvr)
-            .map(|c| c.printer_columns.clone())
-            .unwrap_or_default()
+        self.resources.kind(gvr).printer_columns().to_vec()
     }
 
     /// A custom resource's `openAPIV3Schema`, if it has one.
     pub fn openapi_schema(&self, gvr: &GroupVersionResource) -> Option<Value> {
-        self.resources
-            .custom(gvr)
-            .map(|c| c.openapi_schema.clone())
-            .filter(|s| s.is_object())
+        self.resources.kind(gvr).openapi_schema().cloned()
     }
 
     /// Whether this replica can serve: storage is ready and the built-in namespaces exist;
@@ -263,35 +262,16 @@ impl Registry {
         dry_run: bool,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
-        let requested_rv = obj.resource_version().to_string();
-        keel_api::conversion::to_stored(info, &mut obj);
-        strategy::prepare_for_create(info, &mut obj);
-        if info.status_subresource && self.resources.custom(&info.gvr).is_some() {
-            // As Kubernetes: a custom object whose CRD has the status subresource starts with
-            // no status at all (its controller writes one), so the schema's required status
-            // fields are not asked of its creator.
-            obj.as_map_mut().remove("status");
-        }
-        if crd::is_crd(info) {
-            crd::prepare_for_create(&mut obj);
-        }
-        if let Some(check) = self
-            .grant_check(info, writer, obj.namespace(), "", Some(&obj), deadline)
-            .await?
-        {
-            check.confirm(&obj, None)?;
-        }
-        validate(info, &obj)?;
         let t = target(info, obj.name());
-        let mut custom = self.resources.custom(&info.gvr);
-        if custom.as_ref().is_some_and(|c| c.terminating) {
+        if self
+            .resources
+            .custom(&info.gvr)
+            .is_some_and(|c| c.terminating)
+        {
             // The CRD may be gone, and made again, further than this replica's watch has
             // seen: judged by etcd's CRDs now.
             self.catch_up_custom_resources(deadline).await?;
-            custom = self.resources.custom(&info.gvr);
-        }
-        if let Some(custom) = &custom {
-            if custom.terminating {
+            if let Some(custom) = self.resources.custom(&info.gvr).filter(|c| c.terminating) {
                 return Err(ApiError::new(
                     keel_api::Reason::MethodNotAllowed,
                     t,
@@ -301,8 +281,26 @@ impl Registry {
                     ),
                 ));
             }
-            crd::validate_object(custom, &mut obj)?;
         }
+        let kind = self.resources.kind(&info.gvr);
+        let requested_rv = obj.resource_version().to_string();
+        admission::prepare_create(info, &*kind, &mut obj);
+        if let Some(check) = self
+            .grant_check(
+                info,
+                &*kind,
+                writer,
+                obj.namespace(),
+                "",
+                Some(&obj),
+                deadline,
+            )
+            .await?
+        {
+            check.confirm(&obj, None)?;
+        }
+        admission::validate_create(info, &*kind, &mut obj)?;
+        let t = target(info, obj.name());
         let namespace = async {
             if !info.namespaced {
                 return Ok(());
@@ -316,9 +314,7 @@ impl Registry {
         let pending = initializers.pending_for_create(info, &obj);
         initializers::set_pending(&mut obj, &pending);
         strategy::check_create_resource_version(&t, &requested_rv)?;
-        if let Some(custom) = &custom {
-            crd::to_storage_version(custom, &mut obj);
-        }
+        kind.to_storage_version(&mut obj);
         let key = self.store.key(info, obj.namespace(), obj.name());
         let created = if dry_run {
             self.store.create_dry_run(&key, obj, deadline).await?
@@ -443,8 +439,8 @@ impl Registry {
         let key = self.store.key(info, obj.namespace(), obj.name());
         let expected_revision = resource_version::parse(obj.resource_version())
             .map_err(|e| e.invalid_field(kind_target(info, obj.name())))?;
-        let custom = self.resources.custom(&info.gvr);
-        if custom.is_some() && expected_revision.is_none() {
+        let kind = self.resources.kind(&info.gvr);
+        if kind.update_needs_resource_version() && expected_revision.is_none() {
             // As Kubernetes: an unconditional replace of a custom object is refused.
             return Err(ApiError::invalid(
                 kind_target(info, obj.name()),
@@ -458,6 +454,7 @@ impl Registry {
         let check = self
             .grant_check(
                 info,
+                &*kind,
                 writer,
                 obj.namespace(),
                 obj.name(),
@@ -465,7 +462,7 @@ impl Registry {
                 deadline,
             )
             .await?;
-        let mutation = guarded(update_mutation(info, custom, obj, sub), check);
+        let mutation = guarded(update_mutation(info, kind, obj, sub), check);
         let opts = UpdateOptions {
             expected_revision,
             dry_run,
@@ -497,11 +494,11 @@ impl Registry {
             Some(rv) => resource_version::parse(&rv)
                 .map_err(|e| e.invalid_field(kind_target(info, name)))?,
         };
-        let custom = self.resources.custom(&info.gvr);
+        let rules = self.resources.kind(&info.gvr);
         let mutation =
-            patch::mutation(info, custom, kind, sub, body).map_err(|e| e.with_target(&t))?;
+            patch::mutation(info, rules.clone(), kind, sub, body).map_err(|e| e.with_target(&t))?;
         let check = self
-            .grant_check(info, writer, namespace, name, None, deadline)
+            .grant_check(info, &*rules, writer, namespace, name, None, deadline)
             .await?;
         let mutation = guarded(mutation, check);
         let key = self.store.key(info, namespace, name);
@@ -538,10 +535,11 @@ impl Registry {
             .map_err(|e| e.bad_request(&target(info, name)))?;
         let key = self.store.key(info, namespace, name);
         let dry_run = opts.dry_run;
+        let kind = self.resources.kind(&info.gvr);
         let mutation = stored_form(
             info,
-            self.resources.custom(&info.gvr),
-            deletion::deletion(info, opts, expected_revision),
+            kind.clone(),
+            deletion::deletion(info, kind, opts, expected_revision),
         );
         let update = UpdateOptions {
             read_etcd: true,
@@ -585,23 +583,28 @@ impl Registry {
     /// `request_name`, as it is) of `info` (`request_name`: as authorized, `""` for a create),
     /// against this replica's policy once it has read it, and a binding's role read from
     /// etcd; `None` when there is none to make.
+    #[allow(clippy::too_many_arguments)]
     async fn grant_check(
         &self,
         info: &Arc<ResourceInfo>,
+        kind: &dyn Kind,
         writer: Option<&User>,
         namespace: &str,
         request_name: &str,
         obj: Option<&Object>,
         deadline: Instant,
     ) -> Result<Option<GrantCheck>, ApiError> {
-        if !GrantCheck::applies(info, writer) {
+        let Some(grant_kind) = kind.grant_kind() else {
+            return Ok(None);
+        };
+        if !GrantCheck::applies(grant_kind, writer) {
             return Ok(None);
         }
         self.wait_for_policy(deadline).await?;
-        let Some(check) = GrantCheck::new(info, writer, self.policy(), request_name) else {
+        let Some(check) = GrantCheck::new(grant_kind, writer, self.policy(), request_name) else {
             return Ok(None);
         };
-        if !rbac::GrantKind::of(info).is_some_and(|k| k.is_binding()) {
+        if !grant_kind.is_binding() {
             return Ok(Some(check));
         }
         // The binding's role: a patch keeps the stored binding's (roleRef is immutable).
@@ -646,21 +649,14 @@ impl Registry {
 /// The mutation of an Update: the client's object, made a valid successor of the current one.
 fn update_mutation(
     info: &Arc<ResourceInfo>,
-    custom: Option<Arc<CustomResource>>,
+    kind: Arc<dyn Kind>,
     obj: Object,
     sub: Subresource,
 ) -> Mutation {
     let info = info.clone();
     Box::new(move |current: &Object| {
         let current = keel_api::conversion::served(&info, current);
-        let current: &Object = &current;
-        let mut new = strategy::prepare_for_update(&info, obj.clone(), current, sub)?;
-        keel_api::conversion::to_stored(&info, &mut new);
-        validate(&info, &new)?;
-        if let Some(custom) = &custom {
-            crd::validate_object(custom, &mut new)?;
-            crd::to_storage_version(custom, &mut new);
-        }
+        let new = admission::admit_update(&info, &*kind, obj.clone(), &current, sub)?;
         Ok(Change::Put(new))
     })
 }
@@ -679,22 +675,15 @@ fn guarded(mutation: Mutation, check: Option<GrantCheck>) -> Mutation {
     })
 }
 
-/// `mutation`, whose object it writes put in the form objects are stored in: a v1beta1 CRD as
-/// v1, a custom object at its storage version. (Reads come back converted by storage; a delete
-/// that only marks the object writes what it read, at the request's version.)
-fn stored_form(
-    info: &Arc<ResourceInfo>,
-    custom: Option<Arc<CustomResource>>,
-    mutation: Mutation,
-) -> Mutation {
+/// `mutation`, whose object it writes put in the form objects are stored in. (Reads come back
+/// converted by storage; a delete that only marks the object writes what it read, at the
+/// request's version.)
+fn stored_form(info: &Arc<ResourceInfo>, kind: Arc<dyn Kind>, mutation: Mutation) -> Mutation {
     let info = info.clone();
     Box::new(move |current: &Object| {
         Ok(match mutation(current)? {
             Change::Put(mut obj) => {
-                keel_api::conversion::to_stored(&info, &mut obj);
-                if let Some(custom) = &custom {
-                    crd::to_storage_version(custom, &mut obj);
-                }
+                admission::stored_form(&info, &*kind, &mut obj);
                 Change::Put(obj)
             }
             removed => removed,

@@ -8,9 +8,9 @@ use std::time::SystemTime;
 use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
 use serde_json::{Map, Value, json};
 
-use super::deletion::NAMESPACE_FINALIZER;
 use super::errors::kind_target;
 use super::initializers;
+use super::kinds::Kind;
 use crate::storage::{resource_version, target};
 
 /// Which part of an object a write addresses.
@@ -28,23 +28,14 @@ pub enum Subresource {
 
 impl Subresource {
     /// The subresources of `info` a client may address, by name (discovery lists them).
-    pub fn served(info: &ResourceInfo) -> Vec<&'static str> {
-        let mut subs = Vec::new();
-        if info.status_subresource {
-            subs.push("status");
-        }
-        if info.kind == "Namespace" {
-            subs.push("finalize");
-        }
-        if keel_api::scale::has_scale(info) {
-            subs.push("scale");
-        }
-        if info.kind == "Pod" && info.gvr.group.is_empty() {
-            // Created only (`POST pods/NAME/eviction`, the request layer's `Evict`), never
-            // read or written as the others are: not a `Subresource` of get, patch or update.
-            subs.push("eviction");
-        }
-        subs
+    /// (`eviction` is created only, by the request layer's `Evict`, never read or written as
+    /// the others are: not a `Subresource` of get, patch or update.)
+    pub fn served(info: &ResourceInfo) -> Vec<&str> {
+        let status = info.status_subresource.then_some("status");
+        status
+            .into_iter()
+            .chain(info.subresources.iter().map(String::as_str))
+            .collect()
     }
 
     /// The subresource a request names (`""`: the object itself), or `NotFound`.
@@ -52,8 +43,8 @@ impl Subresource {
         match s {
             "" => Ok(Subresource::Main),
             "status" if info.status_subresource => Ok(Subresource::Status),
-            "finalize" if info.kind == "Namespace" => Ok(Subresource::Finalize),
-            "scale" if keel_api::scale::has_scale(info) => Ok(Subresource::Scale),
+            "finalize" if info.has_subresource("finalize") => Ok(Subresource::Finalize),
+            "scale" if info.has_subresource("scale") => Ok(Subresource::Scale),
             other => Err(ApiError::not_found(target.clone()).with_message(format!(
                 "{} has no subresource {other:?}",
                 info.qualified_name()
@@ -138,8 +129,9 @@ fn now() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
 }
 
-/// Sets the system fields of a new object and its kind's defaults.
-pub fn prepare_for_create(info: &ResourceInfo, obj: &mut Object) {
+/// Sets the system fields of a new object, its status, and its kind's create rules and
+/// defaults.
+pub fn prepare_for_create(info: &ResourceInfo, kind: &dyn Kind, obj: &mut Object) {
     let meta = obj.metadata_mut();
     for f in SYSTEM_FIELDS {
         meta.remove(f);
@@ -154,26 +146,14 @@ pub fn prepare_for_create(info: &ResourceInfo, obj: &mut Object) {
         meta.remove("namespace");
     }
     if info.status_subresource {
-        let status = initial_status(&info.kind);
-        obj.as_map_mut().insert("status".into(), status);
+        match kind.initial_status() {
+            Some(status) => obj.as_map_mut().insert("status".into(), status),
+            None => obj.as_map_mut().remove("status"),
+        };
     }
-    if info.kind == "Namespace" {
-        // As Kubernetes: every namespace starts held by the namespace controller, which lets
-        // it go once its content is gone.
-        let finalizers = spec_mut(obj)
-            .entry("finalizers")
-            .or_insert_with(|| json!([]));
-        if !finalizers.is_array() {
-            *finalizers = json!([]);
-        }
-        if let Value::Array(list) = finalizers
-            && !list.iter().any(|f| f == NAMESPACE_FINALIZER)
-        {
-            list.push(json!(NAMESPACE_FINALIZER));
-        }
-    }
+    kind.prepare_for_create(obj);
     initializers::normalize(obj);
-    apply_defaults(info, obj);
+    kind.defaults(obj);
 }
 
 /// Kubernetes' refusal of a Create whose object names a revision (its storage's
@@ -192,113 +172,6 @@ pub fn check_create_resource_version(t: &Target, rv: &str) -> Result<(), ApiErro
     }
 }
 
-/// `spec`, created empty when absent (or replaced when not an object).
-fn spec_mut(obj: &mut Object) -> &mut Map<String, Value> {
-    let spec = obj.as_map_mut().entry("spec").or_insert_with(|| json!({}));
-    if !spec.is_object() {
-        *spec = json!({});
-    }
-    match spec {
-        Value::Object(m) => m,
-        _ => unreachable!("spec was just made an object"),
-    }
-}
-
-/// Sets `spec.finalizers` of `obj` to those of `from` (absent when `from` has none).
-fn copy_spec_finalizers(obj: &mut Object, from: &Object) {
-    let finalizers = from
-        .as_map()
-        .get("spec")
-        .and_then(|s| s.get("finalizers"))
-        .cloned();
-    match finalizers {
-        Some(f) => {
-            spec_mut(obj).insert("finalizers".into(), f);
-        }
-        None => {
-            if let Some(spec) = obj
-                .as_map_mut()
-                .get_mut("spec")
-                .and_then(Value::as_object_mut)
-            {
-                spec.remove("finalizers");
-            }
-        }
-    }
-}
-
-fn initial_status(kind: &str) -> Value {
-    match kind {
-        "Pod" => json!({"phase": "Pending"}),
-        "Namespace" => json!({"phase": "Active"}),
-        _ => json!({}),
-    }
-}
-
-/// Kubernetes' defaults of a kind (`SetDefaults_*`), on create and on every update.
-fn apply_defaults(info: &ResourceInfo, obj: &mut Object) {
-    let kind = info.kind.as_str();
-    if kind == "InitializerConfiguration" {
-        initializers::config_defaults(obj);
-        return;
-    }
-    if !matches!(kind, "Deployment" | "ReplicaSet") {
-        return;
-    }
-    let Some(spec) = obj
-        .as_map_mut()
-        .get_mut("spec")
-        .and_then(Value::as_object_mut)
-    else {
-        return;
-    };
-    spec.entry("replicas").or_insert(json!(1));
-    if kind == "Deployment" {
-        deployment_defaults(spec);
-    }
-}
-
-/// apps/v1 `SetDefaults_Deployment`: a RollingUpdate strategy of 25% surge and 25%
-/// unavailable, 10 old ReplicaSets kept, a 600 s progress deadline. `minReadySeconds` stays
-/// absent (0), as in Kubernetes.
-fn deployment_defaults(spec: &mut Map<String, Value>) {
-    let strategy = spec.entry("strategy").or_insert_with(|| json!({}));
-    if strategy.is_null() {
-        *strategy = json!({});
-    }
-    if let Some(strategy) = strategy.as_object_mut() {
-        let kind = strategy
-            .entry("type")
-            .or_insert_with(|| json!("RollingUpdate"));
-        if kind.is_null() || kind == "" {
-            *kind = json!("RollingUpdate");
-        }
-        if kind == "RollingUpdate" {
-            let rolling = strategy.entry("rollingUpdate").or_insert_with(|| json!({}));
-            if rolling.is_null() {
-                *rolling = json!({});
-            }
-            if let Some(rolling) = rolling.as_object_mut() {
-                for field in ["maxUnavailable", "maxSurge"] {
-                    let v = rolling.entry(field).or_insert_with(|| json!("25%"));
-                    if v.is_null() {
-                        *v = json!("25%");
-                    }
-                }
-            }
-        }
-    }
-    for (field, default) in [
-        ("revisionHistoryLimit", 10),
-        ("progressDeadlineSeconds", 600),
-    ] {
-        let v = spec.entry(field).or_insert_with(|| json!(default));
-        if v.is_null() {
-            *v = json!(default);
-        }
-    }
-}
-
 /// Everything of an object but `metadata` and `status`: what `generation` counts changes of.
 fn spec_part(obj: &Object) -> Map<String, Value> {
     obj.as_map()
@@ -313,6 +186,7 @@ fn spec_part(obj: &Object) -> Map<String, Value> {
 /// rest are split by subresource, and `generation` moves when the spec does.
 pub fn prepare_for_update(
     info: &ResourceInfo,
+    kind: &dyn Kind,
     mut new: Object,
     old: &Object,
     sub: Subresource,
@@ -341,22 +215,7 @@ pub fn prepare_for_update(
             "field is immutable",
         ));
     }
-    // A binding's role is what its writer was checked against (`rbac::GrantCheck`), as in
-    // Kubernetes: a different role is a different binding.
-    if super::rbac::GrantKind::of(info).is_some_and(|k| k.is_binding())
-        && new.as_map().get("roleRef") != old.as_map().get("roleRef")
-    {
-        let value = new
-            .as_map()
-            .get("roleRef")
-            .map(Value::to_string)
-            .unwrap_or_default();
-        causes.push(FieldCause::invalid(
-            "roleRef",
-            &value,
-            "cannot change roleRef",
-        ));
-    }
+    kind.validate_update(&new, old, &mut causes);
     if !causes.is_empty() {
         return Err(ApiError::invalid(kind_target(info, &t.name), causes));
     }
@@ -371,10 +230,8 @@ pub fn prepare_for_update(
         ));
     }
     if sub == Subresource::Finalize {
-        // Only `spec.finalizers` moves; removing the last finalizer of a namespace being
-        // deleted removes it (see `has_finalizers`).
         let mut out = old.clone();
-        copy_spec_finalizers(&mut out, &new);
+        kind.finalize(&mut out, &new);
         return Ok(out);
     }
     if old.deletion_timestamp().is_some() {
@@ -416,24 +273,16 @@ pub fn prepare_for_update(
             None => new.as_map_mut().remove("status"),
         };
     }
-    if info.kind == "Namespace" {
-        // As Kubernetes: `spec.finalizers` changes only through `finalize`.
-        copy_spec_finalizers(&mut new, old);
-    }
-    // Initializers leave `pending` one by one; once an object is initialized, a Pod's spec
-    // is fixed (while it is not, its initializers may change anything: that is their point).
+    // Initializers leave `pending` one by one.
     initializers::normalize(&mut new);
-    let frozen = (info.kind == "Pod" && old.is_initialized())
-        .then(|| initializers::check_pod_spec_update(old, &new))
-        .flatten();
-    let causes: Vec<FieldCause> = initializers::check_pending_update(old, &new)
+    let mut causes: Vec<FieldCause> = initializers::check_pending_update(old, &new)
         .into_iter()
-        .chain(frozen)
         .collect();
+    kind.prepare_for_update(&mut new, old, &mut causes);
     if !causes.is_empty() {
         return Err(ApiError::invalid(kind_target(info, &t.name), causes));
     }
-    apply_defaults(info, &mut new);
+    kind.defaults(&mut new);
     if spec_part(&new) != spec_part(old) {
         let generation = old.generation() + 1;
         new.metadata_mut()
@@ -445,15 +294,28 @@ pub fn prepare_for_update(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::deletion::has_finalizers;
-    use crate::registry::validation::validate;
+    use crate::registry::kinds::testing::{info, kind};
     use keel_api::Reason;
 
-    fn info(kind: &str) -> ResourceInfo {
-        keel_api::builtin_resources()
-            .into_iter()
-            .find(|r| r.kind == kind)
-            .unwrap()
+    fn prepare_for_create(i: &ResourceInfo, o: &mut Object) {
+        super::prepare_for_create(i, &*kind(&i.kind), o)
+    }
+
+    fn prepare_for_update(
+        i: &ResourceInfo,
+        new: Object,
+        old: &Object,
+        sub: Subresource,
+    ) -> Result<Object, ApiError> {
+        super::prepare_for_update(i, &*kind(&i.kind), new, old, sub)
+    }
+
+    fn validate(i: &ResourceInfo, o: &Object) -> Result<(), ApiError> {
+        crate::registry::validation::validate(i, &*kind(&i.kind), o)
+    }
+
+    fn has_finalizers(i: &ResourceInfo, o: &Object) -> bool {
+        crate::registry::deletion::has_finalizers(&*kind(&i.kind), o)
     }
 
     fn obj(v: Value) -> Object {
@@ -497,7 +359,7 @@ mod tests {
             "spec": {"replicas": 1}, "status": {"replicas": 1}}),
         );
         // As stored: with the kind's defaults.
-        apply_defaults(&i, &mut old);
+        kind("Deployment").defaults(&mut old);
         let new = obj(
             json!({"metadata": {"name": "d"}, "spec": {"replicas": 2}, "status": {"replicas": 99}}),
         );

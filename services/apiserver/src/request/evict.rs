@@ -26,7 +26,7 @@ impl Verb for Evict {
 
     async fn run(self, cx: Context<'_>) -> Result<(), ApiError> {
         let t = Target::new(&cx.info.gvr.group, &cx.info.gvr.resource, &self.name);
-        if cx.info.kind != "Pod" || !cx.info.gvr.group.is_empty() {
+        if !cx.info.has_subresource("eviction") {
             let mut e = ApiError::not_found(t);
             e.message = format!(
                 "{} has no subresource \"eviction\"",

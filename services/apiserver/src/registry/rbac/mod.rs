@@ -293,6 +293,23 @@ pub fn forbidden(user: &User, a: &Attributes<'_>) -> ApiError {
     super::errors::forbidden(Target::new(a.group, a.resource, a.name), &why)
 }
 
+/// A binding's role is what its writer was checked against (`GrantCheck`), as in Kubernetes:
+/// a different role is a different binding, so `roleRef` cannot change.
+pub fn role_ref_unchanged(new: &Object, old: &Object, causes: &mut Vec<FieldCause>) {
+    if new.as_map().get("roleRef") != old.as_map().get("roleRef") {
+        let value = new
+            .as_map()
+            .get("roleRef")
+            .map(Value::to_string)
+            .unwrap_or_default();
+        causes.push(FieldCause::invalid(
+            "roleRef",
+            &value,
+            "cannot change roleRef",
+        ));
+    }
+}
+
 /// Validation of a Role's or ClusterRole's rules (`namespaced`: a Role, whose rules cannot
 /// name non-resource URLs).
 pub fn validate_role(root: &Map<String, Value>, namespaced: bool, causes: &mut Vec<FieldCause>) {

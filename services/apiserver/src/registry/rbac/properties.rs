@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use keel_api::Object;
 use keel_api::resource::RBAC_GROUP;
-use keel_api::{Object, ResourceInfo};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -25,11 +25,8 @@ fn user(name: &str, groups: &[&str]) -> User {
     }
 }
 
-fn info(resource: &str) -> ResourceInfo {
-    keel_api::builtin_resources()
-        .into_iter()
-        .find(|r| r.gvr.group == RBAC_GROUP && r.gvr.resource == resource)
-        .expect("an RBAC resource")
+fn grant_kind(resource: &str) -> super::GrantKind {
+    super::GrantKind::of_resource(resource)
 }
 
 /// A rule of the universe. `held`: one a user may start with (no verb that is or includes
@@ -284,7 +281,7 @@ fn apply(w: &mut World, alice: &User, write: &Write) {
     }
     let request_name = if old.is_some() { obj.name() } else { "" };
     let check = GrantCheck::new(
-        &info(resource),
+        grant_kind(resource),
         Some(alice),
         Arc::new(w.policy()),
         request_name,

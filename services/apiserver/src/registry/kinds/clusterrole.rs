@@ -1,0 +1,18 @@
+//! `rbac.authorization.k8s.io/v1` ClusterRole: rules that its writer must hold (`rbac::GrantCheck`).
+
+use keel_api::{FieldCause, Object};
+
+use super::Kind;
+use crate::registry::rbac::{self, GrantKind};
+
+pub struct ClusterRole;
+
+impl Kind for ClusterRole {
+    fn validate(&self, obj: &Object, causes: &mut Vec<FieldCause>) {
+        rbac::validate_role(obj.as_map(), false, causes);
+    }
+
+    fn grant_kind(&self) -> Option<GrantKind> {
+        Some(GrantKind::ClusterRole)
+    }
+}

@@ -1,0 +1,51 @@
+//! `v1` ConfigMap: keys of `data` and `binaryData` as Kubernetes allows them, string values.
+
+use keel_api::{FieldCause, Object};
+use serde_json::Value;
+
+use super::{Kind, MergeKeys, builtin_merge_keys};
+
+pub struct ConfigMap {
+    merge: Option<MergeKeys>,
+}
+
+impl ConfigMap {
+    pub fn new() -> Self {
+        ConfigMap {
+            merge: builtin_merge_keys("v1", "ConfigMap"),
+        }
+    }
+}
+
+impl Kind for ConfigMap {
+    fn validate(&self, obj: &Object, causes: &mut Vec<FieldCause>) {
+        for field in ["data", "binaryData"] {
+            match obj.as_map().get(field) {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(m)) => {
+                    for (k, v) in m {
+                        let key_ok = !k.is_empty()
+                            && k.len() <= 253
+                            && k.chars()
+                                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+                        if !key_ok {
+                            causes.push(FieldCause::invalid(
+                                field,
+                                k,
+                                "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                            ));
+                        }
+                        if !v.is_string() {
+                            causes.push(FieldCause::type_error(format!("{field}.{k}"), "a string"));
+                        }
+                    }
+                }
+                Some(_) => causes.push(FieldCause::type_error(field, "a map of strings")),
+            }
+        }
+    }
+
+    fn merge_schema(&self) -> Option<MergeKeys> {
+        self.merge.clone()
+    }
+}

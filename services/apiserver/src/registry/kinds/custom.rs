@@ -1,0 +1,44 @@
+//! Custom resources: each served version of a CRD is a kind, its rules read from the CRD
+//! (`registry::crd` derives them).
+
+use keel_api::Object;
+use serde_json::Value;
+
+use super::{Kind, MergeKeys};
+use crate::registry::crd::{self, CustomResource};
+
+/// A custom resource's rules, from its CRD: created without status when the CRD has the
+/// status subresource (its controller writes one), so the schema's required status fields are
+/// not asked of its creator; pruned and validated against its version's schema; stored at
+/// the storage version; merge keys from `x-kubernetes-list-map-keys` (keel's extension, since
+/// Kubernetes refuses strategic patches of custom objects); replaced only at a named
+/// `resourceVersion`, as in Kubernetes.
+impl Kind for CustomResource {
+    fn initial_status(&self) -> Option<Value> {
+        None
+    }
+
+    fn admit(&self, obj: &mut Object) -> Result<(), keel_api::ApiError> {
+        crd::validate_object(self, obj)
+    }
+
+    fn to_storage_version(&self, obj: &mut Object) {
+        crd::to_storage_version(self, obj)
+    }
+
+    fn merge_schema(&self) -> Option<MergeKeys> {
+        Some(self.merge.clone())
+    }
+
+    fn update_needs_resource_version(&self) -> bool {
+        true
+    }
+
+    fn printer_columns(&self) -> &[Value] {
+        &self.printer_columns
+    }
+
+    fn openapi_schema(&self) -> Option<&Value> {
+        Some(&self.openapi_schema).filter(|s| s.is_object())
+    }
+}

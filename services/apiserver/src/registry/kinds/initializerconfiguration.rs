@@ -1,0 +1,19 @@
+//! `admissionregistration.k8s.io/v1alpha1` InitializerConfiguration: which initializers new
+//! objects get, defaulted and validated as `registry::initializers` reads them.
+
+use keel_api::{FieldCause, Object};
+
+use super::Kind;
+use crate::registry::initializers;
+
+pub struct InitializerConfiguration;
+
+impl Kind for InitializerConfiguration {
+    fn defaults(&self, obj: &mut Object) {
+        initializers::config_defaults(obj);
+    }
+
+    fn validate(&self, obj: &Object, causes: &mut Vec<FieldCause>) {
+        initializers::validate_config(obj.as_map(), causes);
+    }
+}

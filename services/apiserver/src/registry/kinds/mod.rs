@@ -1,0 +1,325 @@
+//! The kinds: one module per kind, each with every rule its objects follow, in the spirit of
+//! Kubernetes' `RESTCreateStrategy`, `RESTUpdateStrategy` and `RESTDeleteStrategy`. The phases
+//! (`strategy`, `validation`, `deletion`, `patch`, the admission pipelines) are generic and ask
+//! the [`Kind`]; no kind's name is matched on anywhere else (`layers.rs` checks it). A custom
+//! resource is a kind too: `crd::CustomResource` implements [`Kind`] from its CRD's schema.
+//!
+//! Adding a built-in kind: its `ResourceInfo` in `keel_api::resource` (the names and scope
+//! clients know too), a module here implementing [`Kind`], and one line in [`builtin`]
+//! (DESIGN.md, "Adding a kind").
+
+mod clusterrole;
+mod clusterrolebinding;
+mod configmap;
+mod crd;
+mod custom;
+mod deployment;
+mod event;
+mod initializerconfiguration;
+mod lease;
+mod namespace;
+mod pod;
+mod replicaset;
+mod review;
+mod role;
+mod rolebinding;
+mod workload;
+
+use std::sync::Arc;
+
+use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
+use keel_patch::MergeSchema;
+use serde_json::{Value, json};
+
+use super::rbac::GrantKind;
+
+pub use namespace::{NAMESPACE_FINALIZER, PROTECTED_NAMESPACES};
+use review::Review;
+pub use review::ReviewKind;
+
+/// The rules of one kind. Every method has the default of a kind with no rule of its own, so
+/// a kind implements only what sets it apart.
+pub trait Kind: Send + Sync {
+    /// Subresources beyond `status` (which `ResourceInfo::status_subresource` says):
+    /// `finalize`, `scale`, `eviction`. Discovery lists them; requests may address them.
+    fn subresources(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The `status` a new object starts with when the kind has a status subresource (the
+    /// client's is dropped); `None`: no status at all.
+    fn initial_status(&self) -> Option<Value> {
+        Some(json!({}))
+    }
+
+    /// What a new object gets besides the system fields and its status (Kubernetes'
+    /// `PrepareForCreate`).
+    fn prepare_for_create(&self, _obj: &mut Object) {}
+
+    /// Kubernetes' defaults of the kind (`SetDefaults_*`), on create and on every update.
+    fn defaults(&self, _obj: &mut Object) {}
+
+    /// The kind's own fields' rules, after the metadata's (Kubernetes' `Validate`).
+    fn validate(&self, _obj: &Object, _causes: &mut Vec<FieldCause>) {}
+
+    /// Fields of `old` that an update of the object itself may not change, checked with its
+    /// name and namespace (Kubernetes' `ValidateUpdate`).
+    fn validate_update(&self, _new: &Object, _old: &Object, _causes: &mut Vec<FieldCause>) {}
+
+    /// What an update of the object itself keeps from `old`, and what it may not do given
+    /// `old`'s state, once the system fields are kept (Kubernetes' `PrepareForUpdate`).
+    fn prepare_for_update(&self, _new: &mut Object, _old: &Object, _causes: &mut Vec<FieldCause>) {}
+
+    /// The `finalize` subresource (for kinds that list it): what moves from `new` into
+    /// `out`, a copy of the stored object.
+    fn finalize(&self, _out: &mut Object, _new: &Object) {}
+
+    /// Whether finalizers the kind keeps outside `metadata.finalizers` hold the object back
+    /// from removal (a Namespace's `spec.finalizers`).
+    fn held_by_own_finalizers(&self, _obj: &Object) -> bool {
+        false
+    }
+
+    /// Whether a Delete may proceed against the stored object.
+    fn check_delete(&self, _t: &Target, _stored: &Object) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// What the first Delete of an object held by finalizers changes besides
+    /// `deletionTimestamp`.
+    fn prepare_for_deletion(&self, _obj: &mut Object) {}
+
+    /// The merge keys of its lists for strategic merge patch; `None`: such patches are
+    /// refused. A built-in kind's are `keel_patch::BuiltinSchema`'s (which clients share).
+    fn merge_schema(&self) -> Option<MergeKeys> {
+        None
+    }
+
+    /// Which of the four RBAC kinds it is, if one: its writes grant rights.
+    fn grant_kind(&self) -> Option<GrantKind> {
+        None
+    }
+
+    /// Which review it is, for the reviews: created and answered, never stored.
+    fn review(&self) -> Option<ReviewKind> {
+        None
+    }
+
+    /// The last rules of every write, after validation: a custom object is pruned and checked
+    /// against its CRD's schema.
+    fn admit(&self, _obj: &mut Object) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// `obj` in the version objects of the kind are stored at.
+    fn to_storage_version(&self, _obj: &mut Object) {}
+
+    /// Whether an Update must name the `resourceVersion` it replaces (custom objects, as in
+    /// Kubernetes).
+    fn update_needs_resource_version(&self) -> bool {
+        false
+    }
+
+    /// Columns `get` shows beyond the built-in ones (a CRD's `additionalPrinterColumns`).
+    fn printer_columns(&self) -> &[Value] {
+        &[]
+    }
+
+    /// The OpenAPI v3 schema a CRD gives its objects.
+    fn openapi_schema(&self) -> Option<&Value> {
+        None
+    }
+}
+
+/// The merge keys of a kind's lists, shared by the patches that use them.
+pub type MergeKeys = Arc<dyn MergeSchema + Send + Sync>;
+
+/// The merge keys Kubernetes declares in its Go types for a built-in kind (`keel_patch`
+/// keeps them, for clients' patches too).
+fn builtin_merge_keys(api_version: &str, kind: &str) -> Option<MergeKeys> {
+    keel_patch::BuiltinSchema::for_kind(api_version, kind).map(|s| Arc::new(s) as MergeKeys)
+}
+
+/// A resource as the registry serves it: what it is, and its kind's rules.
+#[derive(Clone)]
+pub struct Served {
+    pub info: Arc<ResourceInfo>,
+    pub kind: Arc<dyn Kind>,
+}
+
+/// The built-in kinds, each registered once: the resource (group and plural) its
+/// `ResourceInfo` in `keel_api` names, and its rules.
+fn registrations() -> Vec<(&'static str, &'static str, Arc<dyn Kind>)> {
+    use keel_api::resource::{AUTHENTICATION_GROUP, AUTHORIZATION_GROUP, RBAC_GROUP};
+    vec![
+        ("", "namespaces", Arc::new(namespace::Namespace::new())),
+        ("", "pods", Arc::new(pod::Pod::new())),
+        ("", "configmaps", Arc::new(configmap::ConfigMap::new())),
+        ("", "events", Arc::new(event::Event::new())),
+        (
+            "apps",
+            "replicasets",
+            Arc::new(replicaset::ReplicaSet::new()),
+        ),
+        (
+            "apps",
+            "deployments",
+            Arc::new(deployment::Deployment::new()),
+        ),
+        (
+            "coordination.k8s.io",
+            "leases",
+            Arc::new(lease::Lease::new()),
+        ),
+        (RBAC_GROUP, "roles", Arc::new(role::Role)),
+        (
+            RBAC_GROUP,
+            "rolebindings",
+            Arc::new(rolebinding::RoleBinding),
+        ),
+        (
+            RBAC_GROUP,
+            "clusterroles",
+            Arc::new(clusterrole::ClusterRole),
+        ),
+        (
+            RBAC_GROUP,
+            "clusterrolebindings",
+            Arc::new(clusterrolebinding::ClusterRoleBinding),
+        ),
+        (
+            super::crd::GROUP,
+            super::crd::RESOURCE,
+            Arc::new(crd::CustomResourceDefinition),
+        ),
+        (
+            super::initializers::CONFIG_GROUP,
+            super::initializers::CONFIG_RESOURCE,
+            Arc::new(initializerconfiguration::InitializerConfiguration),
+        ),
+        (
+            AUTHORIZATION_GROUP,
+            "selfsubjectaccessreviews",
+            Arc::new(Review(ReviewKind::SelfSubjectAccessReview)),
+        ),
+        (
+            AUTHORIZATION_GROUP,
+            "selfsubjectrulesreviews",
+            Arc::new(Review(ReviewKind::SelfSubjectRulesReview)),
+        ),
+        (
+            AUTHORIZATION_GROUP,
+            "subjectaccessreviews",
+            Arc::new(Review(ReviewKind::SubjectAccessReview)),
+        ),
+        (
+            AUTHENTICATION_GROUP,
+            "selfsubjectreviews",
+            Arc::new(Review(ReviewKind::SelfSubjectReview)),
+        ),
+    ]
+}
+
+/// Every built-in resource with its kind's rules; its `ResourceInfo` lists the subresources
+/// the kind has. A resource without a registered kind is served with no rules of its own
+/// (the test below keeps that from happening).
+pub fn builtin() -> Vec<Served> {
+    let kinds = registrations();
+    keel_api::builtin_resources()
+        .into_iter()
+        .chain(keel_api::review_resources())
+        .map(|mut info| {
+            let kind = kinds
+                .iter()
+                .find(|(g, r, _)| *g == info.gvr.group && *r == info.gvr.resource)
+                .map_or_else(unknown, |(_, _, k)| k.clone());
+            info.subresources = kind.subresources().iter().map(|s| s.to_string()).collect();
+            Served {
+                info: Arc::new(info),
+                kind,
+            }
+        })
+        .collect()
+}
+
+/// A kind with no rules of its own.
+struct Plain;
+
+impl Kind for Plain {}
+
+/// The rules of a resource no longer served: none of its own.
+pub fn unknown() -> Arc<dyn Kind> {
+    Arc::new(Plain)
+}
+
+/// Test helpers: a built-in resource and its kind, by kind name.
+#[cfg(test)]
+pub mod testing {
+    use super::*;
+
+    pub fn served(kind: &str) -> Served {
+        builtin()
+            .into_iter()
+            .find(|s| s.info.kind == kind)
+            .unwrap_or_else(|| panic!("no built-in kind {kind}"))
+    }
+
+    pub fn info(kind: &str) -> Arc<ResourceInfo> {
+        served(kind).info
+    }
+
+    pub fn kind(kind: &str) -> Arc<dyn Kind> {
+        served(kind).kind
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_resource_has_exactly_one_kind_and_every_kind_a_resource() {
+        let resources: Vec<ResourceInfo> = keel_api::builtin_resources()
+            .into_iter()
+            .chain(keel_api::review_resources())
+            .collect();
+        let kinds = registrations();
+        for r in &resources {
+            let n = kinds
+                .iter()
+                .filter(|(g, res, _)| *g == r.gvr.group && *res == r.gvr.resource)
+                .count();
+            assert_eq!(n, 1, "{} has {n} kinds registered", r.gvr);
+        }
+        for (g, res, _) in &kinds {
+            assert!(
+                resources
+                    .iter()
+                    .any(|r| r.gvr.group == *g && r.gvr.resource == *res),
+                "{res}.{g} is registered but no such resource is served"
+            );
+        }
+    }
+
+    #[test]
+    fn resources_list_their_kinds_subresources() {
+        assert_eq!(testing::info("Namespace").subresources, ["finalize"]);
+        assert_eq!(testing::info("Pod").subresources, ["eviction"]);
+        assert_eq!(testing::info("Deployment").subresources, ["scale"]);
+        assert!(testing::info("ConfigMap").subresources.is_empty());
+    }
+
+    #[test]
+    fn the_rbac_kinds_and_only_they_grant_rights() {
+        for (kind, grants) in [
+            ("Role", Some(GrantKind::Role)),
+            ("ClusterRole", Some(GrantKind::ClusterRole)),
+            ("RoleBinding", Some(GrantKind::RoleBinding)),
+            ("ClusterRoleBinding", Some(GrantKind::ClusterRoleBinding)),
+            ("ConfigMap", None),
+            ("Pod", None),
+        ] {
+            assert_eq!(testing::kind(kind).grant_kind(), grants, "{kind}");
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! `apps/v1` ReplicaSet: a workload (replicas, selector, pod template, `scale`).
+
+use keel_api::{FieldCause, Object};
+
+use super::{Kind, MergeKeys, builtin_merge_keys, workload};
+
+pub struct ReplicaSet {
+    merge: Option<MergeKeys>,
+}
+
+impl ReplicaSet {
+    pub fn new() -> Self {
+        ReplicaSet {
+            merge: builtin_merge_keys("apps/v1", "ReplicaSet"),
+        }
+    }
+}
+
+impl Kind for ReplicaSet {
+    fn subresources(&self) -> &'static [&'static str] {
+        workload::SUBRESOURCES
+    }
+
+    fn defaults(&self, obj: &mut Object) {
+        workload::default_replicas(obj);
+    }
+
+    fn validate(&self, obj: &Object, causes: &mut Vec<FieldCause>) {
+        workload::workload_spec(obj.as_map().get("spec"), causes);
+    }
+
+    fn merge_schema(&self) -> Option<MergeKeys> {
+        self.merge.clone()
+    }
+}

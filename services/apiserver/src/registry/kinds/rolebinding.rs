@@ -1,0 +1,22 @@
+//! `rbac.authorization.k8s.io/v1` RoleBinding: subjects and a role its writer must hold or may `bind` (`rbac::GrantCheck`); `roleRef` is immutable, as in Kubernetes: a different role is a different binding.
+
+use keel_api::{FieldCause, Object};
+
+use super::Kind;
+use crate::registry::rbac::{self, GrantKind};
+
+pub struct RoleBinding;
+
+impl Kind for RoleBinding {
+    fn validate(&self, obj: &Object, causes: &mut Vec<FieldCause>) {
+        rbac::validate_binding(obj.as_map(), true, causes);
+    }
+
+    fn validate_update(&self, new: &Object, old: &Object, causes: &mut Vec<FieldCause>) {
+        rbac::role_ref_unchanged(new, old, causes);
+    }
+
+    fn grant_kind(&self) -> Option<GrantKind> {
+        Some(GrantKind::RoleBinding)
+    }
+}
