@@ -12,7 +12,7 @@ use tonic::service::interceptor::InterceptedService;
 
 use crate::auth::Authenticator;
 use crate::config::{AuthorizationMode, Config};
-use crate::etcd::{Etcd, EtcdTls};
+use crate::etcd::{Etcd, EtcdTls, KeyValue};
 use crate::metrics::Metrics;
 use crate::registry::{FinalizerRules, Registry, Resources};
 use crate::request::{AuditConfig, AuditLog, Handler, Limits, LimitsConfig};
@@ -103,12 +103,14 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         }
         tracing::warn!("serving plain text on loopback: no --tls-cert-file");
     }
-    let etcd = Etcd::connect(
-        &config.etcd_servers,
-        etcd_tls(&config)?.as_ref(),
-        metrics.clone(),
-    )
-    .await?;
+    let etcd: Arc<dyn KeyValue> = Arc::new(
+        Etcd::connect(
+            &config.etcd_servers,
+            etcd_tls(&config)?.as_ref(),
+            metrics.clone(),
+        )
+        .await?,
+    );
     // Turns true first on SIGTERM: /readyz and gRPC health answer unready, all else serves.
     let (draining_tx, draining_rx) = tokio::sync::watch::channel(false);
     // Turns true after --shutdown-delay: watches end and the gRPC listener stops accepting.

@@ -7,10 +7,12 @@
 //! landed is sent again as the same transaction, and the key's history tells whether the
 //! write that won was ours ([`Etcd::settle`]).
 
+mod kv;
 mod members;
 mod watch;
 
-pub use watch::{Event, EventKind, Watch, WatchEnd, WatchResponse};
+pub use kv::KeyValue;
+pub use watch::{Event, EventKind, OwnedEvent, Watch, WatchEnd, WatchResponse};
 
 use std::sync::Arc;
 use std::time::Duration;

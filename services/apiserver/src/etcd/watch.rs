@@ -3,8 +3,10 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use etcd_client::{EventType, WatchOptions, WatchStream};
 use keel_api::ApiError;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::members::Members;
@@ -32,35 +34,89 @@ pub struct Event<'a> {
     pub prev: Option<(&'a [u8], i64)>,
 }
 
+/// One change of one key held in its own buffers, for a watch fed in process (an in-memory
+/// store) rather than from etcd's answers.
+#[derive(Debug, Clone)]
+pub struct OwnedEvent {
+    pub kind: EventKind,
+    pub key: Bytes,
+    pub value: Bytes,
+    pub mod_revision: i64,
+    pub create_revision: i64,
+    pub prev: Option<(Bytes, i64)>,
+}
+
+impl OwnedEvent {
+    fn borrow(&self) -> Event<'_> {
+        Event {
+            kind: self.kind,
+            key: &self.key,
+            value: &self.value,
+            mod_revision: self.mod_revision,
+            create_revision: self.create_revision,
+            prev: self.prev.as_ref().map(|(v, r)| (&v[..], *r)),
+        }
+    }
+}
+
 /// One message of a watch: events, or a progress notification.
-pub struct WatchResponse(etcd_client::WatchResponse);
+pub struct WatchResponse(Message);
+
+enum Message {
+    /// etcd's answer, read in place.
+    Etcd(etcd_client::WatchResponse),
+    /// Events of one revision or more, in order.
+    Events(Vec<OwnedEvent>),
+    /// Every event up to this revision has been sent.
+    Progress(i64),
+}
 
 impl WatchResponse {
+    /// Events delivered in process, in revision order.
+    pub fn from_events(events: Vec<OwnedEvent>) -> WatchResponse {
+        WatchResponse(Message::Events(events))
+    }
+
+    /// A progress notification delivered in process: every event up to `revision` was sent.
+    pub fn progress_at(revision: i64) -> WatchResponse {
+        WatchResponse(Message::Progress(revision))
+    }
+
     /// The changes this message carries, in revision order.
     pub fn events(&self) -> impl Iterator<Item = Event<'_>> {
-        self.0.events().iter().filter_map(|ev| {
-            let kv = ev.kv()?;
-            Some(Event {
-                kind: match ev.event_type() {
-                    EventType::Put => EventKind::Put,
-                    EventType::Delete => EventKind::Delete,
-                },
-                key: kv.key(),
-                value: kv.value(),
-                mod_revision: kv.mod_revision(),
-                create_revision: kv.create_revision(),
-                prev: ev.prev_kv().map(|p| (p.value(), p.mod_revision())),
+        let (etcd, owned): (&[etcd_client::Event], &[OwnedEvent]) = match &self.0 {
+            Message::Etcd(r) => (r.events(), &[]),
+            Message::Events(events) => (&[], events),
+            Message::Progress(_) => (&[], &[]),
+        };
+        // One of the two is empty: chaining them keeps etcd's events borrowed in place.
+        etcd.iter()
+            .filter_map(|ev| {
+                let kv = ev.kv()?;
+                Some(Event {
+                    kind: match ev.event_type() {
+                        EventType::Put => EventKind::Put,
+                        EventType::Delete => EventKind::Delete,
+                    },
+                    key: kv.key(),
+                    value: kv.value(),
+                    mod_revision: kv.mod_revision(),
+                    create_revision: kv.create_revision(),
+                    prev: ev.prev_kv().map(|p| (p.value(), p.mod_revision())),
+                })
             })
-        })
+            .chain(owned.iter().map(OwnedEvent::borrow))
     }
 
     /// For a message without events (a progress notification): the revision up to which every
     /// event has been sent. The message confirming the watch's creation is not one.
     pub fn progress(&self) -> Option<i64> {
-        if self.0.events().is_empty() && !self.0.created() {
-            self.0.header().map(|h| h.revision())
-        } else {
-            None
+        match &self.0 {
+            Message::Etcd(r) if r.events().is_empty() && !r.created() => {
+                r.header().map(|h| h.revision())
+            }
+            Message::Etcd(_) | Message::Events(_) => None,
+            Message::Progress(rev) => Some(*rev),
         }
     }
 }
@@ -78,16 +134,27 @@ pub enum WatchEnd {
     Failed(String),
 }
 
-/// An open watch of a key prefix, on one member: it ends (`Failed`) when that member is
-/// marked down, so the caller resumes on another one from its last revision.
-pub struct Watch {
-    stream: WatchStream,
-    member: usize,
-    health: tokio::sync::watch::Receiver<Vec<bool>>,
+/// An open watch of a key prefix, on one etcd member (it ends `Failed` when that member is
+/// marked down, so the caller resumes on another one from its last revision), or fed in
+/// process through a channel.
+pub struct Watch(Source);
+
+// One per open watch, held by its task: its size costs nothing, a box would cost a pointer
+// chase per message.
+#[allow(clippy::large_enum_variant)]
+enum Source {
+    Etcd {
+        stream: WatchStream,
+        member: usize,
+        health: tokio::sync::watch::Receiver<Vec<bool>>,
+    },
+    /// Messages in order; the sender's last one may be the end. Closing the channel without
+    /// one is `Failed`, as a broken stream.
+    Channel(mpsc::UnboundedReceiver<Result<WatchResponse, WatchEnd>>),
 }
 
 /// How long opening a watch may wait for a member that answers.
-const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Etcd {
     /// Watches every key under `prefix` from revision `from` on, with progress notifications;
@@ -130,11 +197,11 @@ impl Etcd {
             let why = match opened {
                 Err(_) => return Err(ApiError::unavailable(format!("etcd watch: {cause}"))),
                 Ok(Ok(stream)) => {
-                    return Ok(Watch {
+                    return Ok(Watch(Source::Etcd {
                         stream,
                         member: i,
                         health,
-                    });
+                    }));
                 }
                 Ok(Err(e)) => match classify(e) {
                     Failure::Final(e) => return Err(e),
@@ -185,11 +252,29 @@ impl Etcd {
 }
 
 impl Watch {
+    /// A watch whose messages are sent in process, in order, through `rx`.
+    pub fn from_channel(rx: mpsc::UnboundedReceiver<Result<WatchResponse, WatchEnd>>) -> Watch {
+        Watch(Source::Channel(rx))
+    }
+
     /// The next message; cancel-safe, so it may be raced against a timer.
     pub async fn next(&mut self) -> Result<WatchResponse, WatchEnd> {
+        let (stream, member, health) = match &mut self.0 {
+            Source::Etcd {
+                stream,
+                member,
+                health,
+            } => (stream, *member, health),
+            Source::Channel(rx) => {
+                return rx
+                    .recv()
+                    .await
+                    .unwrap_or_else(|| Err(WatchEnd::Failed("the watch was closed".into())));
+            }
+        };
         let msg = tokio::select! {
-            m = self.stream.message() => m,
-            _ = Members::better_elsewhere(&mut self.health, self.member) => {
+            m = stream.message() => m,
+            _ = Members::better_elsewhere(health, member) => {
                 return Err(WatchEnd::Failed("the etcd member stopped answering".into()));
             }
         };
@@ -198,7 +283,7 @@ impl Watch {
                 compact_revision: r.compact_revision(),
                 reason: r.cancel_reason().to_string(),
             }),
-            Ok(Some(r)) => Ok(WatchResponse(r)),
+            Ok(Some(r)) => Ok(WatchResponse(Message::Etcd(r))),
             Ok(None) => Err(WatchEnd::Failed("etcd closed the watch".into())),
             Err(e) => Err(WatchEnd::Failed(e.to_string())),
         }

@@ -19,7 +19,7 @@ impl Store {
         let t = key.target();
         let bytes = codec::encode(&t, &obj)?;
         match self
-            .etcd
+            .kv
             .create(&key.key, bytes, deadline)
             .await
             .map_err(|e| e.with_target(&t))?
@@ -42,7 +42,7 @@ impl Store {
     ) -> Result<Object, ApiError> {
         let t = key.target();
         codec::encode(&t, &obj)?;
-        match self.etcd.get(&key.key, deadline).await {
+        match self.kv.get(&key.key, deadline).await {
             Ok(Some(_)) => Err(ApiError::already_exists(t)),
             Ok(None) => Ok(obj),
             Err(e) => Err(e.with_target(&t)),

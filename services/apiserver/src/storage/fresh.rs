@@ -40,7 +40,7 @@ impl Store {
         loop {
             // A read still unanswered when the wait is over leaves the revision known so far,
             // if etcd answered at all; if it never did, that is the error, not the version.
-            match timeout_at(until, self.etcd.current_revision(deadline)).await {
+            match timeout_at(until, self.kv.current_revision(deadline)).await {
                 Ok(read) => {
                     current = current.max(read?);
                     answered = true;

@@ -109,7 +109,7 @@ impl Store {
                 .and_then(|s| cache.key_after(s, 2 * chunk as usize, &end_text))
                 .map(String::into_bytes);
             let range_end = part_end.clone().unwrap_or_else(|| end.clone());
-            let page = self.etcd.range(&start, range_end, revision, chunk, deadline).await.map_err(|e| {
+            let page = self.kv.range(&start, range_end, revision, chunk, deadline).await.map_err(|e| {
                 if e.reason == Reason::Expired && !q.continue_token.is_empty() {
                     ApiError::expired("the provided continue parameter is too old to display a consistent list result; list again without it")
                 } else if e.reason == Reason::Expired && q.exact {

@@ -103,7 +103,7 @@ impl Store {
                 }));
             }
         }
-        let Some(kv) = self.etcd.get(&key.key, deadline).await? else {
+        let Some(kv) = self.kv.get(&key.key, deadline).await? else {
             return Ok(None);
         };
         let obj = from_storage(&key.info, &kv.value, kv.mod_revision)?;

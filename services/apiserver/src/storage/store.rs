@@ -14,7 +14,7 @@ use super::keys::{Keys, ObjectKey};
 use super::recent::{RECENT_WRITES, RecentWrites};
 use super::update::RemovalPolicy;
 use super::watch_cache::WatchCache;
-use crate::etcd::Etcd;
+use crate::etcd::KeyValue;
 use crate::metrics::Metrics;
 
 /// Tunables of the store.
@@ -29,7 +29,8 @@ pub struct StoreConfig {
 }
 
 pub struct Store {
-    pub(super) etcd: Etcd,
+    /// etcd in the product; an in-memory store with its semantics in unit tests.
+    pub(super) kv: Arc<dyn KeyValue>,
     pub(super) keys: Keys,
     pub(super) config: StoreConfig,
     pub(super) metrics: Metrics,
@@ -46,14 +47,14 @@ pub struct Store {
 
 impl Store {
     pub fn new(
-        etcd: Etcd,
+        kv: Arc<dyn KeyValue>,
         config: StoreConfig,
         removal: Arc<dyn RemovalPolicy>,
         metrics: Metrics,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Arc<Store> {
         Arc::new(Store {
-            etcd,
+            kv,
             keys: Keys::new(&config.prefix),
             config,
             metrics,
@@ -88,7 +89,7 @@ impl Store {
                     self.keys.resource_prefix(info),
                     self.config.watch_cache_size,
                 );
-                tokio::spawn(cache.clone().run(self.etcd.clone()));
+                tokio::spawn(cache.clone().run(self.kv.clone()));
                 cache
             })
             .clone()
@@ -134,7 +135,7 @@ impl Store {
 
     /// Whether storage can serve: etcd answers and every started cache has loaded; else why not.
     pub async fn readiness(&self, deadline: Instant) -> Result<(), String> {
-        if let Err(e) = self.etcd.current_revision(deadline).await {
+        if let Err(e) = self.kv.current_revision(deadline).await {
             return Err(format!("etcd: {}", e.message));
         }
         let loaded = self

@@ -141,16 +141,14 @@ impl Store {
             }
             let mut stored = None;
             let result = if remove {
-                self.etcd
-                    .compare_and_delete(&key.key, cur.rv, deadline)
-                    .await
+                self.kv.compare_and_delete(&key.key, cur.rv, deadline).await
             } else {
                 let bytes = match codec::encode(&t, &obj) {
                     Ok(b) => b,
                     Err(e) => return (Err(e), errors),
                 };
                 stored = Some(Bytes::copy_from_slice(&bytes));
-                self.etcd
+                self.kv
                     .compare_and_put(&key.key, cur.rv, bytes, deadline)
                     .await
             };

@@ -41,9 +41,7 @@ impl Store {
         };
         Ok(match cache.register(from) {
             Ok(reg) => watcher::serve_from_cache(reg, params),
-            Err(_) => {
-                watcher::serve_from_etcd(self.etcd.clone(), prefix, from.unwrap_or(0), params)
-            }
+            Err(_) => watcher::serve_from_etcd(self.kv.clone(), prefix, from.unwrap_or(0), params),
         })
     }
 }

@@ -20,7 +20,7 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use super::cached::CachedObject;
-use crate::etcd::{self, Etcd, EventKind, WatchEnd, prefix_end};
+use crate::etcd::{self, EventKind, KeyValue, WatchEnd, prefix_end};
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,12 +234,12 @@ impl WatchCache {
 
     /// Keeps the cache in step with etcd until the process ends: list, watch, and on a
     /// compaction relist; on other failures resume watching with backoff.
-    pub async fn run(self: Arc<Self>, etcd: Etcd) {
+    pub async fn run(self: Arc<Self>, kv: Arc<dyn KeyValue>) {
         let mut need_list = true;
         let mut backoff = Duration::from_millis(100);
         loop {
             if need_list {
-                match self.relist(&etcd).await {
+                match self.relist(&*kv).await {
                     Ok(()) => {
                         need_list = false;
                         backoff = Duration::from_millis(100);
@@ -253,7 +253,7 @@ impl WatchCache {
                 }
             }
             let from = self.revision() + 1;
-            match self.follow(&etcd, from).await {
+            match self.follow(&*kv, from).await {
                 Interrupted::Compacted => {
                     tracing::warn!(resource = %self.info.gvr, "watch cache fell behind a compaction; relisting");
                     need_list = true;
@@ -273,7 +273,7 @@ impl WatchCache {
     }
 
     /// Loads every object at one revision and swaps the store in whole.
-    async fn relist(&self, etcd: &Etcd) -> Result<(), ApiError> {
+    async fn relist(&self, kv: &dyn KeyValue) -> Result<(), ApiError> {
         // etcd 3.4 walks every key from a page's start to the prefix's end to answer it: few
         // large pages (halved by `Etcd::range` when an answer is over its size limit).
         const PAGE: i64 = 10_000;
@@ -283,7 +283,7 @@ impl WatchCache {
         let mut store = BTreeMap::new();
         loop {
             let deadline = Instant::now() + Duration::from_secs(30);
-            let page = etcd
+            let page = kv
                 .range(&start, end.clone(), revision, PAGE, deadline)
                 .await?;
             revision = page.revision;
@@ -329,8 +329,8 @@ impl WatchCache {
     }
 
     /// Follows etcd from revision `from` until the watch ends.
-    async fn follow(&self, etcd: &Etcd, from: i64) -> Interrupted {
-        let mut watch = match etcd.watch(&self.prefix, from, false).await {
+    async fn follow(&self, kv: &dyn KeyValue, from: i64) -> Interrupted {
+        let mut watch = match kv.watch(&self.prefix, from, false).await {
             Ok(w) => w,
             Err(e) => return Interrupted::Failed(e),
         };

@@ -21,7 +21,7 @@ use tokio::time::Interval;
 use super::cached::CachedObject;
 use super::filter::Filter;
 use super::watch_cache::{Broadcast, CacheEvent, EventType, Registration};
-use crate::etcd::{self, Etcd, EventKind, WatchEnd};
+use crate::etcd::{self, EventKind, KeyValue, WatchEnd};
 use crate::metrics::Metrics;
 
 /// What a watcher is told.
@@ -270,7 +270,12 @@ pub fn serve_from_cache(reg: Registration, params: WatchParams) -> WatchStream {
 /// Serves a watcher whose revision is older than the cache holds straight from etcd, which
 /// keeps history until compaction (then: `Expired`). Rare (a client resuming after this
 /// replica restarted), so a task and a channel are fine here. `prefix` is the watched keys'.
-pub fn serve_from_etcd(etcd: Etcd, prefix: String, from: i64, params: WatchParams) -> WatchStream {
+pub fn serve_from_etcd(
+    kv: Arc<dyn KeyValue>,
+    prefix: String,
+    from: i64,
+    params: WatchParams,
+) -> WatchStream {
     let (out, rx) = mpsc::channel::<Result<WatchEvent, ApiError>>(ETCD_WATCH_BUFFER);
     tokio::spawn(async move {
         let mut shutdown = params.shutdown.clone();
@@ -279,7 +284,7 @@ pub fn serve_from_etcd(etcd: Etcd, prefix: String, from: i64, params: WatchParam
             seen: from,
             bookmarked: from,
         };
-        let mut watch = match etcd.watch(&prefix, from + 1, true).await {
+        let mut watch = match kv.watch(&prefix, from + 1, true).await {
             Ok(w) => w,
             Err(e) => {
                 let _ = out
@@ -304,7 +309,7 @@ pub fn serve_from_etcd(etcd: Etcd, prefix: String, from: i64, params: WatchParam
                         Err(WatchEnd::Failed(why)) => {
                             // Its member went away: resume on another one after the last
                             // revision seen.
-                            match etcd.watch(&prefix, progress.seen + 1, true).await {
+                            match kv.watch(&prefix, progress.seen + 1, true).await {
                                 Ok(w) => {
                                     watch = w;
                                     continue;
