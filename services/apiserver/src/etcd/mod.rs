@@ -8,6 +8,8 @@
 //! write that won was ours ([`Etcd::settle`]).
 
 mod kv;
+#[cfg(test)]
+pub mod mem;
 mod members;
 mod watch;
 
