@@ -7,6 +7,8 @@
 //! landed is sent again as the same transaction, and the key's history tells whether the
 //! write that won was ours ([`Etcd::settle`]).
 
+#[cfg(test)]
+mod conformance;
 mod kv;
 #[cfg(test)]
 pub mod mem;
