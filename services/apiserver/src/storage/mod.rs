@@ -19,6 +19,8 @@ mod read;
 mod recent;
 pub mod resource_version;
 mod store;
+#[cfg(test)]
+mod testing;
 mod update;
 mod watch;
 pub mod watch_cache;

@@ -207,3 +207,328 @@ impl Store {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use keel_api::{Reason, Target};
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::etcd::KeyValue;
+    use crate::etcd::mem::MemEtcd;
+    use crate::storage::testing::{Fixture, configmap, far};
+
+    /// A mutation that sets `data[key]`, counting its calls.
+    fn set(key: &'static str, value: &'static str, calls: &Arc<AtomicUsize>) -> Mutation {
+        let calls = calls.clone();
+        Box::new(move |obj| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let mut obj = obj.clone();
+            obj.as_map_mut()
+                .entry("data")
+                .or_insert_with(|| json!({}))
+                .as_object_mut()
+                .unwrap()
+                .insert(key.into(), Value::from(value));
+            Ok(Change::Put(obj))
+        })
+    }
+
+    fn data(obj: &Object) -> &Value {
+        &obj.as_map()["data"]
+    }
+
+    /// Reads from etcd, so that each test knows what the write starts from (the watch cache
+    /// has tests of its own).
+    const FROM_ETCD: UpdateOptions = UpdateOptions {
+        expected_revision: None,
+        read_etcd: true,
+        dry_run: false,
+    };
+
+    async fn stored(f: &Fixture, name: &str) -> Option<Object> {
+        let kv = f.mem.get(&f.key(name).key, far()).await.unwrap()?;
+        Some(codec::from_storage(&f.info, &kv.value, kv.mod_revision).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_lost_race_applies_the_mutations_again_to_the_fresh_object() {
+        let f = Fixture::new();
+        let cm = f.create("app", json!({"a": "1"})).await;
+        let calls = Arc::new(AtomicUsize::new(0));
+        let mine = set("b", "2", &calls);
+        // Another writer lands between the read and the compare-and-swap, once.
+        let theirs = {
+            let (f_mem, key) = (f.mem.clone(), f.key("app").key);
+            let once = AtomicUsize::new(0);
+            let winner = codec::to_storage(&configmap("app", json!({"a": "1", "c": "3"})));
+            let m: Mutation = Box::new(move |obj| {
+                if once.fetch_add(1, Ordering::SeqCst) == 0 {
+                    f_mem.put(&key, winner.clone());
+                }
+                Ok(Change::Put(obj.clone()))
+            });
+            m
+        };
+        let (res, errors) = f
+            .store
+            .guaranteed_update(&f.key("app"), FROM_ETCD, &[&theirs, &mine], far())
+            .await;
+        let committed = res.unwrap();
+        assert_eq!(errors, [None, None]);
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            2,
+            "applied again after the lost race"
+        );
+        assert_eq!(
+            data(&committed.object),
+            &json!({"a": "1", "b": "2", "c": "3"})
+        );
+        let rv: i64 = committed.object.resource_version().parse().unwrap();
+        let original: i64 = cm.resource_version().parse().unwrap();
+        assert_eq!(rv, original + 2, "the other write, then ours");
+        assert_eq!(stored(&f, "app").await.unwrap(), committed.object);
+    }
+
+    #[tokio::test]
+    async fn a_stale_expected_revision_is_a_conflict_at_once() {
+        let f = Fixture::new();
+        let cm = f.create("app", json!({"a": "1"})).await;
+        let expected = cm.resource_version().parse().unwrap();
+        f.overwrite(&configmap("app", json!({"a": "other"})));
+        let before = f.mem.revision();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let opts = UpdateOptions {
+            expected_revision: Some(expected),
+            ..Default::default()
+        };
+        let err = f
+            .store
+            .update(&f.key("app"), opts, set("b", "2", &calls), far())
+            .await
+            .unwrap_err();
+        assert_eq!(err.reason, Reason::Conflict);
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            0,
+            "not applied to a state it was not made from"
+        );
+        assert_eq!(f.mem.revision(), before);
+    }
+
+    #[tokio::test]
+    async fn a_race_lost_with_an_expected_revision_is_a_conflict_not_a_retry() {
+        let f = Fixture::new();
+        let cm = f.create("app", json!({"a": "1"})).await;
+        let expected = cm.resource_version().parse().unwrap();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let (mem, key) = (f.mem.clone(), f.key("app").key);
+        let winner = codec::to_storage(&configmap("app", json!({"a": "other"})));
+        let counted = set("b", "2", &calls);
+        let racing: Mutation = Box::new(move |obj| {
+            mem.put(&key, winner.clone());
+            counted(obj)
+        });
+        let opts = UpdateOptions {
+            expected_revision: Some(expected),
+            ..Default::default()
+        };
+        let err = f
+            .store
+            .update(&f.key("app"), opts, racing, far())
+            .await
+            .unwrap_err();
+        assert_eq!(err.reason, Reason::Conflict);
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            data(&stored(&f, "app").await.unwrap()),
+            &json!({"a": "other"})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_mutation_is_returned_and_nothing_is_written() {
+        let f = Fixture::new();
+        f.create("app", json!({"a": "1"})).await;
+        let before = f.mem.revision();
+        let refuse: Mutation =
+            Box::new(|_| Err(ApiError::bad_request(Target::default(), "refused")));
+        let err = f
+            .store
+            .update(&f.key("app"), FROM_ETCD, refuse, far())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (err.reason, err.message.as_str()),
+            (Reason::BadRequest, "refused")
+        );
+        assert_eq!(f.mem.revision(), before);
+    }
+
+    #[tokio::test]
+    async fn a_failing_mutation_of_a_batch_is_skipped_and_the_others_commit() {
+        let f = Fixture::new();
+        f.create("app", json!({"a": "1"})).await;
+        let calls = Arc::new(AtomicUsize::new(0));
+        let refuse: Mutation =
+            Box::new(|_| Err(ApiError::bad_request(Target::default(), "refused")));
+        let (b, c) = (set("b", "2", &calls), set("c", "3", &calls));
+        let (res, errors) = f
+            .store
+            .guaranteed_update(&f.key("app"), FROM_ETCD, &[&b, &refuse, &c], far())
+            .await;
+        assert_eq!(
+            data(&res.unwrap().object),
+            &json!({"a": "1", "b": "2", "c": "3"})
+        );
+        let reasons: Vec<_> = errors
+            .iter()
+            .map(|e| e.as_ref().map(|e| e.reason))
+            .collect();
+        assert_eq!(reasons, [None, Some(Reason::BadRequest), None]);
+    }
+
+    #[tokio::test]
+    async fn a_change_that_changes_nothing_is_no_write() {
+        let f = Fixture::new();
+        let cm = f.create("app", json!({"a": "1"})).await;
+        let before = f.mem.revision();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let committed = f
+            .store
+            .update(&f.key("app"), FROM_ETCD, set("a", "1", &calls), far())
+            .await
+            .unwrap();
+        assert_eq!(f.mem.revision(), before);
+        assert_eq!(committed.object, cm);
+        assert!(!committed.removed);
+    }
+
+    #[tokio::test]
+    async fn a_no_op_judged_on_a_lagging_watch_cache_is_checked_against_etcd() {
+        let f = Fixture::new();
+        let cm = f.create("app", json!({"a": "1"})).await;
+        let rv: i64 = cm.resource_version().parse().unwrap();
+        f.wait_for_cache(rv).await;
+        // The cache has not seen this write yet: this test's task does not yield before the
+        // update reads the cache (a current-thread runtime runs the cache's task only then).
+        f.overwrite(&configmap("app", json!({"a": "2"})));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let committed = f
+            .store
+            .update(
+                &f.key("app"),
+                UpdateOptions::default(),
+                set("a", "1", &calls),
+                far(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            2,
+            "on the cache's copy, then on etcd's"
+        );
+        assert_eq!(data(&committed.object), &json!({"a": "1"}));
+        assert_eq!(committed.object.resource_version(), (rv + 2).to_string());
+        assert_eq!(stored(&f, "app").await.unwrap(), committed.object);
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_answers_the_change_and_writes_nothing() {
+        let f = Fixture::new();
+        let cm = f.create("app", json!({"a": "1"})).await;
+        let before = f.mem.revision();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let opts = UpdateOptions {
+            dry_run: true,
+            ..Default::default()
+        };
+        let committed = f
+            .store
+            .update(&f.key("app"), opts, set("b", "2", &calls), far())
+            .await
+            .unwrap();
+        assert_eq!(data(&committed.object), &json!({"a": "1", "b": "2"}));
+        assert_eq!(f.mem.revision(), before);
+        assert_eq!(stored(&f, "app").await.unwrap(), cm);
+    }
+
+    #[tokio::test]
+    async fn an_object_left_finished_is_removed_instead_of_stored() {
+        let f = Fixture::new();
+        let mut cm = configmap("app", json!({"a": "1"}));
+        cm.set_meta_str("deletionTimestamp", "2024-01-01T00:00:00Z");
+        cm.metadata_mut()
+            .insert("finalizers".into(), json!(["example.com/hold"]));
+        f.store.create(&f.key("app"), cm, far()).await.unwrap();
+        let release: Mutation = Box::new(|obj| {
+            let mut obj = obj.clone();
+            obj.metadata_mut().remove("finalizers");
+            Ok(Change::Put(obj))
+        });
+        let committed = f
+            .store
+            .update(&f.key("app"), FROM_ETCD, release, far())
+            .await
+            .unwrap();
+        assert!(committed.removed);
+        assert!(committed.object.finalizers().is_empty());
+        assert!(stored(&f, "app").await.is_none());
+    }
+
+    #[tokio::test]
+    async fn an_update_of_a_missing_object_is_not_found() {
+        let f = Fixture::new();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let err = f
+            .store
+            .update(&f.key("app"), FROM_ETCD, set("a", "1", &calls), far())
+            .await
+            .unwrap_err();
+        assert_eq!(err.reason, Reason::NotFound);
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn endless_contention_ends_at_the_deadline_with_a_timeout() {
+        let f = Fixture::on(MemEtcd::new().with_latency(Duration::from_millis(10)));
+        f.create("app", json!({"n": "0"})).await;
+        // Another writer wins every race: it writes whenever this one has read.
+        let (mem, key) = (f.mem.clone(), f.key("app").key);
+        let rounds = Arc::new(AtomicUsize::new(0));
+        let counted = rounds.clone();
+        let contended: Mutation = Box::new(move |obj| {
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            mem.put(
+                &key,
+                codec::to_storage(&configmap("app", json!({"n": n.to_string()}))),
+            );
+            let mut mine = obj.clone();
+            mine.as_map_mut()
+                .insert("data".into(), json!({"n": "mine"}));
+            Ok(Change::Put(mine))
+        });
+        let start = Instant::now();
+        let deadline = start + Duration::from_secs(1);
+        let err = f
+            .store
+            .update(&f.key("app"), FROM_ETCD, contended, deadline)
+            .await
+            .unwrap_err();
+        assert_eq!(err.reason, Reason::Timeout);
+        assert!(start.elapsed() >= Duration::from_secs(1));
+        assert!(
+            start.elapsed() < Duration::from_millis(1100),
+            "{:?}",
+            start.elapsed()
+        );
+        // About one round per two calls of 10 ms each.
+        assert!(rounds.load(Ordering::SeqCst) >= 40, "{rounds:?}");
+    }
+}
