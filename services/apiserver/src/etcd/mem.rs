@@ -120,6 +120,12 @@ impl MemEtcd {
         self.lock().revision
     }
 
+    /// Ends every open watch `Failed`, as when etcd's connection breaks: watchers resume from
+    /// their last revision.
+    pub fn break_watches(&self) {
+        self.lock().watchers.clear();
+    }
+
     /// Sends every open watch a progress notification at the current revision, as etcd does
     /// periodically for watches that have been sent every event so far.
     pub fn notify_progress(&self) {

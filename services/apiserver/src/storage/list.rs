@@ -195,7 +195,131 @@ fn decode_continue(token: &str, prefix: &str) -> Result<ContinueToken, String> {
 
 #[cfg(test)]
 mod tests {
+    use keel_api::Object;
+    use serde_json::json;
+
     use super::*;
+    use crate::etcd::KeyValue;
+    use crate::storage::testing::{Fixture, configmap, far};
+
+    /// Each item's name and `data.v`.
+    fn names(result: &ListResult) -> Vec<(String, String)> {
+        result
+            .items
+            .iter()
+            .map(|b| {
+                let o = Object::from_slice(b).unwrap();
+                let v = o.as_map()["data"]["v"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                (o.name().to_string(), v)
+            })
+            .collect()
+    }
+
+    fn page(limit: i64, continue_token: &str) -> ListQuery {
+        ListQuery {
+            limit,
+            continue_token: continue_token.into(),
+            ..Default::default()
+        }
+    }
+
+    /// ConfigMaps `a` to `e`, each with `v: "1"`.
+    async fn five(f: &Fixture) {
+        for name in ["a", "b", "c", "d", "e"] {
+            f.create(name, json!({"v": "1"})).await;
+        }
+    }
+
+    fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+        items
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn every_page_of_a_list_is_read_at_the_first_pages_revision() {
+        let f = Fixture::new();
+        five(&f).await;
+        let first = f.store.list(&f.info, &page(2, ""), far()).await.unwrap();
+        assert_eq!(names(&first), pairs(&[("a", "1"), ("b", "1")]));
+        assert_eq!(first.remaining, 3);
+        // Changes after the first page do not show in the next ones.
+        f.overwrite(&configmap("c", json!({"v": "2"})));
+        f.create("bb", json!({"v": "new"})).await;
+        let second = f
+            .store
+            .list(&f.info, &page(2, &first.continue_token), far())
+            .await
+            .unwrap();
+        assert_eq!(names(&second), pairs(&[("c", "1"), ("d", "1")]));
+        assert_eq!((second.revision, second.remaining), (first.revision, 1));
+        let last = f
+            .store
+            .list(&f.info, &page(2, &second.continue_token), far())
+            .await
+            .unwrap();
+        assert_eq!(names(&last), pairs(&[("e", "1")]));
+        assert_eq!(
+            (last.revision, last.remaining, last.continue_token.as_str()),
+            (first.revision, 0, "")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_continue_token_older_than_the_compaction_is_expired_and_says_to_list_again() {
+        let f = Fixture::new();
+        five(&f).await;
+        let first = f.store.list(&f.info, &page(2, ""), far()).await.unwrap();
+        f.overwrite(&configmap("a", json!({"v": "2"})));
+        f.mem.compact(f.mem.revision(), far()).await.unwrap();
+        let err = f
+            .store
+            .list(&f.info, &page(2, &first.continue_token), far())
+            .await
+            .unwrap_err();
+        assert_eq!(err.reason, Reason::Expired);
+        assert!(err.message.contains("list again"), "{}", err.message);
+    }
+
+    #[tokio::test]
+    async fn an_exact_list_at_a_compacted_revision_is_expired() {
+        let f = Fixture::new();
+        five(&f).await;
+        let old = f.mem.revision() - 1;
+        f.mem.compact(f.mem.revision(), far()).await.unwrap();
+        let q = ListQuery {
+            resource_version: Some(old),
+            exact: true,
+            ..Default::default()
+        };
+        let err = f.store.list(&f.info, &q, far()).await.unwrap_err();
+        assert_eq!(err.reason, Reason::Expired);
+        assert!(
+            err.message.contains("resourceVersionMatch=Exact"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[tokio::test]
+    async fn an_exact_list_shows_the_objects_as_they_were_then() {
+        let f = Fixture::new();
+        five(&f).await;
+        let then = f.mem.revision();
+        f.overwrite(&configmap("a", json!({"v": "2"})));
+        let q = ListQuery {
+            resource_version: Some(then),
+            exact: true,
+            ..Default::default()
+        };
+        let result = f.store.list(&f.info, &q, far()).await.unwrap();
+        assert_eq!(result.revision, then);
+        assert_eq!(names(&result)[0], ("a".to_string(), "1".to_string()));
+    }
 
     #[test]
     fn continue_tokens_round_trip_and_stay_in_their_list() {

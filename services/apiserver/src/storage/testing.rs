@@ -83,7 +83,9 @@ impl Fixture {
         let until = far();
         while cache.revision() < rv {
             assert!(Instant::now() < until, "the watch cache did not reach {rv}");
-            tokio::task::yield_now().await;
+            // A pause, not a yield: on the paused clock only an idle runtime moves time on,
+            // and the cache may be waiting out a backoff.
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 

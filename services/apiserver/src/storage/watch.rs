@@ -45,3 +45,116 @@ impl Store {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use keel_api::{Object, Reason};
+    use serde_json::json;
+
+    use super::*;
+    use crate::etcd::KeyValue;
+    use crate::etcd::mem::MemEtcd;
+    use crate::storage::WatchEventKind;
+    use crate::storage::testing::{Fixture, configmap, far};
+
+    /// The next event's kind, name and `data.v`.
+    async fn next(w: &mut WatchStream) -> Result<(WatchEventKind, String, String), ApiError> {
+        let ev = tokio::time::timeout_at(far(), w.next())
+            .await
+            .expect("an event in time")
+            .expect("the watch goes on")?;
+        let o = Object::from_slice(&ev.object).unwrap();
+        let v = o.as_map()["data"]["v"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        Ok((ev.kind, o.name().to_string(), v))
+    }
+
+    fn seen(kind: WatchEventKind, name: &str, v: &str) -> (WatchEventKind, String, String) {
+        (kind, name.into(), v.into())
+    }
+
+    #[tokio::test]
+    async fn a_watch_from_before_the_caches_window_is_served_from_etcds_history() {
+        let f = Fixture::new();
+        let a = f.create("a", json!({"v": "1"})).await;
+        let from: i64 = a.resource_version().parse().unwrap();
+        f.overwrite(&configmap("a", json!({"v": "2"})));
+        f.create("b", json!({"v": "1"})).await;
+        // The cache loads after these writes: its window starts after them.
+        f.wait_for_cache(f.mem.revision()).await;
+        let mut w = f
+            .store
+            .watch(&f.info, Default::default(), Some(from), false, false)
+            .await
+            .unwrap();
+        assert_eq!(
+            next(&mut w).await.unwrap(),
+            seen(WatchEventKind::Modified, "a", "2")
+        );
+        assert_eq!(
+            next(&mut w).await.unwrap(),
+            seen(WatchEventKind::Added, "b", "1")
+        );
+        f.overwrite(&configmap("b", json!({"v": "2"})));
+        assert_eq!(
+            next(&mut w).await.unwrap(),
+            seen(WatchEventKind::Modified, "b", "2")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_watch_from_before_the_compaction_ends_expired() {
+        let f = Fixture::new();
+        let a = f.create("a", json!({"v": "1"})).await;
+        let from: i64 = a.resource_version().parse().unwrap();
+        f.overwrite(&configmap("a", json!({"v": "2"})));
+        f.create("b", json!({"v": "1"})).await;
+        f.mem.compact(f.mem.revision(), far()).await.unwrap();
+        f.wait_for_cache(f.mem.revision()).await;
+        let mut w = f
+            .store
+            .watch(&f.info, Default::default(), Some(from), false, false)
+            .await
+            .unwrap();
+        let err = next(&mut w).await.unwrap_err();
+        assert_eq!(err.reason, Reason::Expired);
+        assert!(
+            err.message.contains("too old resource version"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cache_that_resumes_behind_a_compaction_relists_and_its_watchers_end() {
+        let f = Fixture::on(MemEtcd::new());
+        let a = f.create("a", json!({"v": "1"})).await;
+        f.wait_for_cache(a.resource_version().parse().unwrap())
+            .await;
+        let mut w = f
+            .store
+            .watch(
+                &f.info,
+                Default::default(),
+                Some(f.mem.revision()),
+                false,
+                false,
+            )
+            .await
+            .unwrap();
+        // The cache's etcd watch breaks; before it resumes, writes land and are compacted.
+        f.mem.break_watches();
+        f.overwrite(&configmap("a", json!({"v": "2"})));
+        f.create("b", json!({"v": "1"})).await;
+        f.mem.compact(f.mem.revision(), far()).await.unwrap();
+        f.wait_for_cache(f.mem.revision()).await;
+        let cache = f.store.cache(&f.info);
+        let b = cache.get(&f.key("b").key).expect("b, from the relist");
+        assert_eq!(b.rv(), f.mem.revision());
+        // Its watcher missed what the relist skipped over: it must list again.
+        assert_eq!(next(&mut w).await.unwrap_err().reason, Reason::Expired);
+    }
+}
