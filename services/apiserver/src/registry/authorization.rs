@@ -1,9 +1,9 @@
 //! Authorization on this replica: its RBAC policy kept current from its watch caches of the
-//! four RBAC kinds ([`Registry::follow_policy`]) and every request checked against it
-//! ([`Registry::authorize`]). The policy and its rules are `rbac`'s; this is their use.
+//! four RBAC kinds ([`Registry::follow_policy`], woken by their changes) and every request
+//! checked against it ([`Registry::authorize`]). The policy and its rules are `rbac`'s; this is
+//! their use.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use keel_api::resource::RBAC_GROUP;
 use keel_api::{ApiError, GroupVersionResource};
@@ -12,9 +12,6 @@ use tokio::time::Instant;
 use super::rbac::{Attributes, Policy, forbidden};
 use super::store::Registry;
 use crate::auth::User;
-
-/// How often each replica looks for changed RBAC objects in its caches.
-const SYNC_EVERY: Duration = Duration::from_millis(100);
 
 /// The four RBAC resources.
 fn gvr(resource: &str) -> GroupVersionResource {
@@ -37,14 +34,18 @@ impl Registry {
         let [roles, cluster_roles, bindings, cluster_bindings] = infos.as_slice() else {
             return;
         };
-        let mut tick = tokio::time::interval(SYNC_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Also rebuilt when bootstrapping ends or the last of the four caches has loaded, for
         // readiness (`set_policy`).
         let mut seen: Option<(bool, Vec<Option<i64>>)> = None;
         let kinds = [roles, cluster_roles, bindings, cluster_bindings];
+        let mut changes = kinds.map(|info| self.store().cache_changes(info));
+        let mut bootstrapped = self.bootstrapped();
         loop {
-            tick.tick().await;
+            // Marked seen before the caches are read: a change after the read wakes the loop.
+            for rx in &mut changes {
+                rx.borrow_and_update();
+            }
+            bootstrapped.borrow_and_update();
             // A cache that is loading holds nothing yet: the policy is complete only once all
             // four have loaded.
             let changed: Vec<Option<i64>> = kinds
@@ -53,12 +54,19 @@ impl Registry {
                 .collect();
             let complete = self.is_bootstrapped() && changed.iter().all(Option::is_some);
             let fingerprint = (complete, changed);
-            if seen.as_ref() == Some(&fingerprint) {
-                continue;
+            if seen.as_ref() != Some(&fingerprint) {
+                let [r, cr, b, cb] = kinds.map(|info| self.store().cached(info, |_| true));
+                self.set_policy(Policy::build(&r, &cr, &b, &cb), complete);
+                seen = Some(fingerprint);
             }
-            let [r, cr, b, cb] = kinds.map(|info| self.store().cached(info, |_| true));
-            self.set_policy(Policy::build(&r, &cr, &b, &cb), complete);
-            seen = Some(fingerprint);
+            let [a, b, c, d] = &mut changes;
+            tokio::select! {
+                _ = a.changed() => {}
+                _ = b.changed() => {}
+                _ = c.changed() => {}
+                _ = d.changed() => {}
+                _ = bootstrapped.changed() => {}
+            }
         }
     }
 

@@ -1,5 +1,5 @@
-//! Serving custom resources live. Every replica follows the CRDs in its watch cache: a new CRD's
-//! resources are served within a sync period, a deleted CRD's objects are deleted (their own
+//! Serving custom resources live. Every replica follows the CRDs in its watch cache, woken by
+//! its changes: a new CRD's resources are served as soon as the cache has it, a deleted CRD's objects are deleted (their own
 //! finalizers honoured) and then its cleanup finalizer removed, after which its resources are no
 //! longer served. Replicas do the cleanup side by side: each delete is idempotent and the
 //! finalizer's removal is a compare-and-swap on the CRD's revision.
@@ -18,8 +18,6 @@ use super::patch::PatchType;
 use super::store::{ListOptions, Registry};
 use super::strategy::Subresource;
 
-/// How often each replica compares the CRDs in its cache with what it serves.
-const SYNC_EVERY: Duration = Duration::from_millis(200);
 /// The pause between two cleanup steps of one deleted CRD (each lists its objects from etcd).
 const CLEANUP_PAUSE: Duration = Duration::from_secs(1);
 /// How long one cleanup step (a list and its deletes) may take.
@@ -31,8 +29,7 @@ impl Registry {
         let Ok(info) = self.lookup(Some(&crd::crd_gvr())) else {
             return;
         };
-        let mut tick = tokio::time::interval(SYNC_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut changes = self.store().cache_changes(&info);
         // Deleted CRDs being cleaned up; their tasks say when a step is done (at most one
         // message per entry of `cleaning`, so the channel stays as small as the set).
         let mut cleaning: BTreeSet<String> = BTreeSet::new();
@@ -43,43 +40,54 @@ impl Registry {
         let mut served: Option<i64> = None;
         let mut deleting = false;
         loop {
-            tick.tick().await;
+            // Marked seen before the cache is read: a change after the read wakes the loop.
+            changes.borrow_and_update();
             while let Ok(name) = done_rx.try_recv() {
                 cleaning.remove(&name);
             }
-            let changed = self.store().cache_changed(&info);
-            let moved = changed.is_some() && changed != served;
-            if !moved && !deleting {
-                continue;
-            }
-            let Some((crds, revision)) = self.store().cached_at(&info, |_| true) else {
-                continue;
-            };
-            if moved {
-                self.serve_crds(&crds, revision, "the watch");
-                served = changed;
-            }
-            let to_clean: Vec<&Object> = crds
-                .iter()
-                .filter(|c| {
-                    c.deletion_timestamp().is_some() && c.finalizers().contains(&CLEANUP_FINALIZER)
-                })
-                .collect();
-            deleting = !to_clean.is_empty();
-            for c in to_clean {
-                // One cleanup task per CRD at a time, off this loop: a CRD with many objects
-                // or objects held by finalizers must not hold up the serving of others.
-                if !cleaning.insert(c.name().to_string()) {
-                    continue;
+            'step: {
+                let changed = self.store().cache_changed(&info);
+                let moved = changed.is_some() && changed != served;
+                if !moved && !deleting {
+                    break 'step;
                 }
-                let (this, crd, done) = (self.clone(), c.clone(), done_tx.clone());
-                tokio::spawn(async move {
-                    if let Err(e) = this.clean_up(&crd).await {
-                        tracing::warn!(crd = crd.name(), error = %e, "cleaning up a deleted CRD");
+                let Some((crds, revision)) = self.store().cached_at(&info, |_| true) else {
+                    break 'step;
+                };
+                if moved {
+                    self.serve_crds(&crds, revision, "the watch");
+                    served = changed;
+                }
+                let to_clean: Vec<&Object> = crds
+                    .iter()
+                    .filter(|c| {
+                        c.deletion_timestamp().is_some()
+                            && c.finalizers().contains(&CLEANUP_FINALIZER)
+                    })
+                    .collect();
+                deleting = !to_clean.is_empty();
+                for c in to_clean {
+                    // One cleanup task per CRD at a time, off this loop: a CRD with many objects
+                    // or objects held by finalizers must not hold up the serving of others.
+                    if !cleaning.insert(c.name().to_string()) {
+                        continue;
                     }
-                    tokio::time::sleep(CLEANUP_PAUSE).await;
-                    let _ = done.send(crd.name().to_string());
-                });
+                    let (this, crd, done) = (self.clone(), c.clone(), done_tx.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) = this.clean_up(&crd).await {
+                            tracing::warn!(crd = crd.name(), error = %e, "cleaning up a deleted CRD");
+                        }
+                        tokio::time::sleep(CLEANUP_PAUSE).await;
+                        let _ = done.send(crd.name().to_string());
+                    });
+                }
+            }
+            // Woken by a change of the CRDs, or by a cleanup step's end (the next one starts).
+            tokio::select! {
+                _ = changes.changed() => {}
+                Some(name) = done_rx.recv() => {
+                    cleaning.remove(&name);
+                }
             }
         }
     }

@@ -1,7 +1,8 @@
-//! Initializers' timeouts, enforced by the API servers. Every second each replica looks through
-//! its watch caches for objects still being initialized; one whose head initializer has run out
-//! of time (counted from the object's creation) gets that initializer's failure policy: `Ignore`
-//! drops the name, `Fail` deletes the object. The write is a compare-and-swap on the revision
+//! Initializers' timeouts, enforced by the API servers. Each replica's watch caches keep an
+//! index of the objects still being initialized; the replica sleeps until the first of their
+//! deadlines (their head initializer's timeout, counted from the object's creation), or until
+//! an object starts waiting or the configurations change. An object out of time gets that
+//! initializer's failure policy: `Ignore` drops the name, `Fail` deletes the object. The write is a compare-and-swap on the revision
 //! the object was seen at, so whichever replica acts first acts alone (the others' writes are
 //! conflicts) and only it records the Event.
 
@@ -20,28 +21,48 @@ use super::store::Registry;
 use super::strategy;
 use crate::storage::{Change, Mutation, UpdateOptions, target};
 
-/// How often each replica looks for initializers out of time.
-const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// How long the loop sleeps when nothing waits (it wakes sooner when something starts to).
+const IDLE: Duration = Duration::from_secs(3600);
+/// When an object whose timeout was enforced is looked at again, if it still waits.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// How long one enforcement (a write and its Event) may take.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Registry {
     /// Enforces initializers' timeouts until the process ends.
     pub async fn enforce_initializer_timeouts(self: Arc<Self>) {
-        let mut tick = tokio::time::interval(SWEEP_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut new_waiting = self.store().new_waiting();
+        let mut configs = self
+            .lookup(Some(&config_gvr()))
+            .ok()
+            .map(|info| self.store().cache_changes(&info));
         loop {
-            tick.tick().await;
-            self.sweep(SystemTime::now()).await;
+            // Marked seen before the caches are read: what changes after wakes the loop.
+            new_waiting.borrow_and_update();
+            if let Some(c) = &mut configs {
+                c.borrow_and_update();
+            }
+            let now = SystemTime::now();
+            let next = self.time_out_due(now).await;
+            let sleep = next.map_or(IDLE, |t| t.duration_since(now).unwrap_or_default());
+            let configs_changed = async {
+                match &mut configs {
+                    Some(c) => c.changed().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(sleep) => {}
+                _ = new_waiting.changed() => {}
+                _ = configs_changed => {}
+            }
         }
     }
 
-    async fn sweep(&self, now: SystemTime) {
-        let configs = match self.lookup(Some(&GroupVersionResource::new(
-            CONFIG_GROUP,
-            CONFIG_VERSION,
-            CONFIG_RESOURCE,
-        ))) {
+    /// Applies the failure policy of every object whose head initializer is out of time at
+    /// `now`; returns the first deadline still to come.
+    async fn time_out_due(&self, now: SystemTime) -> Option<SystemTime> {
+        let configs = match self.lookup(Some(&config_gvr())) {
             Ok(info) => self.store().cached(&info, |o| o.is_initialized()),
             Err(_) => Vec::new(),
         };
@@ -50,10 +71,10 @@ impl Registry {
             .map(|c| Value::Object(c.as_map().clone()))
             .collect();
         let initializers = Initializers::from_configs(&configs);
+        let mut next: Option<SystemTime> = None;
         for info in self.resources().into_iter().filter(|r| !r.create_only) {
-            // Objects being deleted are left to their deletion.
-            let waiting = self.store().cached(&info, |o| !o.is_initialized());
-            for obj in waiting {
+            for obj in self.store().waiting(&info) {
+                // Objects being deleted are left to their deletion.
                 if obj.deletion_timestamp().is_some() {
                     continue;
                 }
@@ -61,12 +82,21 @@ impl Registry {
                     continue;
                 };
                 let init = initializers.get(&head);
-                if !out_of_time(&obj, init.timeout, now) {
+                let Some(deadline) = deadline(&obj, init.timeout) else {
                     continue;
-                }
-                self.time_out(&info, &obj, &init).await;
+                };
+                let due = if deadline <= now {
+                    // Looked at again after a pause if it is still waiting then (the write
+                    // failed: etcd unreachable, say).
+                    self.time_out(&info, &obj, &init).await;
+                    now + RETRY_AFTER
+                } else {
+                    deadline
+                };
+                next = Some(next.map_or(due, |n| n.min(due)));
             }
         }
+        next
     }
 
     /// Applies `init`'s failure policy to `obj` as this replica saw it; records an Event if
@@ -174,14 +204,19 @@ impl Registry {
     }
 }
 
-/// Whether `obj`, created at its `creationTimestamp`, has waited `timeout` or longer by `now`.
-fn out_of_time(obj: &Object, timeout: Duration, now: SystemTime) -> bool {
+/// When `obj`, created at its `creationTimestamp`, will have waited `timeout`.
+fn deadline(obj: &Object, timeout: Duration) -> Option<SystemTime> {
     let created = obj
         .metadata()
         .and_then(|m| m.get("creationTimestamp"))
         .and_then(Value::as_str)
         .and_then(|t| humantime::parse_rfc3339(t).ok());
-    created.is_some_and(|c| c + timeout <= now)
+    created.map(|c| c + timeout)
+}
+
+/// The InitializerConfiguration resource.
+fn config_gvr() -> GroupVersionResource {
+    GroupVersionResource::new(CONFIG_GROUP, CONFIG_VERSION, CONFIG_RESOURCE)
 }
 
 /// The mutation that drops `name` from the head of `pending` (`Conflict` if it is no longer
@@ -215,7 +250,6 @@ mod tests {
         .unwrap();
         let created = humantime::parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
         let t = Duration::from_secs(30);
-        assert!(!out_of_time(&obj, t, created + Duration::from_secs(29)));
-        assert!(out_of_time(&obj, t, created + Duration::from_secs(30)));
+        assert_eq!(deadline(&obj, t), Some(created + Duration::from_secs(30)));
     }
 }

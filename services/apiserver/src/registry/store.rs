@@ -3,7 +3,7 @@
 //! `registry/generic/registry.Store`. What the client sent arrives parsed by the request layer,
 //! except `resourceVersion`s, which are parsed here with storage's parser.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -66,7 +66,7 @@ pub struct Registry {
     /// PATCHes without a precondition go through it: one compare-and-swap per batch.
     coalescer: Arc<Coalescer>,
     /// Set once the built-in namespaces exist (a condition of readiness).
-    bootstrapped: AtomicBool,
+    bootstrapped: tokio::sync::watch::Sender<bool>,
     /// The RBAC policy as this replica's caches hold it (`rbac.rs`).
     policy: RwLock<Arc<Policy>>,
     /// Turns true once the policy holds the bootstrap roles and bindings: a condition of
@@ -87,7 +87,7 @@ impl Registry {
             coalescer: Coalescer::new(store.clone(), max_queued_patches, metrics),
             resources,
             store,
-            bootstrapped: AtomicBool::new(false),
+            bootstrapped: tokio::sync::watch::Sender::new(false),
             policy: RwLock::new(Arc::new(Policy::default())),
             policy_ready: tokio::sync::watch::Sender::new(false),
             crd_sync: Default::default(),
@@ -167,7 +167,7 @@ impl Registry {
         self.store
             .readiness(Instant::now() + READINESS_TIMEOUT)
             .await?;
-        if !self.bootstrapped.load(Ordering::Acquire) {
+        if !self.is_bootstrapped() {
             return Err("creating the built-in namespaces and the bootstrap policy".into());
         }
         if !*self.policy_ready.borrow() {
@@ -181,11 +181,16 @@ impl Registry {
     }
 
     pub(super) fn is_bootstrapped(&self) -> bool {
-        self.bootstrapped.load(Ordering::Acquire)
+        *self.bootstrapped.borrow()
+    }
+
+    /// A receiver that turns true once the built-in namespaces exist.
+    pub(super) fn bootstrapped(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.bootstrapped.subscribe()
     }
 
     pub(super) fn set_bootstrapped(&self) {
-        self.bootstrapped.store(true, Ordering::Release);
+        self.bootstrapped.send_replace(true);
     }
 
     /// Serves the custom resources of the CRDs etcd has now, read fresh: what a request for a

@@ -43,6 +43,8 @@ pub struct Store {
     pub(super) removal: Arc<dyn RemovalPolicy>,
     /// Set when the server shuts down: open watches end.
     pub(super) shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Bumped by any cache when an object starts waiting for initializers.
+    new_waiting: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Store {
@@ -62,6 +64,7 @@ impl Store {
             recent: RecentWrites::new(RECENT_WRITES),
             removal,
             shutdown,
+            new_waiting: Default::default(),
         })
     }
 
@@ -88,6 +91,7 @@ impl Store {
                     info.clone(),
                     self.keys.resource_prefix(info),
                     self.config.watch_cache_size,
+                    self.new_waiting.clone(),
                 );
                 tokio::spawn(cache.clone().run(self.kv.clone()));
                 cache
@@ -124,6 +128,27 @@ impl Store {
             .filter_map(|o| o.object().ok())
             .collect();
         Some((objects, revision))
+    }
+
+    /// A receiver of the revision of the last change to `info`'s objects in this replica's
+    /// watch cache: a loop that follows them wakes when it moves.
+    pub fn cache_changes(&self, info: &Arc<ResourceInfo>) -> tokio::sync::watch::Receiver<i64> {
+        self.cache(info).subscribe_changes()
+    }
+
+    /// The objects of `info` in this replica's watch cache still being initialized, parsed.
+    pub fn waiting(&self, info: &Arc<ResourceInfo>) -> Vec<Object> {
+        let cache = self.cache(info);
+        cache
+            .waiting()
+            .iter()
+            .filter_map(|o| o.object().ok())
+            .collect()
+    }
+
+    /// A receiver that moves whenever an object of any cache starts waiting for initializers.
+    pub fn new_waiting(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.new_waiting.subscribe()
     }
 
     /// The revision of the last change to `info`'s objects in this replica's watch cache

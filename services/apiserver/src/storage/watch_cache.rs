@@ -9,13 +9,13 @@
 //! - after a relist the broadcast channel is replaced: watchers of the old one end with
 //!   `Expired` and relist, since events between the two lists were never seen.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
-use keel_api::{ApiError, ResourceInfo};
+use keel_api::{ApiError, ResourceInfo, Selectable};
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
@@ -82,6 +82,9 @@ struct State {
     rv: i64,
     /// The revision of the last change to the objects (or of the last load).
     changed: i64,
+    /// The keys of the objects still being initialized: what the initializer timeouts look
+    /// at, instead of every object.
+    waiting: BTreeSet<Box<str>>,
     tx: broadcast::Sender<Broadcast>,
 }
 
@@ -103,6 +106,12 @@ pub struct WatchCache {
     capacity: usize,
     state: Mutex<State>,
     ready: watch::Sender<bool>,
+    /// The revision of the last change to the objects, for the loops that follow them (RBAC,
+    /// CRDs): they wake when it moves instead of polling.
+    changes: watch::Sender<i64>,
+    /// Bumped when an object starts waiting for initializers, shared by every cache of the
+    /// store: the initializer timeouts wake on it.
+    new_waiting: Arc<watch::Sender<u64>>,
 }
 
 /// Why the cache's etcd watch ended.
@@ -115,7 +124,12 @@ enum Interrupted {
 
 impl WatchCache {
     /// A cache of `prefix` (ending in `/`) holding up to `capacity` recent events.
-    pub fn new(info: Arc<ResourceInfo>, prefix: String, capacity: usize) -> Arc<WatchCache> {
+    pub fn new(
+        info: Arc<ResourceInfo>,
+        prefix: String,
+        capacity: usize,
+        new_waiting: Arc<watch::Sender<u64>>,
+    ) -> Arc<WatchCache> {
         let (tx, _) = broadcast::channel(capacity.max(16));
         Arc::new(WatchCache {
             info,
@@ -127,9 +141,12 @@ impl WatchCache {
                 oldest: 0,
                 rv: 0,
                 changed: 0,
+                waiting: BTreeSet::new(),
                 tx,
             }),
             ready: watch::channel(false).0,
+            changes: watch::channel(0).0,
+            new_waiting,
         })
     }
 
@@ -163,6 +180,21 @@ impl WatchCache {
     /// The revision of the last change to the objects (or of the last load).
     pub fn changed(&self) -> i64 {
         self.lock().changed
+    }
+
+    /// A receiver of the revision of the last change to the objects (moved by every change
+    /// and every load).
+    pub fn subscribe_changes(&self) -> watch::Receiver<i64> {
+        self.changes.subscribe()
+    }
+
+    /// The cached objects still being initialized.
+    pub fn waiting(&self) -> Vec<Arc<CachedObject>> {
+        let st = self.lock();
+        st.waiting
+            .iter()
+            .filter_map(|k| st.store.get(k).cloned())
+            .collect()
     }
 
     /// The cached object at `key`.
@@ -314,6 +346,12 @@ impl WatchCache {
     pub fn load(&self, objects: BTreeMap<Box<str>, Arc<CachedObject>>, revision: i64) {
         let mut st = self.lock();
         let first = !self.is_ready();
+        st.waiting = objects
+            .iter()
+            .filter(|(_, o)| !o.is_initialized())
+            .map(|(k, _)| k.clone())
+            .collect();
+        let waiting = !st.waiting.is_empty();
         st.store = objects;
         st.window.clear();
         st.oldest = revision;
@@ -325,6 +363,10 @@ impl WatchCache {
         }
         drop(st);
         self.ready.send_replace(true);
+        self.changes.send_replace(revision);
+        if waiting {
+            self.new_waiting.send_modify(|n| *n += 1);
+        }
         tracing::info!(resource = %self.info.gvr, revision, "watch cache loaded");
     }
 
@@ -370,8 +412,17 @@ impl WatchCache {
     /// the broadcast move together.
     pub fn apply<'a>(&self, events: impl IntoIterator<Item = etcd::Event<'a>>) {
         let mut st = self.lock();
+        let (changed, waiting) = (st.changed, st.waiting.len());
         for ev in events {
             self.apply_one(&mut st, &ev);
+        }
+        let (now_changed, now_waiting) = (st.changed, st.waiting.len());
+        drop(st);
+        if now_changed != changed {
+            self.changes.send_replace(now_changed);
+        }
+        if now_waiting > waiting {
+            self.new_waiting.send_modify(|n| *n += 1);
         }
     }
 
@@ -390,6 +441,11 @@ impl WatchCache {
                         return;
                     }
                 };
+                if obj.is_initialized() {
+                    st.waiting.remove(&key);
+                } else {
+                    st.waiting.insert(key.clone());
+                }
                 let prev = st.store.insert(key, obj.clone());
                 let kind = if prev.is_some() {
                     EventType::Modified
@@ -399,6 +455,7 @@ impl WatchCache {
                 (kind, obj, prev)
             }
             EventKind::Delete => {
+                st.waiting.remove(&key);
                 let Some(prev) = st.store.remove(&key) else {
                     st.rv = rv;
                     return;
@@ -436,7 +493,7 @@ mod tests {
             .into_iter()
             .find(|r| r.kind == "ConfigMap")
             .unwrap();
-        let cache = WatchCache::new(Arc::new(info), PREFIX.into(), capacity);
+        let cache = WatchCache::new(Arc::new(info), PREFIX.into(), capacity, Default::default());
         cache.load(BTreeMap::new(), 100);
         cache
     }
@@ -493,6 +550,48 @@ mod tests {
             kinds(&reg.backlog),
             [(EventType::Added, 101), (EventType::Modified, 102)]
         );
+    }
+
+    #[test]
+    fn objects_waiting_for_initializers_are_indexed_and_changes_are_signalled() {
+        let new_waiting: Arc<watch::Sender<u64>> = Default::default();
+        let info = keel_api::builtin_resources()
+            .into_iter()
+            .find(|r| r.kind == "ConfigMap")
+            .unwrap();
+        let c = WatchCache::new(Arc::new(info), PREFIX.into(), 16, new_waiting.clone());
+        let mut waiting_rx = new_waiting.subscribe();
+        let mut changes = c.subscribe_changes();
+        c.load(BTreeMap::new(), 100);
+        assert!(changes.has_changed().unwrap());
+        assert_eq!(*changes.borrow_and_update(), 100);
+
+        let k = key("a");
+        let pending = serde_json::to_vec(&json!({"metadata": {"name": "a", "namespace": "default",
+            "initializers": {"pending": [{"name": "envoy.initializer.kubernetes.io"}]}}}))
+        .unwrap();
+        let plain = value("b", "1");
+        c.apply([put(&k, &pending, 101), put(&key("b"), &plain, 102)]);
+        assert_eq!(*changes.borrow_and_update(), 102);
+        assert!(waiting_rx.has_changed().unwrap());
+        waiting_rx.borrow_and_update();
+        let waiting: Vec<String> = c.waiting().iter().map(|o| o.name().to_string()).collect();
+        assert_eq!(waiting, ["a"]);
+
+        // Initialized: no longer waiting, and no new-waiting signal.
+        let done = value("a", "2");
+        c.apply([put(&k, &done, 103)]);
+        assert!(c.waiting().is_empty());
+        assert!(!waiting_rx.has_changed().unwrap());
+        assert_eq!(*changes.borrow_and_update(), 103);
+
+        // A repeated event changes nothing: no signal.
+        c.apply([put(&k, &done, 103)]);
+        assert!(!changes.has_changed().unwrap());
+
+        // Deleted while waiting: gone from the index too.
+        c.apply([put(&k, &pending, 104), delete(&k, 105)]);
+        assert!(c.waiting().is_empty());
     }
 
     #[test]
@@ -564,7 +663,7 @@ mod tests {
             .into_iter()
             .find(|r| r.kind == "ConfigMap")
             .unwrap();
-        let c = WatchCache::new(Arc::new(info), PREFIX.into(), 16);
+        let c = WatchCache::new(Arc::new(info), PREFIX.into(), 16, Default::default());
         let start = Instant::now();
         let e = c
             .wait_ready(start + Duration::from_secs(2))

@@ -414,7 +414,7 @@ mod tests {
                 .find(|r| r.kind == "ConfigMap")
                 .unwrap(),
         );
-        let cache = WatchCache::new(info.clone(), PREFIX.into(), capacity);
+        let cache = WatchCache::new(info.clone(), PREFIX.into(), capacity, Default::default());
         let store: BTreeMap<Box<str>, Arc<CachedObject>> = objects
             .iter()
             .map(|(name, app)| {
