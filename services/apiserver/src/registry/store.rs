@@ -305,7 +305,6 @@ impl Registry {
             check.confirm(&obj, None)?;
         }
         admission::validate_create(info, &*kind, &mut obj)?;
-        let t = target(info, obj.name());
         let namespace = async {
             if !info.namespaced {
                 return Ok(());
@@ -602,7 +601,7 @@ impl Registry {
         let Some(grant_kind) = kind.grant_kind() else {
             return Ok(None);
         };
-        if !GrantCheck::applies(grant_kind, writer) {
+        if !GrantCheck::applies(writer) {
             return Ok(None);
         }
         self.wait_for_policy(deadline).await?;

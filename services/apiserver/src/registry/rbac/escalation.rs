@@ -95,8 +95,8 @@ impl GrantCheck {
         self
     }
 
-    /// Whether a write of `kind` by `user` is checked at all (before the policy is read).
-    pub fn applies(_kind: GrantKind, user: Option<&User>) -> bool {
+    /// Whether a write of an RBAC kind by `user` is checked at all (before the policy is read).
+    pub fn applies(user: Option<&User>) -> bool {
         user.is_some_and(|u| !is_master(u))
     }
 
