@@ -7,7 +7,7 @@
 set -euo pipefail
 
 packages=(
-  # etcd-client's and keel-api's build scripts run protoc.
+  # etcd-client's and keel-wire's build scripts run protoc.
   protobuf-compiler
   # protobuf's well-known types (google/protobuf/descriptor.proto, ...), imported by etcd's
   # .proto files; protobuf-compiler only recommends it, so --no-install-recommends leaves it out.

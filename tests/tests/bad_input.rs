@@ -4,9 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use futures::StreamExt;
-use keel_api::proto::{CreateRequest, ResourceRef};
 use keel_client::{ApiError, Client, PatchType, Reason, gvr};
 use keel_tests::{ApiServer, Etcd};
+use keel_wire::proto::{CreateRequest, ResourceRef};
 use serde_json::{Value, json};
 
 fn cms_ref() -> Option<ResourceRef> {
@@ -25,7 +25,7 @@ async fn create_raw(c: &Client, body: Vec<u8>) -> ApiError {
         ..Default::default()
     };
     let status = c.raw().create(req).await.expect_err("must be refused");
-    ApiError::from_status(&status)
+    keel_wire::error(&status)
 }
 
 fn cm(name: &str) -> Value {
@@ -54,7 +54,7 @@ async fn malformed_bodies_are_bad_requests() {
 
     let e = create_raw(&c, b"{\"metadata\": ".to_vec()).await;
     assert_eq!(
-        (e.reason, e.reason.code()),
+        (e.reason, keel_wire::code(e.reason)),
         (Reason::BadRequest, tonic::Code::InvalidArgument)
     );
     assert!(e.message.contains("ConfigMap"), "{}", e.message);
@@ -95,7 +95,7 @@ async fn invalid_names_are_invalid_with_their_field() {
     for bad in ["Upper", "a/b", "..", "a..b", "-a", long.as_str(), ""] {
         let e = c.create(&cms, "default", &cm(bad)).await.unwrap_err();
         assert_eq!(
-            (e.reason, e.reason.code()),
+            (e.reason, keel_wire::code(e.reason)),
             (Reason::Invalid, tonic::Code::InvalidArgument),
             "{bad:?}"
         );
@@ -143,7 +143,7 @@ async fn unknown_resources_and_missing_namespaces_are_not_found() {
         .await
         .unwrap_err();
     assert_eq!(
-        (e.reason, e.reason.code()),
+        (e.reason, keel_wire::code(e.reason)),
         (Reason::NotFound, tonic::Code::NotFound)
     );
     assert!(e.message.contains("widgets"), "{}", e.message);
@@ -187,7 +187,7 @@ async fn oversized_objects_are_refused_and_nothing_is_stored() {
         o["data"] = json!({"blob": "x".repeat(size)});
         let e = c.create(&cms, "default", &o).await.unwrap_err();
         assert_eq!(
-            (e.reason, e.reason.code()),
+            (e.reason, keel_wire::code(e.reason)),
             (
                 Reason::RequestEntityTooLarge,
                 tonic::Code::ResourceExhausted

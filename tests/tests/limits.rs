@@ -8,9 +8,9 @@
 
 use std::time::Duration;
 
-use keel_api::proto::{PatchRequest, ResourceRef};
 use keel_client::{Client, ClientConfig, PatchType, Reason, WatchParams, gvr};
 use keel_tests::{ApiServer, Etcd, Frozen, eventually, http_get};
+use keel_wire::proto::{PatchRequest, ResourceRef};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -106,7 +106,10 @@ async fn past_the_in_flight_and_watch_limits_requests_are_told_to_retry() {
         "Too many requests, please try again later."
     );
     assert_eq!(refused.retry_after_seconds, Some(1));
-    assert_eq!(refused.reason.code(), tonic::Code::ResourceExhausted);
+    assert_eq!(
+        keel_wire::code(refused.reason),
+        tonic::Code::ResourceExhausted
+    );
     // Reads have a limit of their own: the cache still answers.
     let hot = short.get_at(&cms, "default", "hot", "0").await.unwrap();
     assert_eq!(hot["metadata"]["name"], "hot");

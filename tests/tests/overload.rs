@@ -67,7 +67,10 @@ async fn a_full_patch_queue_is_too_many_requests_and_a_silent_etcd_is_a_timeout(
         .filter(|e| e.reason == Reason::TooManyRequests)
         .collect();
     assert!(!too_many.is_empty(), "{reasons:?}");
-    assert_eq!(too_many[0].reason.code(), tonic::Code::ResourceExhausted);
+    assert_eq!(
+        keel_wire::code(too_many[0].reason),
+        tonic::Code::ResourceExhausted
+    );
     assert_eq!(
         (
             too_many[0].target.kind.as_str(),
@@ -86,7 +89,7 @@ async fn a_full_patch_queue_is_too_many_requests_and_a_silent_etcd_is_a_timeout(
     // A plain read against the frozen etcd: Timeout (DEADLINE_EXCEEDED).
     let e = short.get(&cms, "default", "q").await.unwrap_err();
     assert_eq!(
-        (e.reason, e.reason.code()),
+        (e.reason, keel_wire::code(e.reason)),
         (Reason::Timeout, tonic::Code::DeadlineExceeded),
         "{e:?}"
     );

@@ -1,8 +1,9 @@
-//! The API's one error type, shaped like Kubernetes' `Status`, and its mapping to gRPC codes.
+//! The API's one error type, shaped like Kubernetes' `Status`.
 //!
-//! On the wire an error is a gRPC status whose code follows [`Reason::code`] and whose `details`
-//! bytes are the Kubernetes-style `Status` JSON, so a client gets the reason, the object and the
-//! offending fields back exactly ([`ApiError::from_status`]).
+//! On the wire (keel-wire) an error is a gRPC status with the reason's code and the
+//! Kubernetes-style `Status` JSON as its `details` ([`ApiError::to_bounded`]), so a client gets
+//! the reason, the object and the offending fields back exactly
+//! ([`ApiError::from_status_json`]). A REST answer carries the same JSON as its body.
 
 mod bounded;
 
@@ -53,29 +54,6 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// The gRPC code this reason travels as (DESIGN.md, "Errors").
-    pub fn code(self) -> tonic::Code {
-        use tonic::Code;
-        match self {
-            Reason::NotFound => Code::NotFound,
-            Reason::AlreadyExists => Code::AlreadyExists,
-            Reason::Conflict => Code::Aborted,
-            Reason::Invalid | Reason::BadRequest | Reason::UnsupportedMediaType => {
-                Code::InvalidArgument
-            }
-            Reason::Expired => Code::OutOfRange,
-            Reason::RequestEntityTooLarge
-            | Reason::TooManyRequests
-            | Reason::InsufficientStorage => Code::ResourceExhausted,
-            Reason::Unauthorized => Code::Unauthenticated,
-            Reason::Forbidden => Code::PermissionDenied,
-            Reason::Timeout => Code::DeadlineExceeded,
-            Reason::ServiceUnavailable => Code::Unavailable,
-            Reason::MethodNotAllowed => Code::Unimplemented,
-            Reason::InternalError => Code::Internal,
-        }
-    }
-
     /// The HTTP status Kubernetes would use, kept in the JSON detail for familiarity.
     pub fn http_code(self) -> u16 {
         match self {
@@ -94,27 +72,6 @@ impl Reason {
             Reason::MethodNotAllowed => 405,
             Reason::UnsupportedMediaType => 415,
             Reason::InternalError => 500,
-        }
-    }
-
-    /// A reason for a gRPC code that carries no keel detail (transport errors, other servers).
-    fn from_code(code: tonic::Code) -> Reason {
-        use tonic::Code;
-        match code {
-            Code::NotFound => Reason::NotFound,
-            Code::AlreadyExists => Reason::AlreadyExists,
-            Code::Aborted => Reason::Conflict,
-            Code::InvalidArgument => Reason::BadRequest,
-            // keel's own Expired and TooManyRequests carry a detail; bare, these codes are the
-            // transport refusing a message over its size limit (tonic: OUT_OF_RANGE; others:
-            // RESOURCE_EXHAUSTED).
-            Code::OutOfRange | Code::ResourceExhausted => Reason::RequestEntityTooLarge,
-            Code::Unauthenticated => Reason::Unauthorized,
-            Code::PermissionDenied => Reason::Forbidden,
-            Code::DeadlineExceeded | Code::Cancelled => Reason::Timeout,
-            Code::Unavailable => Reason::ServiceUnavailable,
-            Code::Unimplemented => Reason::MethodNotAllowed,
-            _ => Reason::InternalError,
         }
     }
 }
@@ -447,19 +404,17 @@ impl ApiError {
         serde_json::to_value(status).unwrap_or_else(|_| json!({"message": self.message}))
     }
 
-    /// Reads an error back from a gRPC status: exactly, when it carries keel's detail; from
-    /// the code and message otherwise (a transport failure, a proxy).
-    pub fn from_status(status: &tonic::Status) -> ApiError {
-        if let Ok(s) = serde_json::from_slice::<StatusJson>(status.details()) {
-            return s.into();
-        }
-        let reason = if status.message().contains("transport error") {
-            // The connection broke (a server died mid-request): retry elsewhere.
-            Reason::ServiceUnavailable
-        } else {
-            Reason::from_code(status.code())
-        };
-        ApiError::new(reason, Target::default(), status.message())
+    /// The error as a transport with small trailers carries it (gRPC): a one-line summary of
+    /// at most 200 bytes, and the whole Status JSON cut to at most 4 KiB ([`bounded`]).
+    pub fn to_bounded(&self) -> (String, Vec<u8>) {
+        bounded::encode(self)
+    }
+
+    /// Reads an error back from the Status JSON a keel server sent, if `bytes` is one.
+    pub fn from_status_json(bytes: &[u8]) -> Option<ApiError> {
+        serde_json::from_slice::<StatusJson>(bytes)
+            .ok()
+            .map(Into::into)
     }
 }
 
@@ -495,16 +450,6 @@ impl ApiError {
     }
 }
 
-/// An error on the wire: its code, a one-line summary as `grpc-message`, and its whole Status
-/// once, in `grpc-status-details-bin`, cut to fit every gRPC client's trailer limit
-/// ([`bounded`]).
-impl From<ApiError> for tonic::Status {
-    fn from(e: ApiError) -> tonic::Status {
-        let (summary, details) = bounded::encode(&e);
-        tonic::Status::with_details(e.reason.code(), summary, details.into())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -522,7 +467,7 @@ mod tests {
     }
 
     #[test]
-    fn errors_round_trip_through_grpc_status() {
+    fn errors_round_trip_through_their_bounded_status_json() {
         let e = ApiError::invalid(
             Target::new("", "ConfigMap", "Bad"),
             vec![FieldCause::invalid(
@@ -531,22 +476,14 @@ mod tests {
                 "must be lowercase",
             )],
         );
-        let status: tonic::Status = e.clone().into();
-        assert_eq!(status.code(), tonic::Code::InvalidArgument);
-        assert_eq!(ApiError::from_status(&status), e);
-        assert!(
-            e.message
-                .contains("ConfigMap \"Bad\" is invalid: metadata.name")
-        );
-    }
-
-    #[test]
-    fn a_retry_after_hint_travels_in_the_status_details() {
+        let (summary, details) = e.to_bounded();
+        assert_eq!(ApiError::from_status_json(&details), Some(e.clone()));
+        assert!(summary.contains("ConfigMap \"Bad\" is invalid: metadata.name"));
+        assert_eq!(ApiError::from_status_json(b"transport error"), None);
         let e = ApiError::too_many_requests(Target::default(), "slow down").retry_after(3);
         assert_eq!(e.to_status_json()["details"]["retryAfterSeconds"], 3);
-        let status: tonic::Status = e.clone().into();
-        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
-        assert_eq!(ApiError::from_status(&status).retry_after_seconds, Some(3));
+        let back = ApiError::from_status_json(&e.to_bounded().1);
+        assert_eq!(back.and_then(|b| b.retry_after_seconds), Some(3));
     }
 
     #[test]
@@ -554,22 +491,5 @@ mod tests {
         assert!(ApiError::expired("gone").must_relist());
         assert!(ApiError::too_large_resource_version(10, 5).must_relist());
         assert!(!ApiError::timeout(Target::default(), "slow").must_relist());
-        // A bare size refusal of the transport is never mistaken for Expired.
-        let bare = tonic::Status::out_of_range("decoded message length too large");
-        assert_eq!(
-            ApiError::from_status(&bare).reason,
-            Reason::RequestEntityTooLarge
-        );
-    }
-
-    #[test]
-    fn every_reason_has_its_design_code() {
-        assert_eq!(Reason::Conflict.code(), tonic::Code::Aborted);
-        assert_eq!(Reason::Expired.code(), tonic::Code::OutOfRange);
-        assert_eq!(
-            Reason::RequestEntityTooLarge.code(),
-            tonic::Code::ResourceExhausted
-        );
-        assert_eq!(Reason::ServiceUnavailable.code(), tonic::Code::Unavailable);
     }
 }

@@ -9,7 +9,7 @@ use crate::{ApiError, FieldCause, Object, Target};
 /// A `LabelSelector` object in selector syntax (`app=web,tier in (a,b)`), as `Scale.status`
 /// carries it.
 fn selector(sel: &Value) -> String {
-    crate::table::label_selector(sel)
+    crate::selector::label_selector(sel)
 }
 
 /// The `Scale` of a workload: its desired replicas, and those it has.

@@ -2,6 +2,8 @@
 //! labels `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x,y)`, `a`, `!a`, joined by commas;
 //! fields `metadata.name` and `metadata.namespace` with `=`, `==`, `!=`.
 
+use serde_json::Value;
+
 use crate::object::Selectable;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,6 +185,47 @@ impl FieldSelector {
             };
             (actual == value) == *equal
         })
+    }
+}
+
+/// A `LabelSelector` object in the syntax of `-l` and of List requests ("": everything).
+pub fn label_selector(sel: &Value) -> String {
+    let mut reqs: Vec<(String, String)> = Vec::new();
+    if let Some(labels) = sel["matchLabels"].as_object() {
+        for (k, v) in labels {
+            reqs.push((k.clone(), format!("{k}={}", text(v))));
+        }
+    }
+    for e in sel["matchExpressions"].as_array().into_iter().flatten() {
+        let key = text(&e["key"]);
+        let values: Vec<String> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect();
+        let req = match e["operator"].as_str().unwrap_or("") {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.clone(),
+            "DoesNotExist" => format!("!{key}"),
+            op => format!("{key} {op} ({})", values.join(",")),
+        };
+        reqs.push((key, req));
+    }
+    reqs.sort();
+    reqs.into_iter()
+        .map(|(_, r)| r)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A label value or key as text: a string as is, null as nothing.
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
     }
 }
 

@@ -3,14 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_api::proto::discovery_client::DiscoveryClient;
-use keel_api::proto::objects_client::ObjectsClient;
-use keel_api::proto::{
+use keel_api::shard::ShardSelector;
+use keel_api::{ApiError, GroupVersionResource, Target};
+use keel_wire::proto::discovery_client::DiscoveryClient;
+use keel_wire::proto::objects_client::ObjectsClient;
+use keel_wire::proto::{
     ApiResource, CreateRequest, DeleteRequest, DiscoveryRequest, GetRequest, ListRequest,
     PatchRequest, PatchType, Preconditions, PropagationPolicy, ResourceRef, UpdateRequest,
 };
-use keel_api::shard::ShardSelector;
-use keel_api::{ApiError, GroupVersionResource, Target};
 use serde_json::Value;
 use tokio::time::Instant;
 use tonic::metadata::{Ascii, MetadataValue};
@@ -282,7 +282,7 @@ const MAX_THROTTLED_RETRIES: u32 = 10;
 /// code tonic gave it (a stream cut by GOAWAY is `Internal` there, a request hyper dropped
 /// unsent `Cancelled`); the client's own deadline stays `Timeout`.
 pub(crate) fn api_error(s: &tonic::Status, how: Delivery) -> ApiError {
-    let mut e = ApiError::from_status(s);
+    let mut e = keel_wire::error(s);
     if matches!(how, Delivery::NotProcessed | Delivery::Unknown) {
         e.reason = keel_api::Reason::ServiceUnavailable;
     }
@@ -407,7 +407,7 @@ impl Client {
             // says and send it again (to any endpoint), while the deadline allows, as
             // client-go does with 429 and Retry-After.
             if how == Delivery::Answered && throttled < MAX_THROTTLED_RETRIES {
-                let e = ApiError::from_status(&s);
+                let e = keel_wire::error(&s);
                 if let (keel_api::Reason::TooManyRequests, Some(secs)) =
                     (e.reason, e.retry_after_seconds)
                 {
@@ -694,8 +694,8 @@ impl Client {
 }
 
 /// A shard selector on the wire.
-pub(crate) fn shard_selector(s: &ShardSelector) -> keel_api::proto::ShardSelector {
-    keel_api::proto::ShardSelector {
+pub(crate) fn shard_selector(s: &ShardSelector) -> keel_wire::proto::ShardSelector {
+    keel_wire::proto::ShardSelector {
         count: s.count,
         ids: s.ids.clone(),
         by_owner: s.by_owner,
@@ -812,9 +812,9 @@ mod tests {
     }
 
     fn throttled(secs: u32) -> tonic::Status {
-        ApiError::too_many_requests(Target::default(), "slow down")
-            .retry_after(secs)
-            .into()
+        keel_wire::status(
+            ApiError::too_many_requests(Target::default(), "slow down").retry_after(secs),
+        )
     }
 
     #[tokio::test(start_paused = true)]

@@ -20,7 +20,7 @@ pub use client::{
     Client, ClientConfig, DeleteParams, Impersonate, ListParams, ObjectList, TlsConfig, gvr,
 };
 pub use flags::ConnectFlags;
-pub use keel_api::proto::{PatchType, PropagationPolicy};
 pub use keel_api::shard::ShardSelector;
 pub use keel_api::{ApiError, GroupVersionResource, Reason};
+pub use keel_wire::proto::{PatchType, PropagationPolicy};
 pub use watch::{Event, EventType, RawEvent, WatchParams};

@@ -1,9 +1,9 @@
 //! Watch streams.
 
 use futures::{Stream, StreamExt};
-use keel_api::proto::WatchRequest;
 use keel_api::shard::ShardSelector;
 use keel_api::{ApiError, GroupVersionResource};
+use keel_wire::proto::WatchRequest;
 use serde_json::Value;
 
 use crate::Client;
@@ -119,7 +119,7 @@ impl Client {
     ) -> Result<impl Stream<Item = Result<RawEvent, ApiError>> + Send + Unpin + use<>, ApiError>
     {
         let req = WatchRequest {
-            resource: Some(keel_api::proto::ResourceRef {
+            resource: Some(keel_wire::proto::ResourceRef {
                 group: g.group.clone(),
                 version: g.version.clone(),
                 resource: g.resource.clone(),

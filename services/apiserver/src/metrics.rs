@@ -174,7 +174,7 @@ impl Metrics {
         error: Option<Reason>,
         took: Duration,
     ) {
-        let code = code_name(error.map_or(tonic::Code::Ok, Reason::code));
+        let code = code_name(error.map_or(tonic::Code::Ok, keel_wire::code));
         self.0
             .requests
             .get_or_create(&RequestLabels {

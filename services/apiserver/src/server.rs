@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_api::proto::discovery_server::DiscoveryServer;
-use keel_api::proto::objects_server::ObjectsServer;
+use keel_wire::proto::discovery_server::DiscoveryServer;
+use keel_wire::proto::objects_server::ObjectsServer;
 
 use tonic::service::interceptor::InterceptedService;
 

@@ -1,9 +1,10 @@
 //! Which resource a name means, from the server's Discovery, so that custom resources resolve
 //! as soon as their CRD is served.
 
-use keel_api::proto::{ApiResource, PrinterColumn};
 use keel_api::{GroupVersionResource, ResourceInfo};
 use keel_client::Client;
+use keel_print::PrinterColumn;
+use keel_wire::proto::ApiResource;
 
 use crate::error::Error;
 
@@ -29,7 +30,17 @@ impl Resource {
             short_names: r.short_names,
             namespaced: r.namespaced,
             verbs: r.verbs,
-            printer_columns: r.printer_columns,
+            printer_columns: r
+                .printer_columns
+                .into_iter()
+                .map(|c| PrinterColumn {
+                    name: c.name,
+                    r#type: c.r#type,
+                    json_path: c.json_path,
+                    priority: c.priority,
+                    description: c.description,
+                })
+                .collect(),
         }
     }
 

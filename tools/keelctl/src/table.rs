@@ -1,7 +1,8 @@
 //! `get`'s tables, aligned as kubectl aligns them; the columns themselves are
-//! [`keel_api::table`]'s, which the API server's `as=Table` answers share.
+//! [`keel_print::table`]'s, which the API server's `as=Table` answers share.
 
-pub use keel_api::table::{Columns, label_selector};
+pub use keel_api::selector::label_selector;
+pub use keel_print::table::Columns;
 
 use crate::resources::Resource;
 

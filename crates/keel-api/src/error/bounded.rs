@@ -157,6 +157,12 @@ mod tests {
             + field("grpc-status-details-bin", b64)
     }
 
+    /// What a client reads back of `e` from its trailers.
+    fn from_wire(e: &ApiError) -> ApiError {
+        let (_, json) = encode(e);
+        ApiError::from_status_json(&json).unwrap_or_else(|| ApiError::internal("not a Status"))
+    }
+
     fn hostile() -> Vec<ApiError> {
         let long = "x".repeat(5000);
         let controls = "\u{1}".repeat(5000);
@@ -212,15 +218,14 @@ mod tests {
     #[test]
     fn a_bounded_error_keeps_its_reason_target_and_first_causes() {
         let all = hostile();
-        let status: tonic::Status = all[0].clone().into();
-        let back = ApiError::from_status(&status);
+        let back = from_wire(&all[0]);
         assert_eq!(back.reason, Reason::Invalid);
         assert_eq!(back.target, Target::new("", "ConfigMap", "cm"));
         assert!(!back.causes.is_empty() && back.causes.len() < 40);
         assert_eq!(back.causes[..], all[0].causes[..back.causes.len()]);
         assert!(back.message.ends_with(" more"), "{}", back.message);
         // A name no object can have comes back cut, and says so.
-        let back = ApiError::from_status(&all[1].clone().into());
+        let back = from_wire(&all[1]);
         assert_eq!(back.reason, Reason::NotFound);
         assert!(back.target.name.ends_with("... (5000 characters in all)"));
         assert!(back.message.len() < 400, "{}", back.message);
@@ -232,7 +237,7 @@ mod tests {
             Target::new("", "ConfigMap", "a"),
             vec![FieldCause::invalid("data[b c]", "b c", "not a valid key")],
         );
-        let back = ApiError::from_status(&e.clone().into());
+        let back = from_wire(&e);
         assert_eq!(back, e);
     }
 

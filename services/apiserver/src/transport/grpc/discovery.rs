@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use keel_api::proto::discovery_server::Discovery;
-use keel_api::proto::{ApiResource, DiscoveryRequest, DiscoveryResponse};
+use keel_wire::proto::discovery_server::Discovery;
+use keel_wire::proto::{ApiResource, DiscoveryRequest, DiscoveryResponse, PrinterColumn};
 use tonic::{Request, Response, Status};
 
 use crate::request::{Handler, Subresource};
@@ -52,10 +52,22 @@ impl Discovery for DiscoveryService {
                     .handler
                     .printer_columns(&r.gvr)
                     .iter()
-                    .map(keel_api::table::printer_column)
+                    .map(printer_column)
                     .collect(),
             })
             .collect();
         Ok(Response::new(DiscoveryResponse { resources }))
+    }
+}
+
+/// A custom resource's column as Discovery sends it (from its CRD's JSON, as keel-print reads it).
+fn printer_column(c: &serde_json::Value) -> PrinterColumn {
+    let c = keel_print::printer_column(c);
+    PrinterColumn {
+        name: c.name,
+        r#type: c.r#type,
+        json_path: c.json_path,
+        priority: c.priority,
+        description: c.description,
     }
 }

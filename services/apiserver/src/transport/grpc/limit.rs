@@ -141,13 +141,12 @@ impl<B> LimitedBody<B> {
 
 /// The error an oversized message gets: the client learns the size it sent and the limit.
 fn too_large(length: u64, limit: usize) -> tonic::Status {
-    ApiError::too_large(
+    keel_wire::status(ApiError::too_large(
         Target::default(),
         format!(
             "Request entity too large: the request message is {length} bytes, the limit is {limit} bytes"
         ),
-    )
-    .into()
+    ))
 }
 
 impl<B> Body for LimitedBody<B>

@@ -37,7 +37,7 @@ pub fn authenticate(
         let certificate = req.peer_certs().and_then(|c| c.first().map(|d| d.to_vec()));
         let user = auth
             .authenticate(header, certificate.as_deref())
-            .map_err(tonic::Status::from)?;
+            .map_err(keel_wire::status)?;
         req.extensions_mut().insert(user);
         Ok(req)
     }

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use keel_api::proto::objects_server::Objects;
-use keel_api::proto::{
+use keel_api::{ApiError, GroupVersionResource, Target};
+use keel_wire::proto::objects_server::Objects;
+use keel_wire::proto::{
     CreateRequest, DeleteRequest, DeleteResponse, GetRequest, ListRequest, ListResponse,
     ObjectResponse, PatchRequest, PatchType as ProtoPatchType, PropagationPolicy, ResourceRef,
     UpdateRequest, WatchEvent as ProtoWatchEvent, WatchRequest,
 };
-use keel_api::{ApiError, GroupVersionResource, Target};
+use keel_wire::status;
 use tonic::{Response, Status};
 
 use super::{MAX_MESSAGE_BYTES, deadline};
@@ -103,7 +104,8 @@ impl Objects for ObjectsService {
     ) -> Result<Response<ObjectResponse>, Status> {
         let (timeout, user) = (deadline::timeout(&req), user_of(&req));
         let r = req.into_inner();
-        let field_validation = FieldValidation::parse(&r.field_validation, &Target::default())?;
+        let field_validation =
+            FieldValidation::parse(&r.field_validation, &Target::default()).map_err(status)?;
         let verb = Create {
             namespace: r.namespace,
             object: r.object,
@@ -113,7 +115,8 @@ impl Objects for ObjectsService {
         let created = self
             .handler
             .handle(request(r.resource, timeout, user, verb))
-            .await?;
+            .await
+            .map_err(status)?;
         Ok(object_response(created))
     }
 
@@ -133,7 +136,8 @@ impl Objects for ObjectsService {
         let obj = self
             .handler
             .handle(request(r.resource, timeout, user, verb))
-            .await?;
+            .await
+            .map_err(status)?;
         Ok(object_response(obj))
     }
 
@@ -158,7 +162,8 @@ impl Objects for ObjectsService {
         let res = self
             .handler
             .handle(request(r.resource, timeout, user, verb))
-            .await?;
+            .await
+            .map_err(status)?;
         let list = ListResponse {
             resource_version: res.revision.to_string(),
             continue_token: res.continue_token,
@@ -169,13 +174,12 @@ impl Objects for ObjectsService {
         // for Expired): say what is wrong and what to do instead.
         let size = prost::Message::encoded_len(&list);
         if size > MAX_MESSAGE_BYTES {
-            return Err(ApiError::too_large(
+            return Err(status(ApiError::too_large(
                 Target::new("", &resource.unwrap_or_default(), ""),
                 format!(
                     "the list is {size} bytes, more than the {MAX_MESSAGE_BYTES} bytes a response may carry: list in pages (limit)"
                 ),
-            )
-            .into());
+            )));
         }
         Ok(Response::new(list))
     }
@@ -186,7 +190,8 @@ impl Objects for ObjectsService {
     ) -> Result<Response<ObjectResponse>, Status> {
         let (timeout, user) = (deadline::timeout(&req), user_of(&req));
         let r = req.into_inner();
-        let field_validation = FieldValidation::parse(&r.field_validation, &Target::default())?;
+        let field_validation =
+            FieldValidation::parse(&r.field_validation, &Target::default()).map_err(status)?;
         let verb = Update {
             namespace: r.namespace,
             subresource: r.subresource,
@@ -197,7 +202,8 @@ impl Objects for ObjectsService {
         let updated = self
             .handler
             .handle(request(r.resource, timeout, user, verb))
-            .await?;
+            .await
+            .map_err(status)?;
         Ok(object_response(updated))
     }
 
@@ -214,12 +220,14 @@ impl Objects for ObjectsService {
             patch_type: patch_type(r.patch_type),
             patch: r.patch,
             dry_run: r.dry_run,
-            field_validation: FieldValidation::parse(&r.field_validation, &Target::default())?,
+            field_validation: FieldValidation::parse(&r.field_validation, &Target::default())
+                .map_err(status)?,
         };
         let patched = self
             .handler
             .handle(request(r.resource, timeout, user, verb))
-            .await?;
+            .await
+            .map_err(status)?;
         Ok(object_response(patched))
     }
 
@@ -243,7 +251,8 @@ impl Objects for ObjectsService {
         let (obj, deleted) = self
             .handler
             .handle(request(r.resource, timeout, user, verb))
-            .await?;
+            .await
+            .map_err(status)?;
         Ok(Response::new(DeleteResponse {
             object: obj.to_vec(),
             deleted,
@@ -268,14 +277,15 @@ impl Objects for ObjectsService {
         let events = self
             .handler
             .handle(request(r.resource, timeout, user, verb))
-            .await?;
-        let stream = events.map(|item| item.map(watch_event).map_err(Status::from));
+            .await
+            .map_err(status)?;
+        let stream = events.map(|item| item.map(watch_event).map_err(status));
         Ok(Response::new(Box::pin(stream)))
     }
 }
 
 /// A shard selector as the client sent it; the request layer checks it.
-fn shard_selector(s: keel_api::proto::ShardSelector) -> keel_api::shard::ShardSelector {
+fn shard_selector(s: keel_wire::proto::ShardSelector) -> keel_api::shard::ShardSelector {
     keel_api::shard::ShardSelector {
         count: s.count,
         ids: s.ids,

@@ -1,13 +1,13 @@
 //! Server-side printing: `kubectl get` asks for `Accept: application/json;as=Table;v=v1;
 //! g=meta.k8s.io` and prints the `Table` it gets, so the columns it shows are the server's.
-//! They are keelctl's ([`keel_api::table`]), and a custom resource's
+//! They are keelctl's ([`keel_print::table`]), and a custom resource's
 //! `additionalPrinterColumns`.
 
 use std::time::SystemTime;
 
 use axum::http::{HeaderMap, header};
-use keel_api::table::{Columns, printer_column};
 use keel_api::{ApiError, GroupVersionResource, Target};
+use keel_print::table::{Columns, printer_column};
 use serde_json::{Value, json};
 
 use super::query::Query;

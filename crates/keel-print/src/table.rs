@@ -5,8 +5,9 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
+use keel_api::selector::label_selector;
+
 use crate::age;
-use crate::proto::PrinterColumn;
 
 /// The kinds with columns of their own; everything else shows NAME and AGE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,6 +208,19 @@ impl Columns {
     }
 }
 
+/// A custom resource's column (an entry of its CRD's `additionalPrinterColumns`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PrinterColumn {
+    pub name: String,
+    /// `string`, `integer`, `number`, `boolean` or `date` (shown as an age).
+    pub r#type: String,
+    /// Where the cell's value is, e.g. `.spec.cidr`.
+    pub json_path: String,
+    /// 0: always shown; more: only with `-o wide`.
+    pub priority: i32,
+    pub description: String,
+}
+
 /// A printer column from its JSON (a CRD's `additionalPrinterColumns` entry).
 pub fn printer_column(c: &Value) -> PrinterColumn {
     let text = |field: &str| c[field].as_str().unwrap_or("").to_string();
@@ -343,38 +357,6 @@ fn selector(sel: &Value) -> String {
         s if s.is_empty() => "<none>".into(),
         s => s,
     }
-}
-
-/// A `LabelSelector` object in the syntax of `-l` and of List requests ("": everything).
-pub fn label_selector(sel: &Value) -> String {
-    let mut reqs: Vec<(String, String)> = Vec::new();
-    if let Some(labels) = sel["matchLabels"].as_object() {
-        for (k, v) in labels {
-            reqs.push((k.clone(), format!("{k}={}", text(v))));
-        }
-    }
-    for e in sel["matchExpressions"].as_array().into_iter().flatten() {
-        let key = text(&e["key"]);
-        let values: Vec<String> = e["values"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(text)
-            .collect();
-        let req = match e["operator"].as_str().unwrap_or("") {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.clone(),
-            "DoesNotExist" => format!("!{key}"),
-            op => format!("{key} {op} ({})", values.join(",")),
-        };
-        reqs.push((key, req));
-    }
-    reqs.sort();
-    reqs.into_iter()
-        .map(|(_, r)| r)
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 #[cfg(test)]
