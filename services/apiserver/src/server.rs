@@ -14,7 +14,7 @@ use crate::auth::Authenticator;
 use crate::config::{AuthorizationMode, Config};
 use crate::etcd::{Etcd, EtcdTls, KeyValue};
 use crate::metrics::Metrics;
-use crate::registry::{FinalizerRules, Registry, Resources};
+use crate::registry::{FinalizerRules, Policies, Registry, Resources, policy_resources};
 use crate::request::{AuditConfig, AuditLog, Handler, Limits, LimitsConfig};
 use crate::shutdown::Signals;
 use crate::storage::{self, Store, StoreConfig};
@@ -130,14 +130,26 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     for info in resources.all().into_iter().filter(|r| !r.create_only) {
         store.cache(&info);
     }
-    let registry = Registry::new(resources, store, config.max_queued_patches, metrics.clone());
+    let policies = Arc::new(Policies::default());
+    let registry = Registry::new(
+        resources.clone(),
+        store.clone(),
+        policies.clone(),
+        config.max_queued_patches,
+        metrics.clone(),
+    );
     {
         let registry = registry.clone();
         tokio::spawn(async move { registry.bootstrap().await });
     }
     tokio::spawn(registry.clone().enforce_initializer_timeouts());
     tokio::spawn(registry.clone().serve_custom_resources());
-    tokio::spawn(registry.clone().follow_policy());
+    match policy_resources().map(|gvr| resources.lookup(Some(&gvr))) {
+        [Ok(r), Ok(cr), Ok(b), Ok(cb)] => {
+            tokio::spawn(policies.follow(store.clone(), [r, cr, b, cb], registry.bootstrapped()));
+        }
+        _ => return Err("the RBAC resources are not served".into()),
+    }
     if !config.compaction_interval.is_zero() {
         tokio::spawn(storage::compactor::run(
             etcd.clone(),

@@ -7,7 +7,6 @@
 //! and errors are its own or keel's types.
 
 mod admission;
-mod authorization;
 mod bootstrap;
 pub mod builtin_schema;
 pub mod crd;
@@ -30,7 +29,7 @@ pub mod validation;
 
 pub use deletion::{DeleteOptions, FinalizerRules, Propagation};
 pub use patch::PatchType;
-pub use rbac::Attributes;
+pub use rbac::{Attributes, Policies, forbidden, policy_resources};
 pub use resources::Resources;
 pub use store::{ListOptions, Registry};
 pub use strategy::Subresource;

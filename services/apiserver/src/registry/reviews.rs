@@ -37,7 +37,7 @@ impl Registry {
     ) -> Result<Object, ApiError> {
         let everything = requester.is_none() || !authorizing;
         if !everything {
-            self.wait_for_policy(deadline).await?;
+            self.policies().wait(deadline).await?;
         }
         let Some(review) = self.kind(info).review() else {
             return Err(ApiError::internal(format!("{} is no review", info.gvr)));
@@ -47,7 +47,9 @@ impl Registry {
             ReviewKind::SelfSubjectAccessReview => {
                 let attributes = attributes_of(info, &obj)?;
                 let decision = match requester {
-                    Some(user) if !everything => self.policy().decide(user, &attributes.get()),
+                    Some(user) if !everything => {
+                        self.policies().current().decide(user, &attributes.get())
+                    }
                     _ => Some(String::new()),
                 };
                 Ok(with_decision(obj, decision))
@@ -58,7 +60,9 @@ impl Registry {
                 let decision = if everything {
                     Some(String::new())
                 } else {
-                    self.policy().decide(&subject, &attributes.get())
+                    self.policies()
+                        .current()
+                        .decide(&subject, &attributes.get())
                 };
                 Ok(with_decision(obj, decision))
             }
@@ -83,7 +87,7 @@ impl Registry {
                         if is_master(user) {
                             rules.extend(everything_rules());
                         }
-                        rules.extend(self.policy().rules_for(user, &namespace));
+                        rules.extend(self.policies().current().rules_for(user, &namespace));
                         rules
                     }
                     _ => everything_rules(),

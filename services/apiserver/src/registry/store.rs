@@ -3,8 +3,8 @@
 //! `registry/generic/registry.Store`. What the client sent arrives parsed by the request layer,
 //! except `resourceVersion`s, which are parsed here with storage's parser.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use keel_api::{ApiError, GroupVersionResource, Object, ResourceInfo};
@@ -18,7 +18,7 @@ use super::errors::kind_target;
 use super::initializers::{self, CONFIG_GROUP, CONFIG_VERSION, Initializers};
 use super::kinds::Kind;
 use super::patch::{self, PatchType};
-use super::rbac::{self, GrantCheck, Policy};
+use super::rbac::{self, GrantCheck, Policies};
 use super::resources::Resources;
 use super::strategy::{self, Subresource};
 use crate::auth::User;
@@ -30,8 +30,6 @@ use crate::storage::{
     WatchStream, target,
 };
 
-/// How long a request waits for a just-started replica to read its policy.
-const POLICY_WAIT: Duration = Duration::from_secs(5);
 /// How long readiness waits for etcd to answer.
 const READINESS_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -67,11 +65,9 @@ pub struct Registry {
     coalescer: Arc<Coalescer>,
     /// Set once the built-in namespaces exist (a condition of readiness).
     bootstrapped: tokio::sync::watch::Sender<bool>,
-    /// The RBAC policy as this replica's caches hold it (`rbac.rs`).
-    policy: RwLock<Arc<Policy>>,
-    /// Turns true once the policy holds the bootstrap roles and bindings: a condition of
-    /// readiness, and what a request the unread policy would refuse waits for (`rbac.rs`).
-    policy_ready: tokio::sync::watch::Sender<bool>,
+    /// The RBAC policy this replica follows, shared with the request layer's authorizer:
+    /// read by the escalation check of roles and bindings, and by the access reviews.
+    policies: Arc<Policies>,
     /// Fresh reads of the CRDs for requests ([`Registry::catch_up_custom_resources`]).
     crd_sync: CrdSync,
 }
@@ -80,6 +76,7 @@ impl Registry {
     pub fn new(
         resources: Arc<Resources>,
         store: Arc<Store>,
+        policies: Arc<Policies>,
         max_queued_patches: usize,
         metrics: Metrics,
     ) -> Arc<Registry> {
@@ -88,49 +85,14 @@ impl Registry {
             resources,
             store,
             bootstrapped: tokio::sync::watch::Sender::new(false),
-            policy: RwLock::new(Arc::new(Policy::default())),
-            policy_ready: tokio::sync::watch::Sender::new(false),
+            policies,
             crd_sync: Default::default(),
         })
     }
 
-    /// The RBAC policy in force on this replica.
-    pub fn policy(&self) -> Arc<Policy> {
-        self.policy
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Puts `policy` in force; `complete`: bootstrapping has ended and it was built from the
-    /// four caches all loaded.
-    pub(super) fn set_policy(&self, policy: Policy, complete: bool) {
-        let ready = complete && policy.has_bootstrap();
-        *self.policy.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(policy);
-        // After the policy is in place: whoever sees `true` reads the complete policy.
-        if ready {
-            self.policy_ready
-                .send_if_modified(|r| !std::mem::replace(r, true));
-        }
-    }
-
-    /// Waits until this replica has read its whole policy: up to [`POLICY_WAIT`] and
-    /// `deadline`, then a retryable `ServiceUnavailable`.
-    pub(super) async fn wait_for_policy(&self, deadline: Instant) -> Result<(), ApiError> {
-        let mut ready = self.policy_ready();
-        let until = deadline.min(Instant::now() + POLICY_WAIT);
-        match tokio::time::timeout_at(until, ready.wait_for(|r| *r)).await {
-            Ok(Ok(_)) => Ok(()),
-            _ => Err(ApiError::unavailable(
-                "this API server has not read its RBAC policy yet: try again",
-            )
-            .retry_after(1)),
-        }
-    }
-
-    /// Whether this replica has read its RBAC policy; a receiver to wait for it.
-    pub(super) fn policy_ready(&self) -> tokio::sync::watch::Receiver<bool> {
-        self.policy_ready.subscribe()
+    /// The RBAC policy this replica follows.
+    pub fn policies(&self) -> &Arc<Policies> {
+        &self.policies
     }
 
     /// The resource a request names, or `NotFound` naming it.
@@ -170,7 +132,7 @@ impl Registry {
         if !self.is_bootstrapped() {
             return Err("creating the built-in namespaces and the bootstrap policy".into());
         }
-        if !*self.policy_ready.borrow() {
+        if !self.policies.is_ready() {
             return Err("reading the RBAC policy".into());
         }
         Ok(())
@@ -185,7 +147,7 @@ impl Registry {
     }
 
     /// A receiver that turns true once the built-in namespaces exist.
-    pub(super) fn bootstrapped(&self) -> tokio::sync::watch::Receiver<bool> {
+    pub fn bootstrapped(&self) -> tokio::sync::watch::Receiver<bool> {
         self.bootstrapped.subscribe()
     }
 
@@ -604,8 +566,10 @@ impl Registry {
         if !GrantCheck::applies(writer) {
             return Ok(None);
         }
-        self.wait_for_policy(deadline).await?;
-        let Some(check) = GrantCheck::new(grant_kind, writer, self.policy(), request_name) else {
+        self.policies.wait(deadline).await?;
+        let Some(check) =
+            GrantCheck::new(grant_kind, writer, self.policies.current(), request_name)
+        else {
             return Ok(None);
         };
         if !grant_kind.is_binding() {

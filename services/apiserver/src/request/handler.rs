@@ -8,6 +8,7 @@ use keel_api::{ApiError, GroupVersionResource, Reason, ResourceInfo};
 use tokio::time::Instant;
 
 use super::audit::{AuditLog, AuditUser, Entry};
+use super::authorizer::Authorizer;
 use super::impersonation::Impersonation;
 use super::limits::{Class, Limits, Slot};
 use crate::auth::User;
@@ -69,6 +70,7 @@ pub struct Request<V> {
 /// user is allowed to.
 pub struct Context<'a> {
     registry: &'a Registry,
+    authorizer: &'a Authorizer,
     /// The user requests are authorized as (`None`: authorization is off).
     user: Option<&'a User>,
     /// Who sent the request, whether or not requests are authorized (`None`: authentication
@@ -147,7 +149,7 @@ impl<'a> Context<'a> {
             name,
             path: None,
         };
-        self.registry
+        self.authorizer
             .authorize(self.user, &attributes, self.deadline)
             .await?;
         Ok(self.registry)
@@ -253,6 +255,7 @@ pub trait Verb: Send {
 /// Runs requests against the registry.
 pub struct Handler {
     registry: Arc<Registry>,
+    authorizer: Authorizer,
     metrics: Metrics,
     /// Whether requests are authorized by RBAC (else every authenticated user may do
     /// everything: `--authorization-mode AlwaysAllow`).
@@ -270,6 +273,7 @@ impl Handler {
         audit: Option<AuditLog>,
     ) -> Handler {
         Handler {
+            authorizer: Authorizer::new(registry.policies().clone()),
             registry,
             metrics,
             rbac,
@@ -349,6 +353,7 @@ impl Handler {
                 };
                 let cx = Context {
                     registry: &self.registry,
+                    authorizer: &self.authorizer,
                     user: user.as_ref().filter(|_| self.rbac),
                     requester: user.as_ref(),
                     info,
@@ -400,7 +405,7 @@ impl Handler {
                 name: &needed.name,
                 path: None,
             };
-            self.registry
+            self.authorizer
                 .authorize(sender.filter(|_| self.rbac), &attributes, deadline)
                 .await?;
         }

@@ -8,6 +8,7 @@
 //! types, errors are `ApiError`s.
 
 mod audit;
+mod authorizer;
 mod create;
 mod delete;
 mod delete_collection;

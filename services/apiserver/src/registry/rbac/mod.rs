@@ -4,11 +4,12 @@
 //! ClusterRole everywhere. The group `system:masters` may do everything, whatever is bound.
 //!
 //! Every replica decides from a [`Policy`] built from its watch caches of the four kinds and
-//! rebuilt whenever one of them changes ([`Registry::follow_policy`]): a new binding takes
+//! rebuilt whenever one of them changes ([`Policies::follow`]): a new binding takes
 //! effect within a sync period of its write reaching the cache, on every replica.
 
 pub mod defaults;
 mod escalation;
+mod policies;
 #[cfg(test)]
 mod properties;
 mod rules;
@@ -23,6 +24,7 @@ use super::fields::optional_list;
 use crate::auth::User;
 
 pub use escalation::{GrantCheck, GrantKind, role_ref};
+pub use policies::{Policies, policy_resources};
 use rules::strings;
 pub use rules::{Attributes, Rule};
 
