@@ -138,12 +138,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         config.max_queued_patches,
         metrics.clone(),
     );
-    {
-        let registry = registry.clone();
-        tokio::spawn(async move { registry.bootstrap().await });
-    }
-    tokio::spawn(registry.clone().enforce_initializer_timeouts());
-    tokio::spawn(registry.clone().serve_custom_resources());
+    crate::registry::controllers::spawn(&registry);
     match policy_resources().map(|gvr| resources.lookup(Some(&gvr))) {
         [Ok(r), Ok(cr), Ok(b), Ok(cb)] => {
             tokio::spawn(policies.follow(store.clone(), [r, cr, b, cb], registry.bootstrapped()));

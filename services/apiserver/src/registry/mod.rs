@@ -7,16 +7,14 @@
 //! and errors are its own or keel's types.
 
 mod admission;
-mod bootstrap;
 pub mod builtin_schema;
+pub mod controllers;
 pub mod crd;
 pub mod crd_schema;
-mod crd_serving;
 pub mod deletion;
 pub mod errors;
 mod fields;
 mod go_regex;
-mod initialization;
 pub mod initializers;
 pub mod kinds;
 pub mod patch;

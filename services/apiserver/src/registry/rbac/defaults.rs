@@ -1,7 +1,7 @@
 //! The bootstrap RBAC policy: what every keel cluster starts with. `cluster-admin` for
 //! `system:masters`, a least-privilege role for each of keel's own components, and Kubernetes'
 //! user-facing roles (`admin`, `edit`, `view` by aggregation, `system:basic-user`). Data only:
-//! the registry's bootstrap creates what is missing (`registry/bootstrap.rs`).
+//! the registry's bootstrap creates what is missing (`registry/controllers/bootstrap.rs`).
 
 use keel_api::resource::RBAC_GROUP;
 use serde_json::{Value, json};

@@ -12,24 +12,29 @@ use keel_api::{ApiError, Object, Reason};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::crd::{self, CLEANUP_FINALIZER};
-use super::deletion::DeleteOptions;
-use super::patch::PatchType;
-use super::store::{ListOptions, Registry};
-use super::strategy::Subresource;
+use crate::registry::crd::{self, CLEANUP_FINALIZER};
+use crate::registry::deletion::DeleteOptions;
+use crate::registry::patch::PatchType;
+use crate::registry::strategy::Subresource;
+use crate::registry::{ListOptions, Registry};
 
 /// The pause between two cleanup steps of one deleted CRD (each lists its objects from etcd).
 const CLEANUP_PAUSE: Duration = Duration::from_secs(1);
 /// How long one cleanup step (a list and its deletes) may take.
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
 
-impl Registry {
+/// Serves the CRDs' resources and cleans up deleted ones ([`CrdServing::run`]).
+pub struct CrdServing {
+    pub(super) registry: Arc<Registry>,
+}
+
+impl CrdServing {
     /// Follows the CRDs until the process ends.
-    pub async fn serve_custom_resources(self: Arc<Self>) {
-        let Ok(info) = self.lookup(Some(&crd::crd_gvr())) else {
+    pub async fn run(self: Arc<Self>) {
+        let Ok(info) = self.registry.lookup(Some(&crd::crd_gvr())) else {
             return;
         };
-        let mut changes = self.store().cache_changes(&info);
+        let mut changes = self.registry.store().cache_changes(&info);
         // Deleted CRDs being cleaned up; their tasks say when a step is done (at most one
         // message per entry of `cleaning`, so the channel stays as small as the set).
         let mut cleaning: BTreeSet<String> = BTreeSet::new();
@@ -46,16 +51,17 @@ impl Registry {
                 cleaning.remove(&name);
             }
             'step: {
-                let changed = self.store().cache_changed(&info);
+                let changed = self.registry.store().cache_changed(&info);
                 let moved = changed.is_some() && changed != served;
                 if !moved && !deleting {
                     break 'step;
                 }
-                let Some((crds, revision)) = self.store().cached_at(&info, |_| true) else {
+                let Some((crds, revision)) = self.registry.store().cached_at(&info, |_| true)
+                else {
                     break 'step;
                 };
                 if moved {
-                    self.serve_crds(&crds, revision, "the watch");
+                    self.registry.serve_crds(&crds, revision, "the watch");
                     served = changed;
                 }
                 let to_clean: Vec<&Object> = crds
@@ -105,11 +111,14 @@ impl Registry {
         else {
             return self.remove_cleanup_finalizer(crd, deadline).await;
         };
-        let Ok(info) = self.lookup(Some(&custom.info.gvr)) else {
+        let Ok(info) = self.registry.lookup(Some(&custom.info.gvr)) else {
             // Not served here yet (the next sync serves it).
             return Ok(());
         };
-        let list = self.list(&info, ListOptions::default(), deadline).await?;
+        let list = self
+            .registry
+            .list(&info, ListOptions::default(), deadline)
+            .await?;
         if list.items.is_empty() {
             return self.remove_cleanup_finalizer(crd, deadline).await;
         }
@@ -123,6 +132,7 @@ impl Registry {
                 continue;
             }
             match self
+                .registry
                 .delete(&info, ns, name, DeleteOptions::default(), deadline)
                 .await
             {
@@ -139,7 +149,7 @@ impl Registry {
         crd: &Object,
         deadline: Instant,
     ) -> Result<(), ApiError> {
-        let Ok(info) = self.lookup(Some(&crd::crd_gvr())) else {
+        let Ok(info) = self.registry.lookup(Some(&crd::crd_gvr())) else {
             return Ok(());
         };
         let rest: Vec<&str> = crd
@@ -150,6 +160,7 @@ impl Registry {
         let body =
             json!({"metadata": {"finalizers": rest, "resourceVersion": crd.resource_version()}});
         match self
+            .registry
             .patch(
                 &info,
                 "",

@@ -11,18 +11,23 @@ use keel_api::{GroupVersionResource, Object, Reason, ResourceInfo};
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
-use super::kinds::PROTECTED_NAMESPACES;
-use super::rbac::defaults::policy_objects;
-use super::store::Registry;
+use crate::registry::Registry;
+use crate::registry::kinds::PROTECTED_NAMESPACES;
+use crate::registry::rbac::defaults::policy_objects;
 use crate::storage::{Change, Mutation, UpdateOptions};
 
 /// How long one attempt to create an object may take.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
-impl Registry {
+/// Creates what always exists ([`Bootstrap::run`]).
+pub struct Bootstrap {
+    pub(super) registry: Arc<Registry>,
+}
+
+impl Bootstrap {
     /// Creates the built-in namespaces and the bootstrap policy, retrying with backoff until
     /// etcd takes them; readiness waits for it.
-    pub async fn bootstrap(&self) {
+    pub async fn run(self) {
         for name in PROTECTED_NAMESPACES {
             let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
             self.create_if_missing(&GroupVersionResource::new("", "v1", "namespaces"), ns)
@@ -32,11 +37,11 @@ impl Registry {
             self.create_if_missing(&GroupVersionResource::new(RBAC_GROUP, "v1", resource), obj)
                 .await;
         }
-        self.set_bootstrapped();
+        self.registry.set_bootstrapped();
     }
 
     async fn create_if_missing(&self, gvr: &GroupVersionResource, obj: Value) {
-        let Ok(info) = self.lookup(Some(gvr)) else {
+        let Ok(info) = self.registry.lookup(Some(gvr)) else {
             return;
         };
         let Ok(obj) = Object::from_value(obj) else {
@@ -45,6 +50,7 @@ impl Registry {
         let mut backoff = Duration::from_millis(100);
         loop {
             match self
+                .registry
                 .create(
                     &info,
                     obj.clone(),
@@ -71,7 +77,7 @@ impl Registry {
     }
 }
 
-impl Registry {
+impl Bootstrap {
     /// Adds to an existing bootstrap role or binding what this version's has and it lacks
     /// (rules, subjects, labels, annotations), as Kubernetes reconciles its bootstrap policy
     /// at start: nothing is taken away, and an object annotated `autoupdate: "false"` is left
@@ -81,12 +87,13 @@ impl Registry {
         let mutation: Mutation = Box::new(move |current: &Object| {
             Ok(Change::Put(with_bootstrap_policy(current, &want)))
         });
-        let key = self.store().key(info, "", expected.name());
+        let key = self.registry.store().key(info, "", expected.name());
         let opts = UpdateOptions {
             read_etcd: true,
             ..UpdateOptions::default()
         };
         if let Err(e) = self
+            .registry
             .store()
             .update(&key, opts, mutation, Instant::now() + ATTEMPT_TIMEOUT)
             .await

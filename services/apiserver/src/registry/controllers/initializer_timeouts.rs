@@ -13,12 +13,12 @@ use keel_api::{ApiError, GroupVersionResource, Object, Reason, ResourceInfo, Sel
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::deletion::{self, DeleteOptions};
-use super::initializers::{
+use crate::registry::Registry;
+use crate::registry::deletion::{self, DeleteOptions};
+use crate::registry::initializers::{
     self, CONFIG_GROUP, CONFIG_RESOURCE, CONFIG_VERSION, FailurePolicy, Initializer, Initializers,
 };
-use super::store::Registry;
-use super::strategy;
+use crate::registry::strategy;
 use crate::storage::{Change, Mutation, UpdateOptions, target};
 
 /// How long the loop sleeps when nothing waits (it wakes sooner when something starts to).
@@ -28,14 +28,20 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// How long one enforcement (a write and its Event) may take.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
-impl Registry {
+/// Enforces initializers' timeouts ([`InitializerTimeouts::run`]).
+pub struct InitializerTimeouts {
+    pub(super) registry: Arc<Registry>,
+}
+
+impl InitializerTimeouts {
     /// Enforces initializers' timeouts until the process ends.
-    pub async fn enforce_initializer_timeouts(self: Arc<Self>) {
-        let mut new_waiting = self.store().new_waiting();
+    pub async fn run(self) {
+        let mut new_waiting = self.registry.store().new_waiting();
         let mut configs = self
+            .registry
             .lookup(Some(&config_gvr()))
             .ok()
-            .map(|info| self.store().cache_changes(&info));
+            .map(|info| self.registry.store().cache_changes(&info));
         loop {
             // Marked seen before the caches are read: what changes after wakes the loop.
             new_waiting.borrow_and_update();
@@ -62,8 +68,8 @@ impl Registry {
     /// Applies the failure policy of every object whose head initializer is out of time at
     /// `now`; returns the first deadline still to come.
     async fn time_out_due(&self, now: SystemTime) -> Option<SystemTime> {
-        let configs = match self.lookup(Some(&config_gvr())) {
-            Ok(info) => self.store().cached(&info, |o| o.is_initialized()),
+        let configs = match self.registry.lookup(Some(&config_gvr())) {
+            Ok(info) => self.registry.store().cached(&info, |o| o.is_initialized()),
             Err(_) => Vec::new(),
         };
         let configs: Vec<Value> = configs
@@ -72,8 +78,13 @@ impl Registry {
             .collect();
         let initializers = Initializers::from_configs(&configs);
         let mut next: Option<SystemTime> = None;
-        for info in self.resources().into_iter().filter(|r| !r.create_only) {
-            for obj in self.store().waiting(&info) {
+        for info in self
+            .registry
+            .resources()
+            .into_iter()
+            .filter(|r| !r.create_only)
+        {
+            for obj in self.registry.store().waiting(&info) {
                 // Objects being deleted are left to their deletion.
                 if obj.deletion_timestamp().is_some() {
                     continue;
@@ -106,7 +117,7 @@ impl Registry {
             return;
         };
         let deadline = Instant::now() + WRITE_TIMEOUT;
-        let key = self.store().key(info, obj.namespace(), obj.name());
+        let key = self.registry.store().key(info, obj.namespace(), obj.name());
         let opts = UpdateOptions {
             expected_revision: Some(rv),
             read_etcd: true,
@@ -116,7 +127,7 @@ impl Registry {
             FailurePolicy::Ignore => drop_head(info, init.name.clone()),
             FailurePolicy::Fail => deletion::deletion(
                 info,
-                self.kind(info),
+                self.registry.kind(info),
                 DeleteOptions {
                     resource_version: rv.to_string(),
                     ..DeleteOptions::default()
@@ -124,7 +135,12 @@ impl Registry {
                 Some(rv),
             ),
         };
-        match self.store().update(&key, opts, mutation, deadline).await {
+        match self
+            .registry
+            .store()
+            .update(&key, opts, mutation, deadline)
+            .await
+        {
             Ok(_) => {
                 tracing::info!(
                     resource = %info.gvr, namespace = obj.namespace(), name = obj.name(),
@@ -151,7 +167,10 @@ impl Registry {
         rv: i64,
         deadline: Instant,
     ) {
-        let Ok(events) = self.lookup(Some(&GroupVersionResource::new("", "v1", "events"))) else {
+        let Ok(events) = self
+            .registry
+            .lookup(Some(&GroupVersionResource::new("", "v1", "events")))
+        else {
             return;
         };
         let namespace = if info.namespaced {
@@ -194,9 +213,9 @@ impl Registry {
         let Ok(mut event) = Object::from_value(event) else {
             return;
         };
-        strategy::prepare_for_create(&events, &*self.kind(&events), &mut event);
-        let key = self.store().key(&events, namespace, event.name());
-        match self.store().create(&key, event, deadline).await {
+        strategy::prepare_for_create(&events, &*self.registry.kind(&events), &mut event);
+        let key = self.registry.store().key(&events, namespace, event.name());
+        match self.registry.store().create(&key, event, deadline).await {
             Ok(_) => {}
             Err(e) if e.reason == Reason::AlreadyExists => {}
             Err(e) => tracing::warn!(error = %e, "cannot record the initializer timeout Event"),
