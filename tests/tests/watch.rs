@@ -481,3 +481,84 @@ async fn a_watcher_that_does_not_read_is_closed_not_buffered_without_bound() {
         "what arrived is in order with no gap"
     );
 }
+
+#[tokio::test]
+async fn a_kinds_own_fields_select_in_lists_and_watches() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let events = gvr("", "v1", "events");
+    let event = |name: &str, about: &str, kind: &str| {
+        json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": name},
+            "involvedObject": {"kind": "Pod", "namespace": "default", "name": about},
+            "reason": "Pulled", "type": kind, "message": "m"})
+    };
+    let first = c
+        .create(&events, "default", &event("a.1", "web-a", "Normal"))
+        .await
+        .unwrap();
+    c.create(&events, "default", &event("b.1", "web-b", "Normal"))
+        .await
+        .unwrap();
+    c.create(&events, "default", &event("a.2", "web-a", "Warning"))
+        .await
+        .unwrap();
+    // What `kubectl describe pod web-a` asks for.
+    let about_a = ListParams {
+        field_selector: "involvedObject.name=web-a,involvedObject.namespace=default".into(),
+        ..Default::default()
+    };
+    let list = c.list(&events, "default", &about_a).await.unwrap();
+    let names: Vec<&str> = list
+        .items
+        .iter()
+        .map(|e| e["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a.1", "a.2"]);
+    let warnings = ListParams {
+        field_selector: "type!=Normal".into(),
+        ..Default::default()
+    };
+    assert_eq!(c.list(&events, "", &warnings).await.unwrap().items.len(), 1);
+
+    // A watch from the first write: the cache's objects are selected by the same fields, and
+    // an object that comes to match is ADDED.
+    let p = WatchParams {
+        field_selector: "involvedObject.name=web-b,type=Warning".into(),
+        resource_version: rv_of(&first).to_string(),
+        ..Default::default()
+    };
+    let mut s = c.watch(&events, &p).await.unwrap();
+    c.patch(
+        &events,
+        "default",
+        "b.1",
+        PatchType::Merge,
+        &json!({"type": "Warning"}),
+    )
+    .await
+    .unwrap();
+    let evs = take_events(&mut s, 1).await;
+    assert_eq!(evs[0].kind, EventType::Added);
+    assert_eq!(evs[0].object["metadata"]["name"], "b.1");
+
+    // Another kind's field is refused, naming it.
+    let e = c
+        .list(
+            &gvr("", "v1", "configmaps"),
+            "default",
+            &ListParams {
+                field_selector: "involvedObject.name=web-a".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::BadRequest);
+    assert!(
+        e.message
+            .contains("field label not supported: involvedObject.name"),
+        "{}",
+        e.message
+    );
+}

@@ -1,5 +1,7 @@
 //! A Kubernetes-shaped JSON object (`apiVersion`, `kind`, `metadata`, `spec`, `status`).
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 /// How deep a stored object may nest. serde_json refuses to parse past 128 levels, so every
@@ -37,6 +39,10 @@ pub trait Selectable {
     /// The name of the controlling owner (`ownerReferences[].controller: true`), if any.
     fn controller_owner(&self) -> Option<&str>;
     fn is_initialized(&self) -> bool;
+    /// The value a field selector compares at `path` (`metadata.name`, `status.phase`): a
+    /// string as it is, a number or a boolean as JSON writes it; `None` where there is none
+    /// (a field selector compares that as `""`, as Kubernetes does).
+    fn field(&self, path: &str) -> Option<Cow<'_, str>>;
 }
 
 impl Selectable for Object {
@@ -54,6 +60,23 @@ impl Selectable for Object {
     }
     fn is_initialized(&self) -> bool {
         Object::is_initialized(self)
+    }
+    fn field(&self, path: &str) -> Option<Cow<'_, str>> {
+        field_at(&self.0, path)
+    }
+}
+
+/// The value at a dotted `path` of a JSON object, as [`Selectable::field`] gives it.
+pub fn field_at<'a>(map: &'a Map<String, Value>, path: &str) -> Option<Cow<'a, str>> {
+    let (first, rest) = path.split_once('.').unwrap_or((path, ""));
+    let mut value = map.get(first)?;
+    for part in rest.split('.').filter(|p| !p.is_empty()) {
+        value = value.get(part)?;
+    }
+    match value {
+        Value::String(s) => Some(Cow::Borrowed(s)),
+        Value::Bool(_) | Value::Number(_) => Some(Cow::Owned(value.to_string())),
+        _ => None,
     }
 }
 

@@ -63,6 +63,10 @@ pub struct ResourceInfo {
     /// Subresources beyond `status` (`finalize`, `scale`, `eviction`), as the server's kind
     /// says; clients learn them from discovery.
     pub subresources: Vec<String>,
+    /// The fields a field selector may name besides `metadata.name` and `metadata.namespace`
+    /// (Pod's `status.phase`, Event's `involvedObject.name`, ...), as the server's kind says:
+    /// each a dotted path into the object.
+    pub selectable_fields: Vec<String>,
 }
 
 impl ResourceInfo {
@@ -120,6 +124,7 @@ fn info(
         status_subresource: status,
         create_only: false,
         subresources: Vec::new(),
+        selectable_fields: Vec::new(),
     }
 }
 

@@ -138,12 +138,18 @@ impl LabelSelector {
     }
 }
 
-/// A parsed field selector over `metadata.name` and `metadata.namespace`.
+/// A parsed field selector: `metadata.name`, `metadata.namespace`, and the fields the
+/// resource's kind makes selectable, each compared with `=`, `==` or `!=`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FieldSelector(Vec<(String, bool, String)>);
 
+/// The fields every resource can be selected by.
+pub const METADATA_FIELDS: [&str; 2] = ["metadata.name", "metadata.namespace"];
+
 impl FieldSelector {
-    pub fn parse(s: &str) -> Result<FieldSelector, SelectorError> {
+    /// Parses `s`, whose fields must be [`METADATA_FIELDS`] or among `selectable` (the
+    /// resource's: `ResourceInfo::selectable_fields`).
+    pub fn parse(s: &str, selectable: &[String]) -> Result<FieldSelector, SelectorError> {
         let s = s.trim();
         if s.is_empty() {
             return Ok(FieldSelector::default());
@@ -162,9 +168,12 @@ impl FieldSelector {
                 )));
             };
             let field = field.trim();
-            if field != "metadata.name" && field != "metadata.namespace" {
+            if !METADATA_FIELDS.contains(&field) && !selectable.iter().any(|f| f == field) {
+                let mut supported: Vec<&str> = METADATA_FIELDS.to_vec();
+                supported.extend(selectable.iter().map(String::as_str));
                 return Err(SelectorError(format!(
-                    "field label not supported: {field:?} (metadata.name and metadata.namespace are)"
+                    "field label not supported: {field} (supported: {})",
+                    supported.join(", ")
                 )));
             }
             reqs.push((field.to_string(), equal, value.trim().to_string()));
@@ -178,12 +187,12 @@ impl FieldSelector {
 
     pub fn matches_object(&self, obj: &impl Selectable) -> bool {
         self.0.iter().all(|(field, equal, value)| {
-            let actual = if field == "metadata.name" {
-                obj.name()
-            } else {
-                obj.namespace()
+            let actual = match field.as_str() {
+                "metadata.name" => std::borrow::Cow::Borrowed(obj.name()),
+                "metadata.namespace" => std::borrow::Cow::Borrowed(obj.namespace()),
+                path => obj.field(path).unwrap_or_default(),
             };
-            (actual == value) == *equal
+            (actual == value.as_str()) == *equal
         })
     }
 }
@@ -286,27 +295,68 @@ mod tests {
         for s in ["app in (web", "a b c", "=x", "app=(x)", "Bad Key=x"] {
             assert!(LabelSelector::parse(s).is_err(), "{s}");
         }
-        assert!(FieldSelector::parse("spec.nodeName=x").is_err());
-        assert!(FieldSelector::parse("metadata.name").is_err());
+        let e = FieldSelector::parse("spec.nodeName=x", &[]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "field label not supported: spec.nodeName (supported: metadata.name, metadata.namespace)"
+        );
+        assert!(FieldSelector::parse("metadata.name", &[]).is_err());
     }
 
     #[test]
     fn field_selectors_match_name_and_namespace() {
         let o = Object::from_slice(br#"{"metadata":{"name":"a","namespace":"ns"}}"#).unwrap();
         assert!(
-            FieldSelector::parse("metadata.name=a")
+            FieldSelector::parse("metadata.name=a", &[])
                 .unwrap()
                 .matches_object(&o)
         );
         assert!(
-            FieldSelector::parse("metadata.namespace!=other,metadata.name==a")
+            FieldSelector::parse("metadata.namespace!=other,metadata.name==a", &[])
                 .unwrap()
                 .matches_object(&o)
         );
         assert!(
-            !FieldSelector::parse("metadata.name!=a")
+            !FieldSelector::parse("metadata.name!=a", &[])
                 .unwrap()
                 .matches_object(&o)
         );
+    }
+
+    #[test]
+    fn field_selectors_match_the_kinds_selectable_fields() {
+        let pod = Object::from_value(serde_json::json!({
+            "metadata": {"name": "a", "namespace": "ns"},
+            "spec": {"nodeName": "n1", "hostNetwork": true},
+            "status": {"phase": "Running"},
+        }))
+        .unwrap();
+        let fields: Vec<String> = [
+            "spec.nodeName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+        ]
+        .map(String::from)
+        .to_vec();
+        let matches = |s: &str| {
+            FieldSelector::parse(s, &fields)
+                .unwrap()
+                .matches_object(&pod)
+        };
+        assert!(matches("status.phase=Running,spec.nodeName=n1"));
+        assert!(!matches("status.phase=Pending"));
+        assert!(matches("status.phase!=Pending"));
+        // A boolean compares as JSON writes it; a field the object lacks compares as "".
+        assert!(matches("spec.hostNetwork=true"));
+        assert!(matches("status.podIP="));
+        assert!(!matches("status.podIP!="));
+        // Another kind's field is refused, naming what this one has.
+        let e = FieldSelector::parse("involvedObject.name=a", &fields).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("field label not supported: involvedObject.name")
+        );
+        assert!(e.to_string().contains("status.phase"), "{e}");
     }
 }

@@ -81,6 +81,7 @@ impl Resource {
             status_subresource: false,
             create_only: false,
             subresources: Vec::new(),
+            selectable_fields: Vec::new(),
         };
         info.matches_name(name)
     }

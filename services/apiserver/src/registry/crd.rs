@@ -198,6 +198,7 @@ fn versions(spec: &Value, causes: &mut Vec<FieldCause>) {
             ));
         }
         printer_columns(&v["additionalPrinterColumns"], &path, causes);
+        selectable_fields(&v["selectableFields"], &path, causes);
     }
     if storage != 1 {
         causes.push(FieldCause::invalid(
@@ -242,6 +243,60 @@ fn printer_columns(columns: &Value, path: &str, causes: &mut Vec<FieldCause>) {
             ));
         }
     }
+}
+
+/// At most this many selectable fields per version, as Kubernetes allows.
+const MAX_SELECTABLE_FIELDS: usize = 8;
+
+/// A version's `selectableFields` (Kubernetes 1.31): at most 8, each a `jsonPath` to a field
+/// outside `metadata`, none twice.
+fn selectable_fields(fields: &Value, path: &str, causes: &mut Vec<FieldCause>) {
+    let p = format!("{path}.selectableFields");
+    let Some(fields) = fields.as_array() else {
+        if !fields.is_null() {
+            causes.push(FieldCause::type_error(p, "a list"));
+        }
+        return;
+    };
+    if fields.len() > MAX_SELECTABLE_FIELDS {
+        causes.push(FieldCause::too_long(&p, MAX_SELECTABLE_FIELDS));
+    }
+    let mut seen = Vec::new();
+    for (i, f) in fields.iter().enumerate() {
+        let p = format!("{p}[{i}].jsonPath");
+        let j = str_at(f, &["jsonPath"]);
+        if j.is_empty() {
+            causes.push(FieldCause::required(p));
+        } else if !j.starts_with('.') || j.len() < 2 || j.contains(['[', ' ', '*']) {
+            causes.push(FieldCause::invalid(
+                p,
+                j,
+                "must be a simple JSON path starting with '.'",
+            ));
+        } else if j == ".metadata" || j.starts_with(".metadata.") {
+            causes.push(FieldCause::invalid(
+                p,
+                j,
+                "must not point to metadata: metadata.name and metadata.namespace are always selectable",
+            ));
+        } else if seen.contains(&j) {
+            causes.push(FieldCause::duplicate(p, j));
+        } else {
+            seen.push(j);
+        }
+    }
+}
+
+/// The field labels of a version's `selectableFields` (`.spec.color` selects as
+/// `spec.color`).
+fn selectable_field_labels(fields: &Value) -> Vec<String> {
+    fields
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["jsonPath"].as_str()?.strip_prefix('.'))
+        .map(str::to_string)
+        .collect()
 }
 
 /// What a new CRD is given: its cleanup finalizer, `singular` defaulted from the kind, and
@@ -367,6 +422,7 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
                     status_subresource: v["subresources"]["status"].is_object(),
                     create_only: false,
                     subresources: Vec::new(),
+                    selectable_fields: selectable_field_labels(&v["selectableFields"]),
                 }),
                 crd: crd.name().to_string(),
                 storage_version: storage_version.clone(),
@@ -495,6 +551,45 @@ mod tests {
         assert!(r.info.namespaced && r.info.status_subresource);
         assert!(r.schema.is_some());
         assert_eq!(r.printer_columns.len(), 1);
+    }
+
+    #[test]
+    fn selectable_fields_select_as_their_paths_and_are_checked() {
+        let mut v = network_crd();
+        v["spec"]["versions"][0]["selectableFields"] =
+            json!([{"jsonPath": ".spec.cidr"}, {"jsonPath": ".spec.gateway"}]);
+        let crd = obj(v.clone());
+        assert_eq!(validate(&crd), vec![]);
+        assert_eq!(
+            resources(&crd)[0].info.selectable_fields,
+            ["spec.cidr", "spec.gateway"]
+        );
+        v["spec"]["versions"][0]["selectableFields"] = json!([
+            {"jsonPath": "spec.cidr"},
+            {"jsonPath": ".metadata.labels"},
+            {"jsonPath": ".spec.gateway"},
+            {"jsonPath": ".spec.gateway"},
+            {},
+        ]);
+        let causes = validate(&obj(v.clone()));
+        assert_eq!(
+            fields(&causes),
+            [
+                "spec.versions[0].selectableFields[0].jsonPath",
+                "spec.versions[0].selectableFields[1].jsonPath",
+                "spec.versions[0].selectableFields[3].jsonPath",
+                "spec.versions[0].selectableFields[4].jsonPath",
+            ]
+        );
+        v["spec"]["versions"][0]["selectableFields"] = json!(
+            (0..9)
+                .map(|i| json!({"jsonPath": format!(".spec.f{i}")}))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            fields(&validate(&obj(v))),
+            ["spec.versions[0].selectableFields"]
+        );
     }
 
     #[test]

@@ -93,13 +93,14 @@ pub fn resolve_namespace(
 }
 
 fn selectors(
+    info: &ResourceInfo,
     t: &Target,
     labels: &str,
     fields: &str,
 ) -> Result<(LabelSelector, FieldSelector), ApiError> {
     let l = LabelSelector::parse(labels)
         .map_err(|e| ApiError::bad_request(t.clone(), format!("invalid label selector: {e}")))?;
-    let f = FieldSelector::parse(fields)
+    let f = FieldSelector::parse(fields, &info.selectable_fields)
         .map_err(|e| ApiError::bad_request(t.clone(), format!("invalid field selector: {e}")))?;
     Ok((l, f))
 }
@@ -113,7 +114,7 @@ pub fn collection_scope(
     field_selector: &str,
 ) -> Result<Filter, ApiError> {
     let t = target(info, "");
-    let (labels, fields) = selectors(&t, label_selector, field_selector)?;
+    let (labels, fields) = selectors(info, &t, label_selector, field_selector)?;
     let namespace = namespace_of(info, namespace);
     if !namespace.is_empty() && !dns1123_label(&namespace).is_empty() {
         return Err(ApiError::invalid(

@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use keel_api::object::field_at;
 use keel_api::{ApiError, Object, ResourceInfo, Selectable};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -239,6 +240,21 @@ impl Selectable for CachedObject {
 
     fn is_initialized(&self) -> bool {
         self.initialized
+    }
+
+    /// Read from the JSON when a selector asks (only a selector on a kind's own fields does:
+    /// the cache keeps no more than the metadata selectors read on every event).
+    fn field(&self, path: &str) -> Option<Cow<'_, str>> {
+        match path {
+            "metadata.name" => Some(Cow::Borrowed(Selectable::name(self))),
+            "metadata.namespace" => Some(Cow::Borrowed(Selectable::namespace(self))),
+            _ => {
+                let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(&self.json) else {
+                    return None;
+                };
+                field_at(&map, path).map(|v| Cow::Owned(v.into_owned()))
+            }
+        }
     }
 }
 

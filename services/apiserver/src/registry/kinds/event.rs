@@ -15,6 +15,23 @@ impl Event {
 }
 
 impl Kind for Event {
+    /// What `kubectl describe` selects an object's Events by, and the rest of Kubernetes'
+    /// Event fields but `source` (which Kubernetes maps to `source.component`).
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "type",
+        ]
+    }
+
     fn merge_schema(&self) -> Option<MergeKeys> {
         self.merge.clone()
     }

@@ -46,6 +46,12 @@ pub trait Kind: Send + Sync {
         &[]
     }
 
+    /// The fields a field selector may name besides `metadata.name` and `metadata.namespace`
+    /// (Kubernetes' `GetAttrs` / `SelectableFields`), each a dotted path into the object.
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// The `status` a new object starts with when the kind has a status subresource (the
     /// client's is dropped); `None`: no status at all.
     fn initial_status(&self) -> Option<Value> {
@@ -234,6 +240,11 @@ pub fn builtin() -> Vec<Served> {
                 .find(|(g, r, _)| *g == info.gvr.group && *r == info.gvr.resource)
                 .map_or_else(unknown, |(_, _, k)| k.clone());
             info.subresources = kind.subresources().iter().map(|s| s.to_string()).collect();
+            info.selectable_fields = kind
+                .selectable_fields()
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
             Served {
                 info: Arc::new(info),
                 kind,

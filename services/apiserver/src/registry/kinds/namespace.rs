@@ -30,6 +30,10 @@ impl Namespace {
 }
 
 impl Kind for Namespace {
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["status.phase"]
+    }
+
     fn subresources(&self) -> &'static [&'static str] {
         &["finalize"]
     }

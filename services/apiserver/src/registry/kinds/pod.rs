@@ -22,6 +22,20 @@ impl Pod {
 }
 
 impl Kind for Pod {
+    /// Kubernetes' Pod fields but `spec.hostNetwork` (a missing boolean would compare as
+    /// `""`, not Go's `false`).
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ]
+    }
+
     /// `eviction` is created only (`POST pods/NAME/eviction`, the request layer's `Evict`),
     /// never read or written as the others are.
     fn subresources(&self) -> &'static [&'static str] {
