@@ -3,7 +3,10 @@
 //! Nothing here does I/O, and nothing here knows the transport: the gRPC messages and the
 //! mapping of errors to gRPC codes are keel-wire's, the tables of `get` are keel-print's. The
 //! server and the client both speak in these terms:
-//! - [`Object`]: a Kubernetes-shaped JSON object with typed accessors for its metadata;
+//! - [`Object`]: a Kubernetes-shaped JSON object;
+//! - [`Metadata`]: the one vocabulary for reading an object's metadata (names, owners,
+//!   finalizers, initializers), over an [`Object`] or its JSON; [`Selectable`] is what
+//!   selectors read of an object;
 //! - [`ResourceInfo`] and [`builtin_resources`]: what a resource is (group, version, kind, scope);
 //! - [`ApiError`]: the one error type, shaped like Kubernetes' `Status`;
 //! - [`selector`]: label and field selectors; [`validation`]: names, labels, annotations;
@@ -13,6 +16,7 @@
 
 pub mod conversion;
 pub mod error;
+pub mod meta;
 pub mod object;
 pub mod resource;
 pub mod scale;
@@ -21,5 +25,6 @@ pub mod shard;
 pub mod validation;
 
 pub use error::{ApiError, FieldCause, Reason, Target, echo, echo_name, shorten_name};
+pub use meta::Metadata;
 pub use object::{Object, ObjectError, Selectable};
 pub use resource::{GroupVersionResource, ResourceInfo, builtin_resources, review_resources};

@@ -4,6 +4,8 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
+use crate::Metadata;
+
 /// How deep a stored object may nest. serde_json refuses to parse past 128 levels, so every
 /// object we store must stay below that to be readable again.
 pub const MAX_DEPTH: usize = 100;
@@ -24,14 +26,16 @@ pub enum ObjectError {
     TooLarge { size: usize },
 }
 
-/// A JSON object with accessors for the metadata every kind shares. The invariant: the inner
-/// value is a JSON object no deeper than [`MAX_DEPTH`].
+/// A JSON object no deeper than [`MAX_DEPTH`] (the invariant). Its metadata is read through
+/// [`Metadata`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Object(Map<String, Value>);
 
 /// What selectors read of an object (namespace and name, labels, the controlling owner for
-/// sharding, whether it is initialized): a parsed [`Object`] has it, and so does whatever a
-/// server keeps instead of one (the API server's watch cache keeps JSON and these fields).
+/// sharding, whether it is initialized, the fields a field selector names): a parsed
+/// [`Object`] has it, and so does whatever a server keeps instead of one (the API server's
+/// watch cache keeps JSON and these fields). The methods named as [`Metadata`]'s mean what
+/// those mean.
 pub trait Selectable {
     fn namespace(&self) -> &str;
     fn name(&self) -> &str;
@@ -47,19 +51,19 @@ pub trait Selectable {
 
 impl Selectable for Object {
     fn namespace(&self) -> &str {
-        Object::namespace(self)
+        Metadata::namespace(self)
     }
     fn name(&self) -> &str {
-        Object::name(self)
+        Metadata::name(self)
     }
     fn label(&self, key: &str) -> Option<&str> {
-        Object::label(self, key)
+        Metadata::label(self, key)
     }
     fn controller_owner(&self) -> Option<&str> {
-        crate::shard::controller_owner(self)
+        Metadata::controller_owner(self)
     }
     fn is_initialized(&self) -> bool {
-        Object::is_initialized(self)
+        Metadata::is_initialized(self)
     }
     fn field(&self, path: &str) -> Option<Cow<'_, str>> {
         field_at(&self.0, path)
@@ -151,42 +155,6 @@ impl Object {
         }
     }
 
-    fn meta_str(&self, key: &str) -> &str {
-        self.metadata()
-            .and_then(|m| m.get(key))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    }
-
-    pub fn name(&self) -> &str {
-        self.meta_str("name")
-    }
-
-    pub fn namespace(&self) -> &str {
-        self.meta_str("namespace")
-    }
-
-    pub fn uid(&self) -> &str {
-        self.meta_str("uid")
-    }
-
-    pub fn resource_version(&self) -> &str {
-        self.meta_str("resourceVersion")
-    }
-
-    pub fn deletion_timestamp(&self) -> Option<&str> {
-        self.metadata()
-            .and_then(|m| m.get("deletionTimestamp"))
-            .and_then(Value::as_str)
-    }
-
-    pub fn generation(&self) -> i64 {
-        self.metadata()
-            .and_then(|m| m.get("generation"))
-            .and_then(Value::as_i64)
-            .unwrap_or(0)
-    }
-
     /// Sets or, with an empty value, removes a string field of `metadata`.
     pub fn set_meta_str(&mut self, key: &str, value: &str) {
         let meta = self.metadata_mut();
@@ -199,41 +167,6 @@ impl Object {
 
     pub fn set_resource_version(&mut self, rv: &str) {
         self.set_meta_str("resourceVersion", rv);
-    }
-
-    pub fn label(&self, key: &str) -> Option<&str> {
-        self.metadata()
-            .and_then(|m| m.get("labels"))
-            .and_then(|l| l.get(key))
-            .and_then(Value::as_str)
-    }
-
-    /// The names in `metadata.initializers.pending`, in order: the initializers that still
-    /// have to act before the object is initialized.
-    pub fn pending_initializers(&self) -> Vec<&str> {
-        self.metadata()
-            .and_then(|m| m.get("initializers"))
-            .and_then(|i| i.get("pending"))
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|p| p.get("name").and_then(Value::as_str))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// Whether no initializer is pending: the object is visible to ordinary reads.
-    pub fn is_initialized(&self) -> bool {
-        self.pending_initializers().is_empty()
-    }
-
-    pub fn finalizers(&self) -> Vec<&str> {
-        self.metadata()
-            .and_then(|m| m.get("finalizers"))
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default()
     }
 }
 
@@ -290,8 +223,8 @@ mod tests {
         let o = Object::from_slice(br#"{"kind":"Pod","metadata":{"name":"a","labels":{"x":"y"}}}"#)
             .unwrap();
         assert_eq!(o.kind(), "Pod");
-        assert_eq!(o.name(), "a");
-        assert_eq!(o.label("x"), Some("y"));
-        assert_eq!(o.namespace(), "");
+        assert_eq!(Metadata::name(&o), "a");
+        assert_eq!(Metadata::label(&o, "x"), Some("y"));
+        assert_eq!(Metadata::namespace(&o), "");
     }
 }

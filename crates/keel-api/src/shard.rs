@@ -7,10 +7,9 @@
 //! a controlling owner (`ownerReferences[].controller: true`) goes by its owner's name in its own
 //! namespace, so that a Pod lands in its ReplicaSet's shard and a ReplicaSet in its Deployment's.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::Object;
-use crate::object::Selectable;
+use crate::{Metadata, Selectable};
 
 /// The most shards a selector may name.
 pub const MAX_SHARDS: u32 = 1024;
@@ -31,43 +30,19 @@ pub fn shard_of(namespace: &str, name: &str, count: u32) -> u32 {
     (h % u64::from(count.max(1))) as u32
 }
 
-/// The name of `obj`'s controlling owner, if it has one.
-pub fn controller_owner(obj: &Object) -> Option<&str> {
-    owner_in(obj.metadata()?)
-}
-
-fn owner_in(meta: &Map<String, Value>) -> Option<&str> {
-    meta.get("ownerReferences")?
-        .as_array()?
-        .iter()
-        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))?
-        .get("name")?
-        .as_str()
-}
-
-/// The shard of an object given as its `metadata` (by its controlling owner with `by_owner`).
-pub fn shard_of_meta(meta: Option<&Map<String, Value>>, count: u32, by_owner: bool) -> u32 {
-    let field = |k: &str| {
-        meta.and_then(|m| m.get(k))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    };
-    let owner = if by_owner {
-        meta.and_then(owner_in)
-    } else {
-        None
-    };
-    shard_of(
-        field("namespace"),
-        owner.unwrap_or_else(|| field("name")),
-        count,
-    )
+/// The shard of the object `namespace`/`name` among `count`; with `by_owner`, that of its
+/// controlling `owner` when it has one.
+fn shard_by(namespace: &str, name: &str, owner: Option<&str>, count: u32, by_owner: bool) -> u32 {
+    let owner = if by_owner { owner } else { None };
+    shard_of(namespace, owner.unwrap_or(name), count)
 }
 
 /// The shard of an object's JSON (by its controlling owner with `by_owner`).
 pub fn shard_of_json(obj: &Value, count: u32, by_owner: bool) -> u32 {
-    shard_of_meta(
-        obj.get("metadata").and_then(Value::as_object),
+    shard_by(
+        obj.namespace(),
+        obj.name(),
+        obj.controller_owner(),
         count,
         by_owner,
     )
@@ -104,12 +79,13 @@ impl ShardSelector {
 
     /// The shard `obj` belongs to under this selector's count and rule.
     pub fn shard(&self, obj: &impl Selectable) -> u32 {
-        let owner = if self.by_owner {
-            obj.controller_owner()
-        } else {
-            None
-        };
-        shard_of(obj.namespace(), owner.unwrap_or(obj.name()), self.count)
+        shard_by(
+            obj.namespace(),
+            obj.name(),
+            obj.controller_owner(),
+            self.count,
+            self.by_owner,
+        )
     }
 
     pub fn matches(&self, obj: &impl Selectable) -> bool {
@@ -122,6 +98,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::Object;
 
     #[test]
     fn the_hash_is_fnv1a_of_namespace_slash_name() {

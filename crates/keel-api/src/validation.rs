@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::{FieldCause, Object};
+use crate::{FieldCause, Metadata, Object};
 
 const DNS1123_SUBDOMAIN_MAX: usize = 253;
 const DNS1123_LABEL_MAX: usize = 63;

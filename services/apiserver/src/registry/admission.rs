@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
+use keel_api::{ApiError, FieldCause, Metadata, Object, ResourceInfo, Target};
 use tokio::time::Instant;
 
 use super::errors::forbidden;

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use keel_api::validation::{dns1123_label, dns1123_subdomain};
-use keel_api::{FieldCause, GroupVersionResource, Object, ResourceInfo};
+use keel_api::{FieldCause, GroupVersionResource, Metadata, Object, ResourceInfo};
 use serde_json::{Map, Value, json};
 
 use super::crd_schema::CrdSchema;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use keel_api::{ApiError, Object, ResourceInfo};
+use keel_api::{ApiError, Metadata, Object, ResourceInfo};
 use serde_json::Value;
 
 use super::kinds::Kind;

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use keel_api::validation::dns1123_subdomain;
-use keel_api::{FieldCause, Object, ResourceInfo};
+use keel_api::{FieldCause, Metadata, Object, ResourceInfo};
 use serde_json::{Map, Value, json};
 
 /// The group, version and resource of `InitializerConfiguration`.

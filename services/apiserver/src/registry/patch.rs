@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use keel_api::{ApiError, Object, ObjectError, ResourceInfo, Target};
+use keel_api::{ApiError, Metadata, Object, ObjectError, ResourceInfo, Target};
 use keel_patch::PatchError;
 use serde_json::Value;
 

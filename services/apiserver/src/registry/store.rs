@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use keel_api::{ApiError, GroupVersionResource, Object, ResourceInfo};
+use keel_api::{ApiError, GroupVersionResource, Metadata, Object, ResourceInfo};
 use serde_json::Value;
 use tokio::time::Instant;
 

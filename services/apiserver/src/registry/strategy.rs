@@ -5,7 +5,7 @@
 
 use std::time::SystemTime;
 
-use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
+use keel_api::{ApiError, FieldCause, Metadata, Object, ResourceInfo, Target};
 use serde_json::{Map, Value, json};
 
 use super::errors::kind_target;

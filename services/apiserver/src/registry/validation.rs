@@ -2,7 +2,7 @@
 //! (`kinds`), then the initializers' shape. Pure functions.
 
 use keel_api::validation::{name_rule, object_meta};
-use keel_api::{ApiError, Object, ResourceInfo};
+use keel_api::{ApiError, Metadata, Object, ResourceInfo};
 
 use super::errors::kind_target;
 use super::initializers;

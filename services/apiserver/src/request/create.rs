@@ -1,6 +1,6 @@
 //! Create: decode the body, settle its namespace, hand it to the registry.
 
-use keel_api::{ApiError, Object};
+use keel_api::{ApiError, Metadata, Object};
 
 use super::fields::FieldValidation;
 use super::handler::{Context, Verb};

@@ -1,7 +1,7 @@
 //! DeleteCollection: every object a namespace and selectors choose, deleted one by one with the
 //! same options, as Kubernetes' `deletecollection` does (authorized as that verb).
 
-use keel_api::{ApiError, Object};
+use keel_api::{ApiError, Metadata, Object};
 
 use super::handler::{Context, Verb};
 use super::limits::Class;

@@ -4,7 +4,7 @@
 use keel_api::selector::{FieldSelector, LabelSelector};
 use keel_api::shard::ShardSelector;
 use keel_api::validation::{dns1123_label, name_rule};
-use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
+use keel_api::{ApiError, FieldCause, Metadata, Object, ResourceInfo, Target};
 
 use crate::registry::errors::kind_target;
 use crate::registry::{Filter, target};

@@ -1,6 +1,6 @@
 //! Update (replace): the whole object, or its `status`, or a Namespace's `finalize`.
 
-use keel_api::{ApiError, Object};
+use keel_api::{ApiError, Metadata, Object};
 
 use super::fields::FieldValidation;
 use super::handler::{Context, Verb};

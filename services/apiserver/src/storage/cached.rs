@@ -153,15 +153,13 @@ impl CachedObject {
             .find(|r| r.controller == Some(true))
             .and_then(|r| r.name)
             .map(|n| n.into());
+        // As `keel_api::Metadata::is_initialized`: any entry of `pending` is pending.
         let initialized = meta
             .initializers
             .as_ref()
             .and_then(|i| i.get("pending"))
             .and_then(Value::as_array)
-            .is_none_or(|p| {
-                !p.iter()
-                    .any(|p| p.get("name").is_some_and(Value::is_string))
-            });
+            .is_none_or(Vec::is_empty);
         Some(CachedObject {
             json: Bytes::from(json),
             rv,
@@ -366,10 +364,14 @@ mod tests {
                     "ownerReferences": [{"name": "x"}, {"name": "web", "controller": true}],
                     "initializers": {"pending": [{"name": "envoy"}]}}}),
         );
-        both_ways(
+        let nameless = both_ways(
             &info,
             json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "a", "initializers": {"pending": [{"x": 1}]}}}),
+        );
+        assert!(
+            !nameless.initialized,
+            "an entry without a name is pending too"
         );
         // The long way: a field of an unexpected type, another version, no metadata.
         both_ways(

@@ -207,7 +207,7 @@ impl<C: Commit> Coalescer<C> {
 mod tests {
     use std::sync::Mutex as StdMutex;
 
-    use keel_api::{Reason, ResourceInfo};
+    use keel_api::{Metadata, Reason, ResourceInfo};
     use serde_json::json;
     use tokio::task::JoinHandle;
 

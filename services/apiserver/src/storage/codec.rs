@@ -49,6 +49,7 @@ pub fn from_storage(info: &ResourceInfo, bytes: &[u8], revision: i64) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use keel_api::Metadata;
     use serde_json::json;
 
     #[test]

@@ -195,7 +195,7 @@ fn decode_continue(token: &str, prefix: &str) -> Result<ContinueToken, String> {
 
 #[cfg(test)]
 mod tests {
-    use keel_api::Object;
+    use keel_api::{Metadata, Object};
     use serde_json::json;
 
     use super::*;

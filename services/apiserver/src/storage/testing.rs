@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_api::{Object, ResourceInfo};
+use keel_api::{Metadata, Object, ResourceInfo};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 

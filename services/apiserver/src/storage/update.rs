@@ -214,7 +214,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
-    use keel_api::{Reason, Target};
+    use keel_api::{Metadata, Reason, Target};
     use serde_json::{Value, json};
 
     use super::*;

@@ -49,7 +49,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use futures::StreamExt;
-    use keel_api::{Object, Reason};
+    use keel_api::{Metadata, Object, Reason};
     use serde_json::json;
 
     use super::*;

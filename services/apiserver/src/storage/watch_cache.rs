@@ -482,6 +482,7 @@ impl WatchCache {
 
 #[cfg(test)]
 mod tests {
+    use keel_api::Metadata;
     use serde_json::json;
 
     use super::*;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keel_api::resource::RBAC_GROUP;
-use keel_api::{GroupVersionResource, Object, Reason, ResourceInfo};
+use keel_api::{GroupVersionResource, Metadata, Object, Reason, ResourceInfo};
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 

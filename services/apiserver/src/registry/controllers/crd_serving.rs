@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_api::{ApiError, Object, Reason};
+use keel_api::{ApiError, Metadata, Object, Reason};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 

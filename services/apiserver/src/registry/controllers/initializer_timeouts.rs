@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use keel_api::{ApiError, GroupVersionResource, Object, Reason, ResourceInfo, Selectable};
+use keel_api::{ApiError, GroupVersionResource, Metadata, Object, Reason, ResourceInfo};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -69,7 +69,10 @@ impl InitializerTimeouts {
     /// `now`; returns the first deadline still to come.
     async fn time_out_due(&self, now: SystemTime) -> Option<SystemTime> {
         let configs = match self.registry.lookup(Some(&config_gvr())) {
-            Ok(info) => self.registry.store().cached(&info, |o| o.is_initialized()),
+            Ok(info) => self
+                .registry
+                .store()
+                .cached(&info, keel_api::Selectable::is_initialized),
             Err(_) => Vec::new(),
         };
         let configs: Vec<Value> = configs

@@ -3,7 +3,7 @@
 //! never deleted (Kubernetes' namespace strategy and lifecycle).
 
 use keel_api::validation::{dns1123_subdomain, label_value};
-use keel_api::{ApiError, FieldCause, Object, Target};
+use keel_api::{ApiError, FieldCause, Metadata, Object, Target};
 use serde_json::{Map, Value, json};
 
 use super::{Kind, MergeKeys, builtin_merge_keys};

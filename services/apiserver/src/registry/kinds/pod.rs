@@ -3,7 +3,7 @@
 //! tolerations, as Kubernetes' pod update validation has it).
 
 use keel_api::validation::dns1123_label;
-use keel_api::{FieldCause, Object};
+use keel_api::{FieldCause, Metadata, Object};
 use serde_json::{Value, json};
 
 use super::{Kind, MergeKeys, builtin_merge_keys};

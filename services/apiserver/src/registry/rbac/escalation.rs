@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use keel_api::resource::RBAC_GROUP;
-use keel_api::{ApiError, Object, Target};
+use keel_api::{ApiError, Metadata, Object, Target};
 use serde_json::Value;
 
 use super::rules::{self, Attributes, Rule};

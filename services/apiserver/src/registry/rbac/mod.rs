@@ -17,7 +17,7 @@ mod rules;
 use std::collections::HashMap;
 
 use keel_api::resource::RBAC_GROUP;
-use keel_api::{ApiError, FieldCause, Object, Target};
+use keel_api::{ApiError, FieldCause, Metadata, Object, Target};
 use serde_json::{Map, Value};
 
 use super::fields::optional_list;

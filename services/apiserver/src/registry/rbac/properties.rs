@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use keel_api::Object;
 use keel_api::resource::RBAC_GROUP;
+use keel_api::{Metadata, Object};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

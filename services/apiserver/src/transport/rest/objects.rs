@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Method, Response, StatusCode, header};
-use keel_api::{ApiError, GroupVersionResource, Reason, Target};
+use keel_api::{ApiError, GroupVersionResource, Metadata, Reason, Target};
 
 use super::path::ResourcePath;
 use super::protobuf;
