@@ -1,11 +1,13 @@
-//! What the controllers read of objects: resources, selectors, owner references, Pod
-//! readiness, times. Pure functions over JSON, unit-tested below.
+//! What the controllers read of objects beyond their metadata (which
+//! [`keel_api::Metadata`] reads): resources, specs and selectors, the owner references a
+//! controller writes, Pod readiness, times. Pure functions over JSON, unit-tested below.
 
 use std::time::{Duration, SystemTime};
 
+use keel_api::Metadata;
 use keel_api::selector::LabelSelector;
 use keel_runtime::{GroupVersionResource, ObjectKey, WatchOptions};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 pub fn pods() -> GroupVersionResource {
     GroupVersionResource::new("", "v1", "pods")
@@ -32,36 +34,6 @@ pub fn pods_by_owner(ctx: &crate::controllers::Context) -> WatchOptions {
     ctx.options(including_uninitialized(), keel_runtime::ShardBy::Owner)
 }
 
-/// Whether no initializer is pending on `obj` (`metadata.initializers.pending` empty).
-pub fn is_initialized(obj: &Value) -> bool {
-    obj["metadata"]["initializers"]["pending"]
-        .as_array()
-        .is_none_or(|p| p.is_empty())
-}
-
-pub fn name(obj: &Value) -> &str {
-    obj["metadata"]["name"].as_str().unwrap_or("")
-}
-pub fn namespace(obj: &Value) -> &str {
-    obj["metadata"]["namespace"].as_str().unwrap_or("")
-}
-pub fn uid(obj: &Value) -> &str {
-    obj["metadata"]["uid"].as_str().unwrap_or("")
-}
-pub fn generation(obj: &Value) -> i64 {
-    obj["metadata"]["generation"].as_i64().unwrap_or(0)
-}
-pub fn is_deleting(obj: &Value) -> bool {
-    obj["metadata"]
-        .get("deletionTimestamp")
-        .is_some_and(|v| !v.is_null())
-}
-pub fn labels(obj: &Value) -> Option<&Map<String, Value>> {
-    obj["metadata"]["labels"].as_object()
-}
-pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj["metadata"]["annotations"][key].as_str()
-}
 /// `spec.replicas`, 1 when absent (Kubernetes' default).
 pub fn spec_replicas(obj: &Value) -> i64 {
     obj["spec"]["replicas"].as_i64().unwrap_or(1).max(0)
@@ -70,22 +42,17 @@ pub fn status_i64(obj: &Value, field: &str) -> i64 {
     obj["status"][field].as_i64().unwrap_or(0)
 }
 
-/// The key of an object's controlling owner, if it has one of this kind.
+/// The key of an object's controlling owner, if it has one of this kind, with the owner's uid.
 pub fn controller_of(obj: &Value, kind: &str) -> Option<(ObjectKey, String)> {
-    let r = keel_runtime::store::controller_ref(obj)?;
+    let r = obj.controller_ref()?;
     if r["kind"].as_str() != Some(kind) {
         return None;
     }
     let owner = r["name"].as_str()?;
     Some((
-        ObjectKey::new(namespace(obj), owner),
+        ObjectKey::new(obj.namespace(), owner),
         r["uid"].as_str().unwrap_or("").to_string(),
     ))
-}
-
-/// The uid of an object's controlling owner, whatever its kind.
-pub fn controller_uid(obj: &Value) -> Option<&str> {
-    keel_runtime::store::controller_ref(obj).and_then(|r| r["uid"].as_str())
 }
 
 /// The ownerReference a controller puts on what it creates or adopts.
@@ -93,8 +60,8 @@ pub fn controller_reference(owner: &Value) -> Value {
     json!({
         "apiVersion": owner["apiVersion"],
         "kind": owner["kind"],
-        "name": name(owner),
-        "uid": uid(owner),
+        "name": owner.name(),
+        "uid": owner.uid(),
         "controller": true,
         "blockOwnerDeletion": true,
     })
@@ -102,12 +69,12 @@ pub fn controller_reference(owner: &Value) -> Value {
 
 /// A strategic merge patch adopting `obj` (by uid, so a replaced object is not adopted).
 pub fn adopt_patch(owner: &Value, obj: &Value) -> Value {
-    json!({"metadata": {"ownerReferences": [controller_reference(owner)], "uid": uid(obj)}})
+    json!({"metadata": {"ownerReferences": [controller_reference(owner)], "uid": obj.uid()}})
 }
 
 /// A strategic merge patch releasing `obj` from the owner with this uid.
 pub fn release_patch(owner_uid: &str, obj: &Value) -> Value {
-    json!({"metadata": {"ownerReferences": [{"$patch": "delete", "uid": owner_uid}], "uid": uid(obj)}})
+    json!({"metadata": {"ownerReferences": [{"$patch": "delete", "uid": owner_uid}], "uid": obj.uid()}})
 }
 
 /// `spec.selector` (matchLabels and matchExpressions) as a label selector. An empty or absent
@@ -153,18 +120,12 @@ pub fn label_selector(sel: &Value) -> Result<Option<LabelSelector>, String> {
 
 /// Whether the selector selects this object by its labels.
 pub fn selects(sel: &LabelSelector, obj: &Value) -> bool {
-    let labels = labels(obj);
-    sel.matches(|k| {
-        labels
-            .and_then(|l| l.get(k))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    })
+    sel.matches(|k| obj.label(k).map(str::to_string))
 }
 
 /// A Pod that counts: not finished, not being deleted.
 pub fn pod_is_active(pod: &Value) -> bool {
-    !is_deleting(pod)
+    !pod.is_deleting()
         && !matches!(
             pod["status"]["phase"].as_str(),
             Some("Succeeded") | Some("Failed")

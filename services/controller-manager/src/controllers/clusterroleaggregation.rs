@@ -12,6 +12,7 @@
 
 use std::sync::Arc;
 
+use keel_api::Metadata;
 use keel_client::{ApiError, Client, GroupVersionResource, PatchType, Reason};
 use keel_runtime::{
     Action, Controller, HandlerFns, ObjectKey, ShardBy, Store, WatchOptions, WorkQueue,
@@ -35,16 +36,12 @@ fn is_aggregated(role: &Value) -> bool {
     role["aggregationRule"].is_object()
 }
 
-fn name(role: &Value) -> &str {
-    role["metadata"]["name"].as_str().unwrap_or_default()
-}
-
 /// The rules `role`'s aggregation rule selects among `all`: for each selector in order, the
 /// selected roles (never `role` itself) by name, each of their rules unless an equal rule is
 /// already there. `Err`: a selector that cannot be read (validation refuses it).
 pub fn aggregated_rules(role: &Value, all: &[Arc<Value>]) -> Result<Vec<Value>, String> {
     let mut sorted: Vec<&Arc<Value>> = all.iter().collect();
-    sorted.sort_by(|a, b| name(a).cmp(name(b)));
+    sorted.sort_by(|a, b| a.name().cmp(b.name()));
     let mut rules: Vec<Value> = Vec::new();
     let selectors = role["aggregationRule"]["clusterRoleSelectors"]
         .as_array()
@@ -54,7 +51,7 @@ pub fn aggregated_rules(role: &Value, all: &[Arc<Value>]) -> Result<Vec<Value>, 
         let sel = label_selector(sel)
             .map_err(|e| format!("aggregationRule.clusterRoleSelectors[{i}]: {e}"))?;
         for other in &sorted {
-            if name(other) == name(role) || sel.as_ref().is_some_and(|s| !selects(s, other)) {
+            if other.name() == role.name() || sel.as_ref().is_some_and(|s| !selects(s, other)) {
                 continue;
             }
             for rule in other["rules"].as_array().into_iter().flatten() {

@@ -33,6 +33,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
+use keel_api::Metadata;
 use keel_client::{
     ApiError, Client, DeleteParams, GroupVersionResource, PatchType, PropagationPolicy, Reason,
 };
@@ -58,7 +59,7 @@ const REDISCOVERY: Duration = Duration::from_secs(30);
 
 /// The uids an object's `ownerReferences` name, for [`BY_OWNER_UID`].
 pub fn owner_uids(obj: &Value) -> Vec<String> {
-    owner_refs(obj)
+    obj.owner_references()
         .iter()
         .filter_map(|r| r["uid"].as_str())
         .filter(|u| !u.is_empty())
@@ -66,33 +67,10 @@ pub fn owner_uids(obj: &Value) -> Vec<String> {
         .collect()
 }
 
-fn owner_refs(obj: &Value) -> &[Value] {
-    obj["metadata"]["ownerReferences"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or(&[])
-}
-
-fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
-    obj["metadata"][field].as_str().unwrap_or("")
-}
-
-fn is_deleting(obj: &Value) -> bool {
-    obj["metadata"]
-        .get("deletionTimestamp")
-        .is_some_and(|v| !v.is_null())
-}
-
-fn has_finalizer(obj: &Value, name: &str) -> bool {
-    obj["metadata"]["finalizers"]
-        .as_array()
-        .is_some_and(|a| a.iter().any(|f| f == name))
-}
-
 /// Whether the collector has work on this object as an owner: it is being deleted with one
 /// of the propagation finalizers.
 fn deleting_with_propagation(obj: &Value) -> bool {
-    is_deleting(obj) && (has_finalizer(obj, FOREGROUND) || has_finalizer(obj, ORPHAN))
+    obj.is_deleting() && (obj.has_finalizer(FOREGROUND) || obj.has_finalizer(ORPHAN))
 }
 
 /// The group of an `apiVersion`: `apps` of `apps/v1`, "" of `v1`.
@@ -107,14 +85,14 @@ pub fn remove_refs_patch(dependent: &Value, owner_uids: &[&str]) -> Value {
         .iter()
         .map(|u| json!({"$patch": "delete", "uid": u}))
         .collect();
-    json!({"metadata": {"ownerReferences": refs, "uid": meta_str(dependent, "uid")}})
+    json!({"metadata": {"ownerReferences": refs, "uid": dependent.uid()}})
 }
 
 /// A strategic merge patch removing one finalizer of `obj`, pinned to its uid.
 pub fn remove_finalizer_patch(obj: &Value, finalizer: &str) -> Value {
     json!({"metadata": {
         "$deleteFromPrimitiveList/finalizers": [finalizer],
-        "uid": meta_str(obj, "uid"),
+        "uid": obj.uid(),
     }})
 }
 
@@ -160,9 +138,9 @@ pub fn verdict(dependent: &Value, owners: &[(String, OwnerState)]) -> Verdict {
     let waiting = owners
         .iter()
         .any(|(_, s)| *s == OwnerState::WaitingForDependents);
-    let policy = if waiting || has_finalizer(dependent, FOREGROUND) {
+    let policy = if waiting || dependent.has_finalizer(FOREGROUND) {
         PropagationPolicy::Foreground
-    } else if has_finalizer(dependent, ORPHAN) {
+    } else if dependent.has_finalizer(ORPHAN) {
         PropagationPolicy::Orphan
     } else {
         PropagationPolicy::Background
@@ -173,7 +151,7 @@ pub fn verdict(dependent: &Value, owners: &[(String, OwnerState)]) -> Verdict {
 /// Whether `dependent`'s reference to the owner with this uid blocks the owner's foreground
 /// deletion.
 fn blocks(dependent: &Value, owner_uid: &str) -> bool {
-    owner_refs(dependent).iter().any(|r| {
+    dependent.owner_references().iter().any(|r| {
         r["uid"].as_str() == Some(owner_uid) && r["blockOwnerDeletion"].as_bool() == Some(true)
     })
 }
@@ -373,12 +351,12 @@ fn dependent_handler(gc: Arc<GarbageCollector>, gvr: GroupVersionResource) -> Ha
     let (r1, r2) = (gvr.clone(), gvr);
     HandlerFns::new()
         .added(move |obj| {
-            if !owner_refs(obj).is_empty() {
+            if !obj.owner_references().is_empty() {
                 gc1.enqueue(Role::Dependent, &r1, obj);
             }
         })
         .updated(move |old, new| {
-            if owner_refs(old) != owner_refs(new) {
+            if old.owner_references() != new.owner_references() {
                 gc2.enqueue(Role::Dependent, &r2, new);
                 gc2.wake_waiting_owners(old);
                 gc2.wake_waiting_owners(new);
@@ -404,7 +382,7 @@ fn owner_handler(gc: Arc<GarbageCollector>, gvr: GroupVersionResource) -> Handle
                 gc2.enqueue(Role::Owner, &r2, new);
             }
         })
-        .deleted(move |obj| gc3.enqueue_dependents(meta_str(obj, "uid")))
+        .deleted(move |obj| gc3.enqueue_dependents(obj.uid()))
 }
 
 impl GarbageCollector {
@@ -464,7 +442,7 @@ impl GarbageCollector {
             r["kind"].as_str().unwrap_or(""),
         )?;
         let ns = if kind.namespaced {
-            meta_str(dependent, "namespace")
+            dependent.namespace()
         } else {
             ""
         };
@@ -472,13 +450,13 @@ impl GarbageCollector {
             .owners
             .get(&kind.gvr)?
             .get(&ObjectKey::new(ns, r["name"].as_str().unwrap_or("")))?;
-        (meta_str(&owner, "uid") == r["uid"].as_str().unwrap_or("")).then_some((kind.gvr, owner))
+        (owner.uid() == r["uid"].as_str().unwrap_or("")).then_some((kind.gvr, owner))
     }
 
     /// Owners of `dependent` that are being deleted with a propagation finalizer look again:
     /// a dependent of theirs went or changed.
     fn wake_waiting_owners(&self, dependent: &Value) {
-        for r in owner_refs(dependent) {
+        for r in dependent.owner_references() {
             if let Some((gvr, owner)) = self.cached_owner(dependent, r)
                 && deleting_with_propagation(&owner)
             {
@@ -505,23 +483,23 @@ impl GarbageCollector {
         gvr: &GroupVersionResource,
         cached: &Value,
     ) -> Result<(), ApiError> {
-        if is_deleting(cached) || self.judge(cached).await? == Verdict::Keep {
+        if cached.is_deleting() || self.judge(cached).await? == Verdict::Keep {
             // Owners alive; or its deletion is under way, and its own finalizers are the
             // owner side's work.
             return Ok(());
         }
         // About to write: judge the dependent as it is now, not as the cache last saw it (its
         // references may have changed, e.g. orphaned a moment ago).
-        let (ns, name) = (meta_str(cached, "namespace"), meta_str(cached, "name"));
+        let (ns, name) = (cached.namespace(), cached.name());
         let obj = match self.client.get(gvr, ns, name).await {
-            Ok(o) if meta_str(&o, "uid") == meta_str(cached, "uid") => o,
+            Ok(o) if o.uid() == cached.uid() => o,
             // Replaced: the new object has its own add event.
             Ok(_) => return Ok(()),
             // Gone: nothing to collect.
             Err(e) if e.reason == Reason::NotFound => return Ok(()),
             Err(e) => return Err(e),
         };
-        if is_deleting(&obj) {
+        if obj.is_deleting() {
             return Ok(());
         }
         match self.judge(&obj).await? {
@@ -535,7 +513,7 @@ impl GarbageCollector {
             Verdict::Delete(propagation) => {
                 info!(resource = %gvr, namespace = ns, name, ?propagation, "deleting: its owners are gone");
                 let params = DeleteParams {
-                    uid: meta_str(&obj, "uid").to_string(),
+                    uid: obj.uid().to_string(),
                     propagation,
                     ..Default::default()
                 };
@@ -553,7 +531,7 @@ impl GarbageCollector {
     /// The verdict on a dependent from the state of each of its owners.
     async fn judge(&self, obj: &Value) -> Result<Verdict, ApiError> {
         let mut owners = Vec::new();
-        for r in owner_refs(obj) {
+        for r in obj.owner_references() {
             let uid = r["uid"].as_str().unwrap_or("").to_string();
             owners.push((uid, self.owner_state(obj, r).await?));
         }
@@ -579,13 +557,13 @@ impl GarbageCollector {
         );
         let Some(k) = self.kinds.resolve(&self.client, api_version, kind).await? else {
             info!(
-                dependent = meta_str(dependent, "name"),
+                dependent = dependent.name(),
                 api_version, kind, "owner of a kind the API server does not serve: left alone"
             );
             return Ok(OwnerState::Alive);
         };
         let ns = if k.namespaced {
-            let ns = meta_str(dependent, "namespace");
+            let ns = dependent.namespace();
             if ns.is_empty() {
                 // A cluster-scoped object cannot be owned by a namespaced one.
                 return Ok(OwnerState::Alive);
@@ -595,7 +573,7 @@ impl GarbageCollector {
             ""
         };
         let state_of = |owner: &Value| {
-            if is_deleting(owner) && has_finalizer(owner, FOREGROUND) {
+            if owner.is_deleting() && owner.has_finalizer(FOREGROUND) {
                 OwnerState::WaitingForDependents
             } else {
                 OwnerState::Alive
@@ -605,12 +583,12 @@ impl GarbageCollector {
             .owners
             .get(&k.gvr)
             .and_then(|s| s.get(&ObjectKey::new(ns, name)))
-            && meta_str(&owner, "uid") == uid
+            && owner.uid() == uid
         {
             return Ok(state_of(&owner));
         }
         match self.client.get(&k.gvr, ns, name).await {
-            Ok(owner) if meta_str(&owner, "uid") == uid => Ok(state_of(&owner)),
+            Ok(owner) if owner.uid() == uid => Ok(state_of(&owner)),
             Ok(_) => Ok(self.gone(uid)),
             // Uids are never reused: a missing owner is gone for good.
             Err(e) if e.reason == Reason::NotFound => Ok(self.gone(uid)),
@@ -634,26 +612,26 @@ impl GarbageCollector {
         gvr: &GroupVersionResource,
         owner: &Value,
     ) -> Result<(), ApiError> {
-        if !is_deleting(owner) {
+        if !owner.is_deleting() {
             return Ok(());
         }
-        let owner_uid = meta_str(owner, "uid");
+        let owner_uid = owner.uid();
         let dependents = self.dependents(owner_uid);
-        if has_finalizer(owner, ORPHAN) {
+        if owner.has_finalizer(ORPHAN) {
             for (dgvr, d) in &dependents {
                 self.patch(dgvr, d, remove_refs_patch(d, &[owner_uid]))
                     .await?;
             }
-            debug!(resource = %gvr, owner = meta_str(owner, "name"), n = dependents.len(), "dependents orphaned");
+            debug!(resource = %gvr, owner = owner.name(), n = dependents.len(), "dependents orphaned");
             // A foreground finalizer too, if any, is for the next look (the update wakes it).
             return self
                 .patch(gvr, owner, remove_finalizer_patch(owner, ORPHAN))
                 .await;
         }
-        if has_finalizer(owner, FOREGROUND) {
+        if owner.has_finalizer(FOREGROUND) {
             let mut blocking = 0;
             for (dgvr, d) in &dependents {
-                if !is_deleting(d) {
+                if !d.is_deleting() {
                     self.enqueue(Role::Dependent, dgvr, d);
                 }
                 if blocks(d, owner_uid) {
@@ -661,7 +639,7 @@ impl GarbageCollector {
                 }
             }
             if blocking > 0 {
-                debug!(resource = %gvr, owner = meta_str(owner, "name"), blocking, "waiting for dependents");
+                debug!(resource = %gvr, owner = owner.name(), blocking, "waiting for dependents");
                 return Ok(());
             }
             return self
@@ -683,8 +661,8 @@ impl GarbageCollector {
             .client
             .patch(
                 gvr,
-                meta_str(obj, "namespace"),
-                meta_str(obj, "name"),
+                obj.namespace(),
+                obj.name(),
                 PatchType::Strategic,
                 &patch,
             )

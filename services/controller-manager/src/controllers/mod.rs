@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use keel_api::Metadata;
 use keel_client::{ApiError, Client, GroupVersionResource, PatchType, Reason};
 use keel_runtime::{
     Action, Controller, Informer, InformerFactory, ObjectKey, ShardBy, ShardHandle, WatchOptions,
@@ -302,7 +303,7 @@ pub async fn write_status_to(
     if status == obj["status"] {
         return Ok(());
     }
-    let (ns, name) = (crate::objects::namespace(obj), crate::objects::name(obj));
+    let (ns, name) = (obj.namespace(), obj.name());
     let body = json!({"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": status});
     let sub = if subresource { "status" } else { "" };
     let body = serde_json::to_vec(&body).unwrap_or_default();

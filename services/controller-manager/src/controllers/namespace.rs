@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use keel_api::Metadata;
 use keel_client::{
     ApiError, Client, DeleteParams, GroupVersionResource, ListParams, PatchType, Reason,
 };
@@ -34,16 +35,6 @@ pub const RECHECK: Duration = Duration::from_secs(1);
 
 fn namespaces() -> GroupVersionResource {
     GroupVersionResource::new("", "v1", "namespaces")
-}
-
-fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
-    obj["metadata"][field].as_str().unwrap_or("")
-}
-
-fn is_deleting(obj: &Value) -> bool {
-    obj["metadata"]
-        .get("deletionTimestamp")
-        .is_some_and(|v| !v.is_null())
 }
 
 fn spec_finalizers(ns: &Value) -> Vec<&str> {
@@ -79,12 +70,7 @@ impl Pass {
             .remaining
             .entry(format!("{}.{}", gvr.resource, gvr.group))
             .or_default() += 1;
-        for f in obj["metadata"]["finalizers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
+        for f in obj.finalizers() {
             *self.finalizers.entry(f.to_string()).or_default() += 1;
         }
     }
@@ -239,7 +225,7 @@ impl NamespaceController {
         let Some(cached) = self.namespaces.get(&key) else {
             return Ok(Action::await_change());
         };
-        if !is_deleting(&cached) || !spec_finalizers(&cached).contains(&FINALIZER) {
+        if !cached.is_deleting() || !spec_finalizers(&cached).contains(&FINALIZER) {
             return Ok(Action::await_change());
         }
         // The cache may not have seen an earlier finalize yet: decide on the namespace itself.
@@ -248,7 +234,7 @@ impl NamespaceController {
             Err(e) if e.reason == Reason::NotFound => return Ok(Action::await_change()),
             Err(e) => return Err(e),
         };
-        if !is_deleting(&ns) || !spec_finalizers(&ns).contains(&FINALIZER) {
+        if !ns.is_deleting() || !spec_finalizers(&ns).contains(&FINALIZER) {
             return Ok(Action::await_change());
         }
         // A pass that deleted everything it listed is followed at once by one that must list
@@ -302,19 +288,15 @@ impl NamespaceController {
             };
             for obj in list.items {
                 pass.listed += 1;
-                if is_deleting(&obj) {
+                if obj.is_deleting() {
                     pass.left(&gvr, &obj);
                     continue;
                 }
                 let params = DeleteParams {
-                    uid: meta_str(&obj, "uid").to_string(),
+                    uid: obj.uid().to_string(),
                     ..Default::default()
                 };
-                match self
-                    .client
-                    .delete(&gvr, ns, meta_str(&obj, "name"), &params)
-                    .await
-                {
+                match self.client.delete(&gvr, ns, obj.name(), &params).await {
                     Ok((_, true)) => {}
                     Ok((held, false)) => pass.left(&gvr, &held),
                     // Gone already: nothing of it is left.
@@ -322,8 +304,7 @@ impl NamespaceController {
                     // Another object took the name: the next pass lists it.
                     Err(e) if e.reason == Reason::Conflict => pass.left(&gvr, &obj),
                     Err(e) => {
-                        pass.failures
-                            .push(format!("{gvr} {:?}: {e}", meta_str(&obj, "name")));
+                        pass.failures.push(format!("{gvr} {:?}: {e}", obj.name()));
                         pass.left(&gvr, &obj);
                     }
                 }
@@ -341,13 +322,12 @@ impl NamespaceController {
         else {
             return Ok(ns.clone());
         };
-        let body =
-            json!({"metadata": {"uid": meta_str(ns, "uid")}, "status": {"conditions": conditions}});
+        let body = json!({"metadata": {"uid": ns.uid()}, "status": {"conditions": conditions}});
         self.client
             .patch_subresource(
                 &namespaces(),
                 "",
-                meta_str(ns, "name"),
+                ns.name(),
                 "status",
                 PatchType::Merge,
                 serde_json::to_vec(&body).unwrap_or_default(),
@@ -363,7 +343,7 @@ impl NamespaceController {
             .filter(|f| *f != FINALIZER)
             .collect();
         let body = json!({
-            "metadata": {"resourceVersion": meta_str(ns, "resourceVersion")},
+            "metadata": {"resourceVersion": ns.resource_version()},
             "spec": {"finalizers": rest},
         });
         match self
@@ -371,7 +351,7 @@ impl NamespaceController {
             .patch_subresource(
                 &namespaces(),
                 "",
-                meta_str(ns, "name"),
+                ns.name(),
                 "finalize",
                 PatchType::Merge,
                 serde_json::to_vec(&body).unwrap_or_default(),

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
+use keel_api::Metadata;
 use keel_client::{ApiError, Client, GroupVersionResource, PatchType, Reason, gvr};
 use keel_runtime::{
     Action, Controller, HandlerFns, ObjectKey, ShardBy, Store, WatchOptions, WorkQueue,
@@ -34,7 +35,6 @@ use serde_json::{Map, Value, json};
 use tracing::info;
 
 use super::{Context, SetupError, Start};
-use crate::objects::{self, name, namespace, uid};
 
 /// Held by each Network until its range is released.
 pub const FINALIZER: &str = "samplecrd.k8s.io/ipam";
@@ -363,14 +363,11 @@ impl NetworkController {
         let Some(net) = self.networks.get(&key) else {
             return Ok(Action::await_change());
         };
-        let finalizers: Vec<&str> = net["metadata"]["finalizers"]
-            .as_array()
-            .map(|l| l.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let finalizers = net.finalizers();
         let held = finalizers.contains(&FINALIZER);
-        if objects::is_deleting(&net) {
+        if net.is_deleting() {
             if held {
-                self.ipam.release(uid(&net)).await?;
+                self.ipam.release(net.uid()).await?;
                 let rest: Vec<&str> = finalizers.into_iter().filter(|f| *f != FINALIZER).collect();
                 self.patch_meta(&net, json!({"finalizers": rest})).await?;
                 info!(network = %key, "range released");
@@ -386,7 +383,7 @@ impl NetworkController {
         let spec_cidr = net["spec"]["cidr"].as_str().unwrap_or("");
         let Some(cidr) = Cidr::parse(spec_cidr) else {
             // A range it held before the change is given back.
-            self.ipam.release(uid(&net)).await?;
+            self.ipam.release(net.uid()).await?;
             let status = json!({"phase": "Failed", "conditions": condition("False", "InvalidCIDR",
                 &format!("spec.cidr {spec_cidr:?} is not an IPv4 range"))});
             self.write_status(&net, status).await?;
@@ -395,21 +392,21 @@ impl NetworkController {
         if let Some(g) = net["spec"]["gateway"].as_str().filter(|g| !g.is_empty())
             && !g.parse::<Ipv4Addr>().is_ok_and(|a| cidr.contains(a))
         {
-            self.ipam.release(uid(&net)).await?;
+            self.ipam.release(net.uid()).await?;
             let status = json!({"phase": "Failed", "conditions": condition("False", "InvalidGateway",
                 &format!("spec.gateway {g:?} is not an address of {cidr}"))});
             self.write_status(&net, status).await?;
             return Ok(Action::await_change());
         }
-        let whole = format!("{}/{}", namespace(&net), name(&net));
-        let status = match self.ipam.allocate(&whole, uid(&net), cidr).await? {
+        let whole = format!("{}/{}", net.namespace(), net.name());
+        let status = match self.ipam.allocate(&whole, net.uid(), cidr).await? {
             Allocated::Yes => {
                 let gateway = match net["spec"]["gateway"].as_str().filter(|g| !g.is_empty()) {
                     Some(g) => g.to_string(),
                     None => cidr.first_host().to_string(),
                 };
                 json!({"phase": "Ready", "cidr": cidr.to_string(), "gateway": gateway,
-                    "observedGeneration": objects::generation(&net),
+                    "observedGeneration": net.generation(),
                     "conditions": condition("True", "Allocated", &format!("{cidr} is allocated"))})
             }
             Allocated::Overlaps {
@@ -418,7 +415,7 @@ impl NetworkController {
             } => {
                 let message = format!("{cidr} overlaps {theirs}, allocated to {network}");
                 let status = json!({"phase": "Failed",
-                    "observedGeneration": objects::generation(&net),
+                    "observedGeneration": net.generation(),
                     "conditions": condition("False", "Overlap", &message)});
                 self.write_status(&net, status).await?;
                 return Ok(Action::requeue(RETRY_OVERLAP));
@@ -457,8 +454,8 @@ impl NetworkController {
             .client
             .patch(
                 &networks(),
-                namespace(net),
-                name(net),
+                net.namespace(),
+                net.name(),
                 PatchType::Merge,
                 &json!({"metadata": meta}),
             )

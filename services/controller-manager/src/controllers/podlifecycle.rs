@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use keel_api::Metadata;
 use keel_client::{ApiError, Client, PatchType, Reason};
 use keel_runtime::{Action, Controller, ObjectKey, ShardBy, Store, WorkQueue, enqueue_handler};
 use prometheus_client::registry::Registry;
@@ -15,7 +16,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::{Context, SetupError, Start};
-use crate::objects::{self, name, namespace};
+use crate::objects;
 
 struct PodLifecycle {
     client: Client,
@@ -74,17 +75,17 @@ impl PodLifecycle {
                 .pods
                 .list()
                 .iter()
-                .map(|p| objects::uid(p).to_string())
+                .map(|p| p.uid().to_string())
                 .collect();
             self.seen().retain(|uid, _| live.contains(uid));
             return Ok(Action::await_change());
         };
-        let uid = objects::uid(&pod).to_string();
-        if !objects::is_initialized(&pod) {
+        let uid = pod.uid().to_string();
+        if !pod.is_initialized() {
             // A kubelet never sees a Pod whose initializers are pending.
             return Ok(Action::await_change());
         }
-        if objects::is_deleting(&pod) {
+        if pod.is_deleting() {
             self.seen().remove(&uid);
             return self.stop(&pod).await;
         }
@@ -109,8 +110,8 @@ impl PodLifecycle {
         if pod["status"]["phase"].as_str() == Some("Succeeded") {
             return Ok(Action::await_change());
         }
-        let since = pod["metadata"]["deletionTimestamp"]
-            .as_str()
+        let since = pod
+            .deletion_timestamp()
             .and_then(objects::parse_time)
             .unwrap_or_else(SystemTime::now);
         let elapsed = SystemTime::now()
@@ -124,13 +125,13 @@ impl PodLifecycle {
     }
 
     async fn patch_status(&self, pod: &Value, status: Value) -> Result<(), ApiError> {
-        let body = json!({"metadata": {"uid": objects::uid(pod)}, "status": status});
+        let body = json!({"metadata": {"uid": pod.uid()}, "status": status});
         match self
             .client
             .patch_subresource(
                 &objects::pods(),
-                namespace(pod),
-                name(pod),
+                pod.namespace(),
+                pod.name(),
                 "status",
                 PatchType::Merge,
                 serde_json::to_vec(&body).unwrap_or_default(),

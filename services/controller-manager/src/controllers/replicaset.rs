@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use keel_api::Metadata;
 use keel_client::{ApiError, Client, DeleteParams, PatchType, Reason};
 use keel_runtime::{
     Action, BY_NAMESPACE, Controller, HandlerFns, ObjectKey, ShardBy, Store, WatchOptions,
@@ -23,7 +24,7 @@ use tracing::{debug, info};
 
 use super::expectations::Expectations;
 use super::{Context, SetupError, Start};
-use crate::objects::{self, controller_of, name, namespace, uid};
+use crate::objects::{self, controller_of};
 
 /// At most this many Pods are created or deleted in one sync (Kubernetes' `burstReplicas`).
 const BURST: usize = 500;
@@ -77,7 +78,7 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
 /// every ReplicaSet of its namespace that selects it, which may adopt it.
 fn pod_handler(queue: WorkQueue<ObjectKey>, rss: Store, x: Expectations) -> HandlerFns {
     let matching = move |pod: &Value| -> Vec<ObjectKey> {
-        rss.by_index(BY_NAMESPACE, namespace(pod))
+        rss.by_index(BY_NAMESPACE, pod.namespace())
             .iter()
             .filter(|rs| objects::selector(rs).is_ok_and(|s| objects::selects(&s, pod)))
             .filter_map(|rs| ObjectKey::from_object(rs).ok())
@@ -111,7 +112,7 @@ fn pod_handler(queue: WorkQueue<ObjectKey>, rss: Store, x: Expectations) -> Hand
         })
         .deleted(move |pod| {
             if let Some((owner, _)) = controller_of(pod, "ReplicaSet") {
-                x2.deletion_observed(&owner, name(pod));
+                x2.deletion_observed(&owner, pod.name());
                 q3.add(owner);
             }
         })
@@ -132,11 +133,11 @@ impl ReplicaSetController {
                 return Ok(Action::await_change());
             }
         };
-        let rs_uid = uid(&rs);
+        let rs_uid = rs.uid();
         let mut owned = Vec::new();
         for pod in self.pods.by_index(BY_NAMESPACE, &key.namespace) {
             let matches = objects::selects(&selector, &pod);
-            match objects::controller_uid(&pod) {
+            match pod.controller_uid() {
                 Some(u) if u == rs_uid => {
                     if matches {
                         owned.push(pod);
@@ -146,8 +147,8 @@ impl ReplicaSetController {
                     }
                 }
                 None if matches
-                    && !objects::is_deleting(&rs)
-                    && !objects::is_deleting(&pod)
+                    && !rs.is_deleting()
+                    && !pod.is_deleting()
                     && self
                         .patch_pod(&pod, objects::adopt_patch(&rs, &pod))
                         .await? =>
@@ -165,7 +166,7 @@ impl ReplicaSetController {
 
         let satisfied = self.expectations.satisfied(&key);
         let mut wrote = false;
-        if satisfied && !objects::is_deleting(&rs) {
+        if satisfied && !rs.is_deleting() {
             wrote = self.manage_replicas(&key, &rs, &active).await?;
         }
         self.update_status(&rs, &owned, satisfied && !wrote).await?;
@@ -221,7 +222,7 @@ impl ReplicaSetController {
         if active.len() > want {
             let n = (active.len() - want).min(BURST);
             let victims = pods_to_delete(active, n);
-            let names: Vec<String> = victims.iter().map(|p| name(p).to_string()).collect();
+            let names: Vec<String> = victims.iter().map(|p| p.name().to_string()).collect();
             self.expectations
                 .expect_deletions(key, names.iter().cloned());
             debug!(replicaset = %key, n, "deleting pods");
@@ -261,7 +262,7 @@ impl ReplicaSetController {
                 meta.insert(f.into(), v.clone());
             }
         }
-        meta.insert("namespace".into(), json!(namespace(rs)));
+        meta.insert("namespace".into(), json!(rs.namespace()));
         meta.insert(
             "ownerReferences".into(),
             json!([objects::controller_reference(rs)]),
@@ -269,7 +270,7 @@ impl ReplicaSetController {
         let mut last = None;
         // A clash of random names is rare; three tries make it negligible.
         for _ in 0..3 {
-            meta.insert("name".into(), json!(pod_name(name(rs))));
+            meta.insert("name".into(), json!(pod_name(rs.name())));
             let pod = json!({
                 "apiVersion": "v1",
                 "kind": "Pod",
@@ -278,7 +279,7 @@ impl ReplicaSetController {
             });
             match self
                 .client
-                .create(&objects::pods(), namespace(rs), &pod)
+                .create(&objects::pods(), rs.namespace(), &pod)
                 .await
             {
                 Ok(_) => return Ok(()),
@@ -295,8 +296,8 @@ impl ReplicaSetController {
             .client
             .patch(
                 &objects::pods(),
-                namespace(pod),
-                name(pod),
+                pod.namespace(),
+                pod.name(),
                 PatchType::Strategic,
                 &patch,
             )
@@ -324,7 +325,7 @@ impl ReplicaSetController {
             .filter(|p| {
                 template_labels.is_none_or(|want| {
                     want.iter()
-                        .all(|(k, v)| objects::labels(p).and_then(|l| l.get(k)) == Some(v))
+                        .all(|(k, v)| p.labels().and_then(|l| l.get(k)) == Some(v))
                 })
             })
             .count();
@@ -335,7 +336,7 @@ impl ReplicaSetController {
         // ReplicaSet's shard, which may not be the Deployment's).
         status.insert(
             "terminatingReplicas".into(),
-            json!(owned.iter().filter(|p| objects::is_deleting(p)).count()),
+            json!(owned.iter().filter(|p| p.is_deleting()).count()),
         );
         status.insert("fullyLabeledReplicas".into(), json!(fully_labeled));
         status.insert(
@@ -352,7 +353,7 @@ impl ReplicaSetController {
             ),
         );
         if observed {
-            status.insert("observedGeneration".into(), json!(objects::generation(rs)));
+            status.insert("observedGeneration".into(), json!(rs.generation()));
         }
         super::write_status(
             &self.client,
@@ -392,16 +393,11 @@ fn pods_to_delete(active: &[Arc<Value>], n: usize) -> Vec<Arc<Value>> {
                 objects::pod_is_ready(p),
             )
         };
-        let created = |p: &Value| {
-            p["metadata"]["creationTimestamp"]
-                .as_str()
-                .unwrap_or("")
-                .to_string()
-        };
+        let created = |p: &Value| p.creation_timestamp().unwrap_or("").to_string();
         rank(a)
             .cmp(&rank(b))
             .then_with(|| created(b).cmp(&created(a)))
-            .then_with(|| name(b).cmp(name(a)))
+            .then_with(|| b.name().cmp(a.name()))
     });
     ranked.truncate(n);
     ranked
@@ -430,7 +426,7 @@ mod tests {
         let names = |n| {
             pods_to_delete(&pods, n)
                 .iter()
-                .map(|p| name(p).to_string())
+                .map(|p| p.name().to_string())
                 .collect::<Vec<_>>()
         };
         assert_eq!(names(1), ["pending"]);

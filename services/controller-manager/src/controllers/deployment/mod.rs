@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use keel_api::Metadata;
 use keel_client::{ApiError, Client, DeleteParams, PatchType, Reason};
 use keel_runtime::{
     Action, BY_NAMESPACE, Controller, HandlerFns, ObjectKey, ShardBy, Store, WatchOptions,
@@ -33,7 +34,7 @@ use tracing::{debug, info};
 pub use plan::{Rs, Strategy, pod_template_hash};
 
 use super::{Context, SetupError, Start};
-use crate::objects::{self, controller_of, name, namespace, uid};
+use crate::objects::{self, controller_of};
 
 pub const REVISION: &str = "deployment.kubernetes.io/revision";
 const DESIRED_REPLICAS: &str = "deployment.kubernetes.io/desired-replicas";
@@ -98,7 +99,7 @@ fn replicaset_handler(queue: WorkQueue<ObjectKey>, deployments: Store) -> Handle
     let wake = move |rs: &Value| match controller_of(rs, "Deployment") {
         Some((owner, _)) => queue.add(owner),
         None => {
-            for d in deployments.by_index(BY_NAMESPACE, namespace(rs)) {
+            for d in deployments.by_index(BY_NAMESPACE, rs.namespace()) {
                 if objects::selector(&d).is_ok_and(|s| objects::selects(&s, rs))
                     && let Ok(k) = ObjectKey::from_object(&d)
                 {
@@ -120,29 +121,26 @@ fn replicaset_handler(queue: WorkQueue<ObjectKey>, deployments: Store) -> Handle
 }
 
 fn revision(rs: &Value) -> i64 {
-    objects::annotation(rs, REVISION)
+    rs.annotation(REVISION)
         .and_then(|r| r.parse().ok())
         .unwrap_or(0)
 }
 
 fn resource_version(obj: &Value) -> i64 {
-    obj["metadata"]["resourceVersion"]
-        .as_str()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(0)
+    obj.resource_version().parse().unwrap_or(0)
 }
 
 /// Whether Pods of the ReplicaSet may still exist, running or terminating, as its controller
 /// last counted them (and it has counted since its last resize).
 fn has_pods(rs: &Value) -> bool {
-    objects::status_i64(rs, "observedGeneration") < objects::generation(rs)
+    objects::status_i64(rs, "observedGeneration") < rs.generation()
         || objects::status_i64(rs, "replicas") > 0
         || objects::status_i64(rs, "terminatingReplicas") > 0
 }
 
 /// The ReplicaSet's controller has observed its size and has exactly that many Pods.
 fn settled(rs: &Value) -> bool {
-    objects::status_i64(rs, "observedGeneration") >= objects::generation(rs)
+    objects::status_i64(rs, "observedGeneration") >= rs.generation()
         && objects::status_i64(rs, "replicas") == objects::spec_replicas(rs)
 }
 
@@ -192,10 +190,8 @@ impl DeploymentController {
         // new one, the others are old.
         news.sort_by_key(|rs| {
             (
-                rs["metadata"]["creationTimestamp"]
-                    .as_str()
-                    .map(str::to_string),
-                name(rs).to_string(),
+                rs.creation_timestamp().map(str::to_string),
+                rs.name().to_string(),
             )
         });
         let mut new_rs = if news.is_empty() {
@@ -204,19 +200,12 @@ impl DeploymentController {
             Some(news.remove(0))
         };
         olds.extend(news);
-        olds.sort_by_key(|rs| {
-            (
-                revision(rs),
-                rs["metadata"]["creationTimestamp"]
-                    .as_str()
-                    .map(str::to_string),
-            )
-        });
+        olds.sort_by_key(|rs| (revision(rs), rs.creation_timestamp().map(str::to_string)));
 
         let caught_up = self.caught_up(new_rs.iter().chain(olds.iter()));
         let all_settled = caught_up && new_rs.iter().chain(olds.iter()).all(|rs| settled(rs));
         let paused = d["spec"]["paused"].as_bool().unwrap_or(false);
-        let deleting = objects::is_deleting(&d);
+        let deleting = d.is_deleting();
 
         let mut event = status::Event::None;
         let step = if deleting {
@@ -314,22 +303,22 @@ impl DeploymentController {
         selector: &keel_api::selector::LabelSelector,
     ) -> Result<Vec<Arc<Value>>, ApiError> {
         let mut owned = Vec::new();
-        for rs in self.replicasets.by_index(BY_NAMESPACE, namespace(d)) {
+        for rs in self.replicasets.by_index(BY_NAMESPACE, d.namespace()) {
             let matches = objects::selects(selector, &rs);
-            match objects::controller_uid(&rs) {
-                Some(u) if u == uid(d) => {
+            match rs.controller_uid() {
+                Some(u) if u == d.uid() => {
                     if matches {
                         owned.push(rs);
                     } else {
                         self.patch_rs(
                             &rs,
                             PatchType::Strategic,
-                            objects::release_patch(uid(d), &rs),
+                            objects::release_patch(d.uid(), &rs),
                         )
                         .await?;
                     }
                 }
-                None if matches && !objects::is_deleting(d) && !objects::is_deleting(&rs) => {
+                None if matches && !d.is_deleting() && !rs.is_deleting() => {
                     if let Some(adopted) = self
                         .patch_rs(&rs, PatchType::Strategic, objects::adopt_patch(d, &rs))
                         .await?
@@ -370,7 +359,7 @@ impl DeploymentController {
     ) -> Result<Arc<Value>, ApiError> {
         let collision = d["status"]["collisionCount"].as_i64();
         let hash = pod_template_hash(&d["spec"]["template"], collision);
-        let rs_name = format!("{}-{hash}", name(d));
+        let rs_name = format!("{}-{hash}", d.name());
         let mut template = d["spec"]["template"].clone();
         template["metadata"]["labels"][HASH_LABEL] = json!(hash);
         let mut selector = d["spec"]["selector"].clone();
@@ -393,17 +382,17 @@ impl DeploymentController {
             "kind": "ReplicaSet",
             "metadata": {
                 "name": rs_name,
-                "namespace": namespace(d),
+                "namespace": d.namespace(),
                 "labels": template["metadata"]["labels"],
                 "annotations": annotations,
                 "ownerReferences": [objects::controller_reference(d)],
             },
             "spec": spec,
         });
-        info!(deployment = %name(d), replicaset = %rs_name, size, "creating the new replica set");
+        info!(deployment = %d.name(), replicaset = %rs_name, size, "creating the new replica set");
         match self
             .client
-            .create(&objects::replicasets(), namespace(d), &rs)
+            .create(&objects::replicasets(), d.namespace(), &rs)
             .await
         {
             Ok(created) => {
@@ -413,9 +402,9 @@ impl DeploymentController {
             Err(e) if e.reason == Reason::AlreadyExists => {
                 let existing = self
                     .client
-                    .get(&objects::replicasets(), namespace(d), &rs_name)
+                    .get(&objects::replicasets(), d.namespace(), &rs_name)
                     .await?;
-                if objects::controller_uid(&existing) == Some(uid(d))
+                if existing.controller_uid() == Some(d.uid())
                     && plan::same_template(&existing["spec"]["template"], &d["spec"]["template"])
                 {
                     return Ok(Arc::new(existing));
@@ -426,8 +415,8 @@ impl DeploymentController {
                 self.client
                     .patch_subresource(
                         &objects::deployments(),
-                        namespace(d),
-                        name(d),
+                        d.namespace(),
+                        d.name(),
                         "status",
                         PatchType::Merge,
                         serde_json::to_vec(&body).unwrap_or_default(),
@@ -468,22 +457,22 @@ impl DeploymentController {
         );
         let stale = annotations
             .iter()
-            .any(|(k, v)| objects::annotation(new, k) != v.as_str());
+            .any(|(k, v)| new.annotation(k) != v.as_str());
         if stale {
             let patch = json!({"metadata": {"annotations": annotations,
                 "resourceVersion": new["metadata"]["resourceVersion"]}});
             self.patch_rs(new, PatchType::Merge, patch).await?;
             wrote = true;
         }
-        if objects::annotation(d, REVISION) != Some(want.to_string().as_str()) {
+        if d.annotation(REVISION) != Some(want.to_string().as_str()) {
             let patch = json!({"metadata": {"annotations": {REVISION: want.to_string()},
                 "resourceVersion": d["metadata"]["resourceVersion"]}});
             match self
                 .client
                 .patch(
                     &objects::deployments(),
-                    namespace(d),
-                    name(d),
+                    d.namespace(),
+                    d.name(),
                     PatchType::Merge,
                     &patch,
                 )
@@ -556,7 +545,7 @@ impl DeploymentController {
     }
 
     async fn scale(&self, d: &Value, rs: &Value, size: i64) -> Result<(), ApiError> {
-        debug!(deployment = %name(d), replicaset = %name(rs), from = objects::spec_replicas(rs), to = size, "scaling");
+        debug!(deployment = %d.name(), replicaset = %rs.name(), from = objects::spec_replicas(rs), to = size, "scaling");
         let patch = json!({
             "metadata": {"resourceVersion": rs["metadata"]["resourceVersion"]},
             "spec": {"replicas": size},
@@ -577,8 +566,8 @@ impl DeploymentController {
             .client
             .patch(
                 &objects::replicasets(),
-                namespace(rs),
-                name(rs),
+                rs.namespace(),
+                rs.name(),
                 kind,
                 &patch,
             )
@@ -604,21 +593,21 @@ impl DeploymentController {
             .filter(|r| {
                 objects::spec_replicas(r) == 0
                     && objects::status_i64(r, "replicas") == 0
-                    && !objects::is_deleting(r)
+                    && !r.is_deleting()
             })
             .collect();
         if idle.len() <= limit {
             return Ok(());
         }
         for rs in &idle[..idle.len() - limit] {
-            info!(deployment = %name(d), replicaset = %name(rs), "deleting an old revision");
+            info!(deployment = %d.name(), replicaset = %rs.name(), "deleting an old revision");
             let params = DeleteParams {
-                uid: uid(rs).to_string(),
+                uid: rs.uid().to_string(),
                 ..Default::default()
             };
             match self
                 .client
-                .delete(&objects::replicasets(), namespace(rs), name(rs), &params)
+                .delete(&objects::replicasets(), rs.namespace(), rs.name(), &params)
                 .await
             {
                 Ok(_) => {}
@@ -633,8 +622,7 @@ impl DeploymentController {
 
 /// The Deployment's annotations a ReplicaSet carries (e.g. `kubernetes.io/change-cause`).
 fn copied_annotations(d: &Value) -> serde_json::Map<String, Value> {
-    d["metadata"]["annotations"]
-        .as_object()
+    d.annotations()
         .map(|m| {
             m.iter()
                 .filter(|(k, _)| !NOT_COPIED.contains(&k.as_str()))

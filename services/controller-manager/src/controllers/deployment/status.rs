@@ -3,6 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use keel_api::Metadata;
 use serde_json::{Map, Value, json};
 
 use crate::objects;
@@ -44,7 +45,7 @@ pub fn compute(input: &Input<'_>) -> (Value, Option<Duration>) {
         .unwrap_or(0);
     let old = &d["status"];
     let mut status = Map::new();
-    status.insert("observedGeneration".into(), json!(objects::generation(d)));
+    status.insert("observedGeneration".into(), json!(d.generation()));
     status.insert("replicas".into(), json!(total));
     status.insert("updatedReplicas".into(), json!(updated));
     status.insert("readyReplicas".into(), json!(sum("readyReplicas")));
@@ -77,7 +78,7 @@ pub fn compute(input: &Input<'_>) -> (Value, Option<Duration>) {
         condition("Available", avail_status, avail_reason, avail_msg, &now),
     );
 
-    let rs_name = input.new_rs.map(objects::name).unwrap_or("");
+    let rs_name = input.new_rs.map(Metadata::name).unwrap_or("");
     let paused = d["spec"]["paused"].as_bool().unwrap_or(false);
     let current = conditions
         .iter()
