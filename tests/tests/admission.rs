@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use keel_client::{
-    ApiError, Client, DeleteParams, Event, EventType, GroupVersionResource, ListParams, PatchType,
-    Reason, WatchParams, gvr,
+    ApiError, Client, DeleteParams, Event, EventType, GroupVersionResource, ListParams, Metadata,
+    PatchType, Reason, WatchParams, gvr,
 };
 use keel_tests::{ApiServer, ControllerManager, Etcd, KeelService, eventually};
 use serde_json::{Value, json};

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use keel_client::{
-    Client, DeleteParams, EventType, ListParams, PatchType, PropagationPolicy, WatchParams, gvr,
+    Client, DeleteParams, EventType, ListParams, Metadata, PatchType, PropagationPolicy,
+    WatchParams, gvr,
 };
 use keel_tests::{ApiServer, ControllerManager, Etcd, eventually};
 use serde_json::{Value, json};

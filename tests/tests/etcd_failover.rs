@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use keel_client::{Client, ClientConfig, EventType, PatchType, WatchParams, gvr};
+use keel_client::{Client, ClientConfig, EventType, Metadata, PatchType, WatchParams, gvr};
 use keel_tests::proxy::Proxy;
 use keel_tests::{ApiServer, EtcdCluster, eventually};
 use serde_json::json;

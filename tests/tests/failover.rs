@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use keel_client::{Client, ClientConfig, EventType, PatchType, WatchParams, gvr};
+use keel_client::{Client, ClientConfig, EventType, Metadata, PatchType, WatchParams, gvr};
 use keel_tests::{ApiServer, Etcd};
 use serde_json::json;
 

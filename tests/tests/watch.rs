@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use keel_client::{Client, Event, EventType, ListParams, PatchType, Reason, WatchParams, gvr};
+use keel_client::{
+    Client, Event, EventType, ListParams, Metadata, PatchType, Reason, WatchParams, gvr,
+};
 use keel_tests::proxy::Proxy;
 use keel_tests::{ApiServer, Etcd};
 use serde_json::{Value, json};

@@ -21,6 +21,6 @@ pub use client::{
 };
 pub use flags::ConnectFlags;
 pub use keel_api::shard::ShardSelector;
-pub use keel_api::{ApiError, GroupVersionResource, Reason};
+pub use keel_api::{ApiError, GroupVersionResource, Metadata, Reason};
 pub use keel_wire::proto::{PatchType, PropagationPolicy};
 pub use watch::{Event, EventType, RawEvent, WatchParams};

@@ -2,9 +2,9 @@
 
 use futures::{Stream, StreamExt};
 use keel_api::shard::ShardSelector;
-use keel_api::{ApiError, GroupVersionResource};
+use keel_api::{ApiError, GroupVersionResource, Metadata};
 use keel_wire::proto::WatchRequest;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::Client;
 use crate::delivery::{Idempotency, delivery};
@@ -29,16 +29,11 @@ pub struct Event {
     pub object: Value,
 }
 
-impl Event {
-    /// The event's object's `metadata.resourceVersion`.
-    pub fn resource_version(&self) -> &str {
-        self.object["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap_or("")
-    }
-
-    pub fn name(&self) -> &str {
-        self.object["metadata"]["name"].as_str().unwrap_or("")
+/// An event reads as its object: `ev.name()`, `ev.resource_version()` (a bookmark's object
+/// carries only the latter).
+impl Metadata for Event {
+    fn metadata(&self) -> Option<&Map<String, Value>> {
+        self.object.metadata()
     }
 }
 

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
+use keel_api::Metadata;
 use serde_json::Value;
 
 use crate::key::ObjectKey;
-use crate::store::controller_ref;
 use crate::workqueue::WorkQueue;
 
 /// Told of every change of an informer's cache, after the cache has it.
@@ -135,13 +135,12 @@ pub struct EnqueueOwnerHandler {
 
 impl EnqueueOwnerHandler {
     fn owner(&self, obj: &Value) -> Option<ObjectKey> {
-        let owner = controller_ref(obj)?;
+        let owner = obj.controller_ref()?;
         if owner["kind"].as_str() != Some(self.owner_kind.as_str()) {
             return None;
         }
         let name = owner["name"].as_str().filter(|n| !n.is_empty())?;
-        let namespace = obj["metadata"]["namespace"].as_str().unwrap_or("");
-        Some(ObjectKey::new(namespace, name))
+        Some(ObjectKey::new(obj.namespace(), name))
     }
 }
 

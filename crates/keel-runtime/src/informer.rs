@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use keel_api::GroupVersionResource;
+use keel_api::{GroupVersionResource, Metadata};
 use keel_client::Client;
 use serde_json::Value;
 use tokio::sync::watch;
@@ -55,10 +55,6 @@ pub(crate) enum Notification {
     Delete(Arc<Value>),
 }
 
-fn meta<'a>(obj: &'a Value, field: &str) -> &'a str {
-    obj["metadata"][field].as_str().unwrap_or("")
-}
-
 /// What the handlers hear of a delta that replaced `old` (if the store had it) by `new`:
 /// - nothing when `resourceVersion` did not change, unless it is a resync (`Sync`);
 /// - a delete then an add when the uid changed (the object was deleted and re-created while
@@ -71,11 +67,11 @@ pub(crate) fn notifications(
     let Some(old) = old else {
         return vec![Notification::Add(new)];
     };
-    let rv = meta(&new, "resourceVersion");
-    if kind != DeltaType::Sync && !rv.is_empty() && rv == meta(&old, "resourceVersion") {
+    let rv = new.resource_version();
+    if kind != DeltaType::Sync && !rv.is_empty() && rv == old.resource_version() {
         return Vec::new();
     }
-    let (old_uid, new_uid) = (meta(&old, "uid"), meta(&new, "uid"));
+    let (old_uid, new_uid) = (old.uid(), new.uid());
     if !old_uid.is_empty() && !new_uid.is_empty() && old_uid != new_uid {
         return vec![Notification::Delete(old), Notification::Add(new)];
     }
@@ -330,7 +326,7 @@ mod tests {
     }
 
     fn describe(n: &Notification) -> String {
-        let d = |o: &Value| format!("{}@{}", meta(o, "uid"), meta(o, "resourceVersion"));
+        let d = |o: &Value| format!("{}@{}", o.uid(), o.resource_version());
         match n {
             Notification::Add(o) => format!("add {}", d(o)),
             Notification::Update(a, b) => format!("update {}->{}", d(a), d(b)),
@@ -483,7 +479,7 @@ mod tests {
         let late = Arc::new(Mutex::new(Vec::new()));
         let l = late.clone();
         inf.add_handler(
-            HandlerFns::new().added(move |o| l.lock().unwrap().push(meta(o, "name").to_string())),
+            HandlerFns::new().added(move |o| l.lock().unwrap().push(o.name().to_string())),
         );
         let mut got = late.lock().unwrap().clone();
         got.sort();
@@ -497,7 +493,7 @@ mod tests {
         let log = Arc::new(Mutex::new(Vec::new()));
         let l = log.clone();
         inf.add_handler(
-            HandlerFns::new().added(move |o| l.lock().unwrap().push(meta(o, "name").to_string())),
+            HandlerFns::new().added(move |o| l.lock().unwrap().push(o.name().to_string())),
         );
         inf.process(Popped::Replace(vec![obj("a", "u1", 1)], None));
         inf.process(deltas("b", vec![(DeltaType::Added, obj("b", "u2", 2))]));

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use keel_api::Metadata;
 use serde_json::Value;
 
 /// Why a key could not be made.
@@ -38,15 +39,10 @@ impl ObjectKey {
 
     /// The key of an object: its `metadata.namespace` (absent: cluster-scoped) and `metadata.name`.
     pub fn from_object(obj: &Value) -> Result<ObjectKey, KeyError> {
-        let meta = &obj["metadata"];
-        let name = meta["name"].as_str().unwrap_or("");
-        if name.is_empty() {
+        if obj.name().is_empty() {
             return Err(KeyError::NoName);
         }
-        Ok(ObjectKey::new(
-            meta["namespace"].as_str().unwrap_or(""),
-            name,
-        ))
+        Ok(ObjectKey::new(obj.namespace(), obj.name()))
     }
 }
 

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 use futures::{Future, StreamExt};
 use keel_api::shard::{ShardSelector, shard_of_json};
-use keel_api::{ApiError, GroupVersionResource};
+use keel_api::{ApiError, GroupVersionResource, Metadata};
 use keel_client::{Client, Event, EventType, ListParams, ObjectList, WatchParams};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -214,12 +214,7 @@ impl Sharding {
 }
 
 fn mirror_key(obj: &Value) -> String {
-    let meta = &obj["metadata"];
-    format!(
-        "{}/{}",
-        meta["namespace"].as_str().unwrap_or(""),
-        meta["name"].as_str().unwrap_or("")
-    )
+    format!("{}/{}", obj.namespace(), obj.name())
 }
 
 /// Resolves when the held shards change; never without a feed (or once its sender is gone).

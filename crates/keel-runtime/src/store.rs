@@ -8,6 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use keel_api::Metadata;
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -45,28 +46,14 @@ pub struct Change {
 
 /// The values of `obj`'s namespace, for [`BY_NAMESPACE`].
 pub fn namespace_index(obj: &Value) -> Vec<String> {
-    vec![
-        obj["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("")
-            .to_string(),
-    ]
+    vec![obj.namespace().to_string()]
 }
 
 /// The uid of `obj`'s controlling owner, for [`BY_CONTROLLER_UID`].
 pub fn controller_uid_index(obj: &Value) -> Vec<String> {
-    controller_ref(obj)
-        .and_then(|r| r["uid"].as_str())
+    obj.controller_uid()
         .map(|uid| vec![uid.to_string()])
         .unwrap_or_default()
-}
-
-/// The `ownerReferences` entry with `controller: true`, if any.
-pub fn controller_ref(obj: &Value) -> Option<&Value> {
-    obj["metadata"]["ownerReferences"]
-        .as_array()?
-        .iter()
-        .find(|r| r["controller"].as_bool() == Some(true))
 }
 
 /// A cache of objects keyed by [`ObjectKey`], with named indexes. Cheap to clone: clones
