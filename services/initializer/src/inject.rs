@@ -4,6 +4,7 @@
 //! `metadata.initializers.pending`; the PATCH is the two-way strategic merge patch between the
 //! two. Merging by name makes a second run a no-op, so several replicas are safe. Pure: no I/O.
 
+use keel_client::Metadata;
 use keel_patch::{BuiltinSchema, PatchError, create_two_way_merge_patch};
 use serde_json::{Map, Value};
 
@@ -118,15 +119,15 @@ pub fn injection_patch(
     if patch.as_object().is_none_or(Map::is_empty) {
         return Ok(None);
     }
-    if let Some(uid) = pod["metadata"]["uid"].as_str() {
-        patch["metadata"]["uid"] = Value::String(uid.to_string());
+    if !pod.uid().is_empty() {
+        patch["metadata"]["uid"] = Value::String(pod.uid().to_string());
     }
     Ok(Some(patch))
 }
 
 /// Whether `initializer` is the one to act: the head of `pending`.
 pub fn is_next(pod: &Value, initializer: &str) -> bool {
-    pod["metadata"]["initializers"]["pending"][0]["name"].as_str() == Some(initializer)
+    pod.pending_initializers().first() == Some(&initializer)
 }
 
 #[cfg(test)]

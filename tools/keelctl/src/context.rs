@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use keel_api::Metadata;
 use keel_client::{Client, ClientConfig};
 
 use crate::error::Error;

@@ -4,7 +4,8 @@
 use std::io::Read;
 use std::path::Path;
 
-use serde_json::Value;
+use keel_api::Metadata;
+use serde_json::{Map, Value};
 
 use crate::error::Error;
 
@@ -21,15 +22,14 @@ pub struct Manifest {
     pub object: Value,
 }
 
+/// A manifest reads as its object: `m.name()`, `m.namespace()`.
+impl Metadata for Manifest {
+    fn metadata(&self) -> Option<&Map<String, Value>> {
+        self.object.metadata()
+    }
+}
+
 impl Manifest {
-    pub fn name(&self) -> &str {
-        self.object["metadata"]["name"].as_str().unwrap_or("")
-    }
-
-    pub fn namespace(&self) -> &str {
-        self.object["metadata"]["namespace"].as_str().unwrap_or("")
-    }
-
     pub fn api_version(&self) -> &str {
         self.object["apiVersion"].as_str().unwrap_or("")
     }

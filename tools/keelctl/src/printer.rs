@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::time::SystemTime;
 
+use keel_api::Metadata;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -80,7 +81,7 @@ impl Printer {
         match self.format {
             Format::Name => {
                 for o in objects {
-                    writeln!(out, "{}", resource.object_ref(name_of(o)))?;
+                    writeln!(out, "{}", resource.object_ref(o.name()))?;
                 }
             }
             Format::Table | Format::Wide => {
@@ -164,10 +165,6 @@ impl Printer {
     }
 }
 
-pub fn name_of(o: &Value) -> &str {
-    o["metadata"]["name"].as_str().unwrap_or("")
-}
-
 /// `-o` of the commands that act on objects (`rollout`, `scale`): the object instead of
 /// kubectl's sentence about it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -228,9 +225,9 @@ pub fn object_ref_of(o: &Value) -> String {
         .map(|(group, _)| group)
         .unwrap_or("");
     if group.is_empty() {
-        format!("{kind}/{}", name_of(o))
+        format!("{kind}/{}", o.name())
     } else {
-        format!("{kind}.{group}/{}", name_of(o))
+        format!("{kind}.{group}/{}", o.name())
     }
 }
 

@@ -3,12 +3,13 @@
 
 use std::io::Write;
 
+use keel_api::Metadata;
+
 use super::initialization;
 use crate::context::Ctx;
 use crate::error::{Error, api_for};
 use crate::last_applied;
 use crate::manifest;
-use crate::printer::name_of;
 
 /// Create objects from files or stdin.
 ///
@@ -64,7 +65,7 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
         match ctx.client.create(&resource.gvr, &namespace, &object).await {
             Ok(created) => {
                 // The server's name, which differs from the file's with `generateName`.
-                writeln!(out, "{} created", resource.object_ref(name_of(&created)))?;
+                writeln!(out, "{} created", resource.object_ref(created.name()))?;
                 out.flush()?;
                 if args.wait
                     && let Err(e) = initialization::wait(ctx, resource, &namespace, &created).await

@@ -3,13 +3,13 @@
 use std::io::Write;
 use std::time::Duration;
 
+use keel_api::Metadata;
 use keel_client::{DeleteParams, ListParams, PropagationPolicy, Reason};
 use tokio::time::Instant;
 
 use crate::context::{Ctx, require_name};
 use crate::error::{Error, api_for};
 use crate::manifest;
-use crate::printer::name_of;
 use crate::resources::Resource;
 
 /// Delete objects by type and name, by label selector, or as listed in files.
@@ -123,7 +123,7 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
             doomed.push(Doomed {
                 resource,
                 namespace: namespace.clone(),
-                name: name_of(o).to_string(),
+                name: o.name().to_string(),
                 source: None,
             });
         }

@@ -13,24 +13,13 @@ use std::io::Write;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
+use keel_api::Metadata;
 use serde_json::Value;
 
 use crate::cmd::object_watch::{ObjectWatch, Observed};
 use crate::context::Ctx;
 use crate::error::Error;
-use crate::printer::name_of;
 use crate::resources::Resource;
-
-/// The names in an object's `metadata.initializers.pending`, head first; an entry without a
-/// name counts as ""—it still leaves the object uninitialized.
-pub fn pending(object: &Value) -> Vec<&str> {
-    object["metadata"]["initializers"]["pending"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|i| i["name"].as_str().unwrap_or(""))
-        .collect()
-}
 
 /// Waits until `object`, just returned by the server, is initialized: at once when it has
 /// no pending initializers. Prints on stderr each initializer waited on. Bounded by
@@ -41,18 +30,18 @@ pub async fn wait(
     namespace: &str,
     object: &Value,
 ) -> Result<(), Error> {
-    if pending(object).is_empty() {
+    if object.is_initialized() {
         return Ok(());
     }
-    let later = ObjectWatch::new(ctx, &resource.gvr, namespace, name_of(object))
+    let later = ObjectWatch::new(ctx, &resource.gvr, namespace, object.name())
         .starting_at(object)
         .include_uninitialized()
         .observe();
     let observed = std::pin::pin!(
         futures::stream::once(std::future::ready(Ok(Observed::Seen(object.clone())))).chain(later)
     );
-    let what = format!("{} {:?}", resource.kind_name(), name_of(object));
-    let uid = object["metadata"]["uid"].as_str().unwrap_or("");
+    let what = format!("{} {:?}", resource.kind_name(), object.name());
+    let uid = object.uid();
     let mut stderr = std::io::stderr();
     within(ctx.wait_timeout, follow(observed, &what, uid, &mut stderr)).await
 }
@@ -73,13 +62,19 @@ async fn follow(
             Observed::Seen(o) => o,
             Observed::Gone => return Err(Error::DeletedBeforeInitialized(what.to_string())),
         };
-        let other = object["metadata"]["uid"].as_str().unwrap_or("");
-        if !uid.is_empty() && other != uid {
+        if !uid.is_empty() && object.uid() != uid {
             return Err(Error::DeletedBeforeInitialized(what.to_string()));
         }
-        let Some(head) = pending(&object).first().map(|h| h.to_string()) else {
+        if object.is_initialized() {
             return Ok(());
-        };
+        }
+        // An entry without a name, which the API server never stores, still pends.
+        let head = object
+            .pending_initializers()
+            .first()
+            .copied()
+            .unwrap_or("")
+            .to_string();
         if waiting_on.as_ref() != Some(&head) {
             writeln!(err, "waiting for initializer {head:?}")?;
             err.flush()?;
@@ -141,18 +136,13 @@ mod tests {
         (result, String::from_utf8(err).unwrap())
     }
 
-    #[test]
-    fn pending_names_are_read_head_first() {
-        assert!(pending(&pod(&[])).is_empty());
-        assert_eq!(pending(&pod(&[ENVOY, ISTIO])), [ENVOY, ISTIO]);
-        let mut p = pod(&[]);
-        p["metadata"]["initializers"] = json!({"pending": []});
-        assert!(pending(&p).is_empty(), "an empty list is initialized");
-        p["metadata"]["initializers"] = json!({"pending": [{}]});
-        assert_eq!(pending(&p), [""], "an entry without a name still pends");
-        p["metadata"]["initializers"] = json!({"result": {"status": "Failure"}});
-        assert!(pending(&p).is_empty());
-        assert!(pending(&json!("not an object")).is_empty());
+    #[tokio::test]
+    async fn an_entry_without_a_name_is_waited_on_too() {
+        let mut nameless = pod(&[]);
+        nameless["metadata"]["initializers"] = json!({"pending": [{}]});
+        let (result, err) = run_follow(vec![Ok(Observed::Seen(nameless)), seen(&[])]).await;
+        result.unwrap();
+        assert_eq!(err, "waiting for initializer \"\"\n");
     }
 
     #[tokio::test]

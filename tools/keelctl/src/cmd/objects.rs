@@ -2,8 +2,9 @@
 //! (`TYPE NAME...`, `TYPE/NAME...`), every object of a type (optionally `-l`), or those of
 //! `-f` files, as kubectl's resource builder finds them.
 
+use keel_api::Metadata;
 use keel_client::ListParams;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::context::{Ctx, require_name};
 use crate::error::Error;
@@ -17,11 +18,14 @@ pub struct Found<'r> {
     pub object: Value,
 }
 
-impl Found<'_> {
-    pub fn name(&self) -> &str {
-        crate::printer::name_of(&self.object)
+/// A found object reads as its object: `found.name()`.
+impl Metadata for Found<'_> {
+    fn metadata(&self) -> Option<&Map<String, Value>> {
+        self.object.metadata()
     }
+}
 
+impl Found<'_> {
     /// `Deployment.apps`, `Pod`: kubectl's `GroupKind`, which it names in "not implemented"
     /// messages.
     pub fn group_kind(&self) -> String {

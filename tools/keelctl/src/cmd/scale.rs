@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use keel_api::Target;
+use keel_api::{Metadata, Target};
 use keel_client::{ApiError, PatchType, Reason};
 use serde_json::{Value, json};
 use tokio::time::Instant;

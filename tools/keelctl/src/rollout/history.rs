@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use keel_api::Metadata;
 use serde_json::{Value, json};
 
-use super::{BadRevision, CHANGE_CAUSE_ANNOTATION, annotation, name_of, revision};
+use super::{BadRevision, CHANGE_CAUSE_ANNOTATION, revision};
 
 /// A Deployment's revisions: each revision's ReplicaSet, by revision number.
 #[derive(Debug, Default)]
@@ -71,7 +72,7 @@ impl<'a> History<'a> {
 
 /// A ReplicaSet's change-cause: its own annotation, else its template's.
 fn change_cause(rs: &Value) -> Option<&str> {
-    annotation(rs, CHANGE_CAUSE_ANNOTATION)
+    rs.annotation(CHANGE_CAUSE_ANNOTATION)
         .filter(|c| !c.is_empty())
         .or_else(|| {
             rs["spec"]["template"]["metadata"]["annotations"][CHANGE_CAUSE_ANNOTATION].as_str()
@@ -81,7 +82,9 @@ fn change_cause(rs: &Value) -> Option<&str> {
 
 fn template_of(rs: &Value) -> Value {
     let mut template = rs["spec"]["template"].clone();
-    if let Some(cause) = annotation(rs, CHANGE_CAUSE_ANNOTATION).filter(|c| !c.is_empty())
+    if let Some(cause) = rs
+        .annotation(CHANGE_CAUSE_ANNOTATION)
+        .filter(|c| !c.is_empty())
         && let Some(t) = template.as_object_mut()
     {
         let metadata = t.entry("metadata").or_insert_with(|| json!({}));
@@ -99,9 +102,9 @@ fn template_of(rs: &Value) -> Value {
 pub fn unreadable_warning(rs: &Value, deployment: &Value, e: &BadRevision) -> String {
     format!(
         "unable to get revision from replicaset {} for deployment {} in namespace {}: {e}",
-        name_of(rs),
-        name_of(deployment),
-        deployment["metadata"]["namespace"].as_str().unwrap_or("")
+        rs.name(),
+        deployment.name(),
+        deployment.namespace()
     )
 }
 

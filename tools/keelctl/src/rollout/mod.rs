@@ -13,6 +13,7 @@ pub mod status;
 
 use std::time::SystemTime;
 
+use keel_api::Metadata;
 use serde_json::Value;
 
 /// The revision of a Deployment's rollout, on the Deployment and on each of its ReplicaSets.
@@ -104,28 +105,10 @@ pub fn revision(object: &Value) -> Result<i64, BadRevision> {
     }
 }
 
-pub fn name_of(o: &Value) -> &str {
-    o["metadata"]["name"].as_str().unwrap_or("")
-}
-
-fn uid_of(o: &Value) -> &str {
-    o["metadata"]["uid"].as_str().unwrap_or("")
-}
-
-fn annotation<'a>(o: &'a Value, key: &str) -> Option<&'a str> {
-    o["metadata"]["annotations"][key].as_str()
-}
-
 /// Whether `owner` is the controller of `object` (`metav1.IsControlledBy`): the first owner
 /// reference marked `controller: true` carries the owner's uid.
 pub fn is_controlled_by(object: &Value, owner: &Value) -> bool {
-    let controller = object["metadata"]["ownerReferences"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|r| r["controller"].as_bool() == Some(true));
-    let uid = uid_of(owner);
-    !uid.is_empty() && controller.is_some_and(|r| r["uid"].as_str() == Some(uid))
+    !owner.uid().is_empty() && object.controller_uid() == Some(owner.uid())
 }
 
 /// kubectl's `equalIgnoreHash`: two pod templates are the same, `pod-template-hash` aside.
@@ -190,7 +173,7 @@ pub fn owned_replica_sets<'a>(deployment: &Value, listed: &'a [Value]) -> Vec<&'
     by_age.sort_by(|a, b| {
         created(a)
             .cmp(&created(b))
-            .then_with(|| name_of(a).cmp(name_of(b)))
+            .then_with(|| a.name().cmp(b.name()))
     });
     let new = by_age
         .into_iter()
@@ -205,8 +188,7 @@ pub fn owned_replica_sets<'a>(deployment: &Value, listed: &'a [Value]) -> Vec<&'
 
 /// `creationTimestamp`; none sorts first, as Go's zero time.
 fn created(o: &Value) -> Option<SystemTime> {
-    o["metadata"]["creationTimestamp"]
-        .as_str()
+    o.creation_timestamp()
         .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
 }
 
@@ -379,7 +361,7 @@ mod tests {
         ];
         let names: Vec<&str> = owned_replica_sets(&d, &listed)
             .into_iter()
-            .map(name_of)
+            .map(Metadata::name)
             .collect();
         assert_eq!(names, ["b", "c", "a"]);
 
@@ -390,7 +372,7 @@ mod tests {
         ];
         let names: Vec<&str> = owned_replica_sets(&d, &listed)
             .into_iter()
-            .map(name_of)
+            .map(Metadata::name)
             .collect();
         assert_eq!(names, ["y", "z"]);
         let listed = vec![
@@ -399,7 +381,7 @@ mod tests {
         ];
         let names: Vec<&str> = owned_replica_sets(&d, &listed)
             .into_iter()
-            .map(name_of)
+            .map(Metadata::name)
             .collect();
         assert_eq!(names, ["z", "y"]);
 
@@ -410,7 +392,7 @@ mod tests {
         ];
         let names: Vec<&str> = owned_replica_sets(&deployment("nginx:9"), &listed)
             .into_iter()
-            .map(name_of)
+            .map(Metadata::name)
             .collect();
         assert_eq!(names, ["b", "a"]);
     }

@@ -3,9 +3,10 @@
 //!
 //! `resource` names the object's resource in refusals as kubectl does (`deployments.apps`).
 
+use keel_api::Metadata;
 use serde_json::{Value, json};
 
-use super::{RolloutError, name_of};
+use super::RolloutError;
 
 /// The pod-template annotation `restart` sets: a new value is a new template, so the
 /// Deployment controller replaces every pod.
@@ -22,7 +23,7 @@ fn is_paused(object: &Value) -> bool {
 fn refused(resource: &str, object: &Value, why: &'static str) -> RolloutError {
     RolloutError::Refused {
         resource: resource.to_string(),
-        name: name_of(object).to_string(),
+        name: object.name().to_string(),
         why,
     }
 }
@@ -65,7 +66,7 @@ pub fn restart(resource: &str, object: &Value, now: &str) -> Result<Value, Rollo
     }
     let current = &object["spec"]["template"]["metadata"]["annotations"][RESTARTED_AT_ANNOTATION];
     if current.as_str() == Some(now) {
-        return Err(RolloutError::RestartTooSoon(name_of(object).to_string()));
+        return Err(RolloutError::RestartTooSoon(object.name().to_string()));
     }
     Ok(json!({"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT_ANNOTATION: now}}}}}))
 }

@@ -1,9 +1,10 @@
 //! `rollout undo`: which ReplicaSet a Deployment goes back to, and the patch that puts its pod
 //! template back (kubectl's `DeploymentRollbacker`).
 
+use keel_api::Metadata;
 use serde_json::{Map, Value, json};
 
-use super::{RolloutError, name_of, remove_hash_label, revision, templates_equal};
+use super::{RolloutError, remove_hash_label, revision, templates_equal};
 
 /// Annotations of the Deployment that a rollback keeps, rather than taking the ReplicaSet's:
 /// they describe the Deployment and its controller's bookkeeping, not the revision.
@@ -92,7 +93,7 @@ pub fn replica_set_for<'a>(
     }
     previous
         .map(|(_, rs)| rs)
-        .ok_or_else(|| RolloutError::NoHistory(name_of(deployment).to_string()))
+        .ok_or_else(|| RolloutError::NoHistory(deployment.name().to_string()))
 }
 
 /// The Deployment's annotations after the rollback: its own of [`ANNOTATIONS_TO_SKIP`], and

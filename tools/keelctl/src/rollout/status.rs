@@ -1,9 +1,10 @@
 //! `rollout status`: the one line that says where a Deployment's rollout is, from its status
 //! alone (kubectl's `DeploymentStatusViewer.Status`).
 
+use keel_api::Metadata;
 use serde_json::Value;
 
-use super::{RolloutError, name_of, revision};
+use super::{RolloutError, revision};
 
 /// The reason of the `Progressing` condition when the rollout made no progress for
 /// `spec.progressDeadlineSeconds`.
@@ -24,7 +25,7 @@ pub struct Progress {
 /// Until the controller has observed the current spec (`status.observedGeneration` below
 /// `metadata.generation`) the counts describe an older spec, so they are not read.
 pub fn deployment_status(deployment: &Value, pinned: i64) -> Result<Progress, RolloutError> {
-    let name = name_of(deployment);
+    let name = deployment.name();
     if pinned > 0 {
         let running = revision(deployment).map_err(|error| RolloutError::UnreadableRevision {
             name: name.to_string(),

@@ -9,6 +9,7 @@ pub mod undo;
 
 use std::io::Write;
 
+use keel_api::Metadata;
 use keel_client::{ListParams, PatchType, gvr};
 use serde_json::Value;
 

@@ -10,6 +10,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
+use keel_api::Metadata;
 
 use super::Targets;
 use crate::cmd::object_watch::{ObjectWatch, Observed};

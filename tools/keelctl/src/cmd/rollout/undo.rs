@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use keel_api::Metadata;
 use keel_client::PatchType;
 use serde_json::Value;
 
