@@ -49,21 +49,29 @@ fn matches_on(line: &str, quoted: &str) -> bool {
     false
 }
 
-/// Whether the module in `file` is compiled for tests only: its parent (`mod.rs` beside it, or
-/// `lib.rs`) declares it under `#[cfg(test)]`.
+/// Whether the module in `file` is compiled for tests only: its parent (`mod.rs` beside it,
+/// `lib.rs`, or `x.rs` beside the folder `x/` it is in) declares it under `#[cfg(test)]`,
+/// whatever its visibility.
 fn declared_for_tests(file: &Path) -> bool {
     let (Some(dir), Some(stem)) = (file.parent(), file.file_stem()) else {
         return false;
     };
     let stem = stem.to_string_lossy();
-    let parent = ["mod.rs", "lib.rs"]
-        .iter()
-        .find_map(|p| std::fs::read_to_string(dir.join(p)).ok())
-        .unwrap_or_default();
+    let parent = [
+        dir.join("mod.rs"),
+        dir.join("lib.rs"),
+        dir.with_extension("rs"),
+    ]
+    .iter()
+    .find_map(|p| std::fs::read_to_string(p).ok())
+    .unwrap_or_default();
     let lines: Vec<&str> = parent.lines().map(str::trim).collect();
+    let declaration = format!("mod {stem};");
     lines.windows(2).any(|w| {
         w[0] == "#[cfg(test)]"
-            && (w[1] == format!("mod {stem};") || w[1] == format!("pub mod {stem};"))
+            && w[1].strip_suffix(&declaration).is_some_and(|visibility| {
+                matches!(visibility, "" | "pub " | "pub(crate) " | "pub(super) ")
+            })
     })
 }
 
@@ -131,7 +139,23 @@ fn the_check_sees_a_match_on_a_kind() {
     .unwrap();
     std::fs::write(
         dir.join("registry/mod.rs"),
-        "mod strategy;\n#[cfg(test)]\nmod testing;\n",
+        "mod strategy;\n#[cfg(test)]\nmod testing;\n#[cfg(test)]\npub(crate) mod fixture;\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.join("registry/store")).unwrap();
+    std::fs::write(
+        dir.join("registry/store.rs"),
+        "fn s() {}\n#[cfg(test)]\nmod tests;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("registry/store/tests.rs"),
+        "fn a(k: &str) -> bool { k == \"Pod\" }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("registry/fixture.rs"),
+        "fn a(k: &str) -> bool { k == \"Pod\" }\n",
     )
     .unwrap();
     std::fs::write(
