@@ -20,7 +20,7 @@ mod recent;
 pub mod resource_version;
 mod store;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 mod update;
 mod watch;
 pub mod watch_cache;

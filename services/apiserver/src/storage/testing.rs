@@ -1,6 +1,7 @@
 //! A store on the in-memory etcd for storage's unit tests: ConfigMaps in `default`, the
 //! registry's finalizer rule in brief, and direct access to the key-value store underneath
-//! (another writer, the current revision).
+//! (another writer, the current revision). The registry's tests build theirs on it, with the
+//! registry's own rule.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +39,15 @@ impl Fixture {
     }
 
     pub fn on(mem: MemEtcd) -> Fixture {
+        Fixture::build(mem, Arc::new(Finalizers))
+    }
+
+    /// A store on a new in-memory etcd whose writes remove objects as `removal` says.
+    pub fn with_removal(removal: Arc<dyn RemovalPolicy>) -> Fixture {
+        Fixture::build(MemEtcd::new(), removal)
+    }
+
+    fn build(mem: MemEtcd, removal: Arc<dyn RemovalPolicy>) -> Fixture {
         let mem = Arc::new(mem);
         let (shutdown, rx) = tokio::sync::watch::channel(false);
         let info = keel_api::builtin_resources()
@@ -52,7 +62,7 @@ impl Fixture {
                 watch_cache_size: 100,
                 bookmark_interval: Duration::from_secs(60),
             },
-            Arc::new(Finalizers),
+            removal,
             Metrics::new(),
             rx,
         );
