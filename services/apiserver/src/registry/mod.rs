@@ -23,6 +23,8 @@ mod resources;
 mod reviews;
 mod store;
 pub mod strategy;
+#[cfg(test)]
+mod testing;
 pub mod validation;
 
 pub use deletion::{DeleteOptions, FinalizerRules, Propagation};

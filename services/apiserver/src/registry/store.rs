@@ -658,3 +658,6 @@ fn stored_form(info: &Arc<ResourceInfo>, kind: Arc<dyn Kind>, mutation: Mutation
         })
     })
 }
+
+#[cfg(test)]
+mod tests;
