@@ -192,6 +192,18 @@ pub fn prepare_for_update(
     sub: Subresource,
 ) -> Result<Object, ApiError> {
     let t = target(info, old.name());
+    // As Kubernetes: the uid an object carries is a precondition of its write, whichever part
+    // the write addresses (a status for an earlier object of the same name is refused).
+    if !new.uid().is_empty() && new.uid() != old.uid() {
+        return Err(ApiError::conflict(
+            t.clone(),
+            format!(
+                "Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                new.uid(),
+                old.uid()
+            ),
+        ));
+    }
     if sub == Subresource::Status {
         let mut out = old.clone();
         match new.as_map_mut().remove("status") {
@@ -218,16 +230,6 @@ pub fn prepare_for_update(
     kind.validate_update(&new, old, &mut causes);
     if !causes.is_empty() {
         return Err(ApiError::invalid(kind_target(info, &t.name), causes));
-    }
-    if !new.uid().is_empty() && new.uid() != old.uid() {
-        return Err(ApiError::conflict(
-            t,
-            format!(
-                "Precondition failed: UID in precondition: {}, UID in object meta: {}",
-                new.uid(),
-                old.uid()
-            ),
-        ));
     }
     if sub == Subresource::Finalize {
         let mut out = old.clone();

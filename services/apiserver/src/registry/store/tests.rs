@@ -250,6 +250,28 @@ async fn a_status_write_changes_only_status_and_leaves_generation() {
 }
 
 #[tokio::test]
+async fn a_status_write_carrying_another_uid_is_a_conflict() {
+    let f = Fixture::new().await;
+    let d = f.create(deployment("web")).await.unwrap();
+    // A controller's status for an earlier object of the same name.
+    let mut s = with(&d, "status", json!({"replicas": 1}));
+    s.set_meta_str("uid", "an-earlier-web");
+    s.set_resource_version("");
+    let before = f.revision();
+    let e = f.update(&s, Subresource::Status).await.unwrap_err();
+    assert_eq!(e.reason, Reason::Conflict);
+    assert_eq!(
+        e.message,
+        format!(
+            "Operation cannot be fulfilled on deployments.apps \"web\": Precondition failed: \
+             UID in precondition: an-earlier-web, UID in object meta: {}",
+            d.uid()
+        )
+    );
+    assert_eq!(f.revision(), before);
+}
+
+#[tokio::test]
 async fn a_json_patch_applies_its_operations_in_order() {
     let f = Fixture::new().await;
     let cm = f.create(configmap("app", json!({"a": "1"}))).await.unwrap();
