@@ -392,7 +392,8 @@ impl Registry {
     }
 
     /// Replaces an object (or its `status`, or a Namespace's `finalize`) with `obj`, whose
-    /// namespace is resolved. A non-empty `metadata.resourceVersion` is a precondition.
+    /// namespace is resolved. A `metadata.resourceVersion` other than empty or `"0"` is a
+    /// precondition (Kubernetes' store reads 0 as none: an unconditional write).
     pub async fn update(
         &self,
         info: &Arc<ResourceInfo>,
@@ -404,7 +405,8 @@ impl Registry {
     ) -> Result<Object, ApiError> {
         let key = self.store.key(info, obj.namespace(), obj.name());
         let expected_revision = resource_version::parse(obj.resource_version())
-            .map_err(|e| e.invalid_field(kind_target(info, obj.name())))?;
+            .map_err(|e| e.invalid_field(kind_target(info, obj.name())))?
+            .filter(|rv| *rv > 0);
         let kind = self.resources.kind(&info.gvr);
         if kind.update_needs_resource_version() && expected_revision.is_none() {
             // As Kubernetes: an unconditional replace of a custom object is refused.
@@ -438,8 +440,9 @@ impl Registry {
         Ok(crd::to_request_version(info, committed.object))
     }
 
-    /// Patches an object. A patch that pins `metadata.resourceVersion` is a precondition (one
-    /// compare-and-swap, `Conflict` when stale); any other joins the object's coalescing queue.
+    /// Patches an object. A patch that pins `metadata.resourceVersion` (other than `"0"`, as
+    /// for an update) is a precondition (one compare-and-swap, `Conflict` when stale); any
+    /// other joins the object's coalescing queue.
     #[allow(clippy::too_many_arguments)]
     pub async fn patch(
         &self,
@@ -458,7 +461,8 @@ impl Registry {
         let expected_revision = match patch::precondition(kind, &body) {
             None => None,
             Some(rv) => resource_version::parse(&rv)
-                .map_err(|e| e.invalid_field(kind_target(info, name)))?,
+                .map_err(|e| e.invalid_field(kind_target(info, name)))?
+                .filter(|rv| *rv > 0),
         };
         let rules = self.resources.kind(&info.gvr);
         let mutation =

@@ -140,6 +140,32 @@ async fn an_update_without_resource_version_replaces_a_built_in_object_unconditi
 }
 
 #[tokio::test]
+async fn resource_version_0_is_no_precondition_for_an_update_or_a_patch() {
+    let f = Fixture::new().await;
+    let created = f.create(configmap("app", json!({"a": "1"}))).await.unwrap();
+    f.patch(
+        &created,
+        Subresource::Main,
+        PatchType::Merge,
+        json!({"data": {"a": "2"}}),
+    )
+    .await
+    .unwrap();
+    // As Kubernetes' store: a resourceVersion of 0 is none, so the write is unconditional.
+    let mut zero = with(&created, "data", json!({"a": "3"}));
+    zero.set_resource_version("0");
+    let replaced = f.update(&zero, Subresource::Main).await.unwrap();
+    assert_eq!(data(&replaced), &json!({"a": "3"}));
+    let pinned_to_0 = json!({"metadata": {"resourceVersion": "0"}, "data": {"b": "4"}});
+    let patched = f
+        .patch(&created, Subresource::Main, PatchType::Merge, pinned_to_0)
+        .await
+        .unwrap();
+    assert_eq!(data(&patched), &json!({"a": "3", "b": "4"}));
+    assert_eq!(rv(&patched), f.revision());
+}
+
+#[tokio::test]
 async fn an_update_of_a_custom_object_must_name_its_resource_version() {
     let f = Fixture::new().await;
     f.create(json!({
@@ -175,6 +201,9 @@ async fn an_update_of_a_custom_object_must_name_its_resource_version() {
     assert_eq!(e.reason, Reason::Invalid);
     assert_eq!(e.target.kind, "Widget");
     assert_eq!(fields(&e), ["metadata.resourceVersion"]);
+    blind.set_resource_version("0");
+    let e = f.update(&blind, Subresource::Main).await.unwrap_err();
+    assert_eq!(fields(&e), ["metadata.resourceVersion"], "0 is none");
     assert_eq!(f.revision(), before);
 
     let updated = f
