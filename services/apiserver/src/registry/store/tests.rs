@@ -3,14 +3,15 @@
 //! (`tests/tests/verbs.rs` has the same promises end to end, through the transports).
 
 use futures::StreamExt;
+use keel_api::selector::LabelSelector;
 use keel_api::{GroupVersionResource, Metadata, Object, Reason};
 use serde_json::{Value, json};
 
 use super::*;
 use crate::registry::testing::{Fixture, configmap, deployment, far, names, namespace, rv};
 use crate::registry::{DeleteOptions, PatchType, Propagation, WatchEventKind};
-use keel_api::selector::LabelSelector;
 
+/// `obj` (a new object's JSON) with these labels.
 fn labelled(mut obj: Value, labels: Value) -> Value {
     obj["metadata"]["labels"] = labels;
     obj
@@ -223,13 +224,11 @@ async fn a_spec_change_bumps_generation_and_a_metadata_or_status_change_does_not
     assert_eq!(d.generation(), 1);
     assert_eq!(d.as_map()["spec"]["replicas"], 1, "defaulted");
 
-    let labelled = f
-        .update(
-            &Object::from_value(labelled(d.clone().into_value(), json!({"tier": "web"}))).unwrap(),
-            Subresource::Main,
-        )
-        .await
-        .unwrap();
+    let mut tiered = d.clone();
+    tiered
+        .metadata_mut()
+        .insert("labels".into(), json!({"tier": "web"}));
+    let labelled = f.update(&tiered, Subresource::Main).await.unwrap();
     assert_eq!(labelled.label("tier"), Some("web"));
     assert_eq!(labelled.generation(), 1, "metadata is not spec");
 
