@@ -176,6 +176,22 @@ pub fn object_meta(
         }
         Some(_) => errs.push(FieldCause::type_error("metadata.name", "a string")),
     }
+    match meta.get("generateName") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(g)) => {
+            // A prefix: it may end in a dash (Kubernetes' `maskTrailingDash`).
+            let masked = match g.strip_suffix('-') {
+                Some(rest) if !rest.is_empty() => format!("{rest}a"),
+                _ => g.clone(),
+            };
+            if !g.is_empty() {
+                for e in name_check(&masked) {
+                    errs.push(FieldCause::invalid("metadata.generateName", g, e));
+                }
+            }
+        }
+        Some(_) => errs.push(FieldCause::type_error("metadata.generateName", "a string")),
+    }
     if namespaced {
         let ns = obj.namespace();
         for e in dns1123_label(ns) {
@@ -274,6 +290,23 @@ mod tests {
         assert!(label_value("v1.2_3").is_empty());
         assert!(!label_value("a b").is_empty());
         assert!(!label_value(&"a".repeat(64)).is_empty());
+    }
+
+    #[test]
+    fn a_generate_name_is_a_name_prefix() {
+        let meta = |g: serde_json::Value| {
+            let o = Object::from_value(
+                serde_json::json!({"metadata": {"name": "a-x1", "generateName": g}}),
+            )
+            .unwrap();
+            object_meta(&o, false, dns1123_subdomain)
+        };
+        assert!(meta("web-".into()).is_empty());
+        assert!(meta("web".into()).is_empty());
+        let bad = meta("Web_-".into());
+        assert_eq!(bad.len(), 1);
+        assert_eq!(bad[0].field, "metadata.generateName");
+        assert_eq!(meta(7.into())[0].field, "metadata.generateName");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod crd_schema;
 pub mod deletion;
 pub mod errors;
 mod fields;
+pub(crate) mod generate_name;
 mod go_regex;
 pub mod initializers;
 pub mod kinds;

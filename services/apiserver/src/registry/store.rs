@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use keel_api::{ApiError, GroupVersionResource, Metadata, Object, ResourceInfo};
+use keel_api::{ApiError, GroupVersionResource, Metadata, Object, Reason, ResourceInfo};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -15,6 +15,7 @@ use super::admission;
 use super::crd;
 use super::deletion::{self, DeleteOptions};
 use super::errors::kind_target;
+use super::generate_name;
 use super::initializers::{self, CONFIG_GROUP, CONFIG_VERSION, Initializers};
 use super::kinds::Kind;
 use super::patch::{self, PatchType};
@@ -251,6 +252,10 @@ impl Registry {
         }
         let kind = self.resources.kind(&info.gvr);
         let requested_rv = obj.resource_version().to_string();
+        let generate = generate_name::base(&obj);
+        if let Some(base) = &generate {
+            generate_name::name(&mut obj, base);
+        }
         admission::prepare_create(info, &*kind, &mut obj);
         if let Some(check) = self
             .grant_check(
@@ -281,13 +286,42 @@ impl Registry {
         initializers::set_pending(&mut obj, &pending);
         strategy::check_create_resource_version(&t, &requested_rv)?;
         kind.to_storage_version(&mut obj);
-        let key = self.store.key(info, obj.namespace(), obj.name());
-        let created = if dry_run {
-            self.store.create_dry_run(&key, obj, deadline).await?
-        } else {
-            self.store.create(&key, obj, deadline).await?
+        let created = match generate {
+            None => self.store_new(info, obj, dry_run, deadline).await?,
+            Some(base) => {
+                let mut attempt = 1;
+                loop {
+                    match self.store_new(info, obj.clone(), dry_run, deadline).await {
+                        // A generated name that is taken: another one, as Kubernetes retries.
+                        Err(e) if e.reason == Reason::AlreadyExists => {
+                            if attempt == generate_name::ATTEMPTS {
+                                return Err(generate_name::conflict(e));
+                            }
+                            attempt += 1;
+                            generate_name::name(&mut obj, &base);
+                        }
+                        created => break created?,
+                    }
+                }
+            }
         };
         Ok(crd::to_request_version(info, created))
+    }
+
+    /// Stores a new object that passed admission (only answers, with `dry_run`).
+    async fn store_new(
+        &self,
+        info: &Arc<ResourceInfo>,
+        obj: Object,
+        dry_run: bool,
+        deadline: Instant,
+    ) -> Result<Object, ApiError> {
+        let key = self.store.key(info, obj.namespace(), obj.name());
+        if dry_run {
+            self.store.create_dry_run(&key, obj, deadline).await
+        } else {
+            self.store.create(&key, obj, deadline).await
+        }
     }
 
     /// Reads an object: from etcd, or from the watch cache for `resourceVersion: "0"`. Any other

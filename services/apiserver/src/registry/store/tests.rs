@@ -64,6 +64,48 @@ async fn create_of_a_taken_name_is_already_exists_naming_the_object_and_changes_
     assert_eq!(f.get(&first).await.unwrap(), first);
 }
 
+fn generated(base: &str) -> Value {
+    let mut cm = configmap("", json!({}));
+    cm["metadata"] = json!({"generateName": base, "namespace": "default"});
+    cm
+}
+
+#[tokio::test]
+async fn a_generate_name_gets_a_name_of_5_more_characters_and_another_if_it_is_taken() {
+    let f = Fixture::new().await;
+    let made = f.create(generated("web-")).await.unwrap();
+    assert!(
+        made.name().starts_with("web-") && made.name().len() == 9,
+        "{}",
+        made.name()
+    );
+    assert_eq!(f.get(&made).await.unwrap(), made);
+    // Two names taken: the third attempt's is stored.
+    f.create(configmap("web-bbbbb", json!({}))).await.unwrap();
+    f.create(configmap("web-ccccc", json!({}))).await.unwrap();
+    generate_name::testing::next_suffixes(&["bbbbb", "ccccc", "ddddd"]);
+    let made = f.create(generated("web-")).await.unwrap();
+    assert_eq!(made.name(), "web-ddddd");
+}
+
+#[tokio::test]
+async fn a_generate_name_taken_8_times_is_already_exists_to_retry_after_a_second() {
+    let f = Fixture::new().await;
+    f.create(configmap("web-bbbbb", json!({}))).await.unwrap();
+    let before = f.revision();
+    generate_name::testing::next_suffixes(&["bbbbb"; 8]);
+    let e = f.create(generated("web-")).await.unwrap_err();
+    assert_eq!(e.reason, Reason::AlreadyExists);
+    assert_eq!(
+        e.message,
+        "configmaps \"web-bbbbb\" already exists, the server was not able to generate a unique name for the object"
+    );
+    assert_eq!(e.retry_after_seconds, Some(1));
+    assert_eq!(f.revision(), before);
+    // Every suffix was used: 8 attempts, no more.
+    assert!(generate_name::testing::SUFFIXES.with(|s| s.borrow().is_empty()));
+}
+
 #[tokio::test]
 async fn create_in_a_missing_namespace_is_not_found_naming_the_namespace() {
     let f = Fixture::new().await;
