@@ -340,6 +340,36 @@ async fn api_resources_lists_what_keel_serves() {
 }
 
 #[tokio::test]
+async fn get_all_lists_the_category_and_create_generates_names() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let pod = k.file(
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: c\n    image: nginx\n",
+    );
+    k.ok(&["apply", "-f", path(&pod)]);
+    k.ok(&["create", "configmap", "settings"]);
+    let all = k.ok(&["get", "all", "-o", "name"]);
+    assert_eq!(all.lines().collect::<Vec<_>>(), ["pod/web"], "{all}");
+
+    // generateName, through `kubectl create -f` (apply refuses it, as kubectl does).
+    let generated = k.file(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: job-\n",
+    );
+    let made = k.ok(&["create", "-f", path(&generated), "-o", "name"]);
+    let name = made.trim().strip_prefix("configmap/").unwrap_or_default();
+    assert!(
+        name.len() == 9 && name.starts_with("job-"),
+        "a name of the base and 5 characters: {made}"
+    );
+    let again = k.ok(&["create", "-f", path(&generated), "-o", "name"]);
+    assert_ne!(again, made, "each create generates its own name");
+    k.ok(&["get", "configmap", name]);
+}
+
+#[tokio::test]
 async fn diff_and_server_dry_runs_show_the_change_and_write_nothing() {
     let etcd = Etcd::start().await;
     let api = ApiServer::start(&etcd).await;

@@ -63,6 +63,9 @@ pub struct ResourceInfo {
     /// Subresources beyond `status` (`finalize`, `scale`, `eviction`), as the server's kind
     /// says; clients learn them from discovery.
     pub subresources: Vec<String>,
+    /// The groups of resources it belongs to (`all`: what `kubectl get all` lists), as
+    /// discovery says; a CRD's from its `spec.names.categories`.
+    pub categories: Vec<String>,
     /// The fields a field selector may name besides `metadata.name` and `metadata.namespace`
     /// (Pod's `status.phase`, Event's `involvedObject.name`, ...), as the server's kind says:
     /// each a dotted path into the object.
@@ -124,6 +127,7 @@ fn info(
         status_subresource: status,
         create_only: false,
         subresources: Vec::new(),
+        categories: Vec::new(),
         selectable_fields: Vec::new(),
     }
 }
@@ -192,8 +196,26 @@ pub fn review_resources() -> Vec<ResourceInfo> {
     ]
 }
 
+/// The built-in resources in category `all` (what `kubectl get all` lists), as Kubernetes 1.32
+/// has them among those keel serves.
+const CATEGORY_ALL: [(&str, &str); 3] = [
+    ("", "pods"),
+    ("apps", "replicasets"),
+    ("apps", "deployments"),
+];
+
 /// The built-in resources, under Kubernetes' own groups and versions.
 pub fn builtin_resources() -> Vec<ResourceInfo> {
+    let mut all = builtin_list();
+    for r in &mut all {
+        if CATEGORY_ALL.contains(&(r.gvr.group.as_str(), r.gvr.resource.as_str())) {
+            r.categories = vec!["all".into()];
+        }
+    }
+    all
+}
+
+fn builtin_list() -> Vec<ResourceInfo> {
     vec![
         info(
             "",

@@ -19,6 +19,8 @@ pub struct Resource {
     pub verbs: Vec<String>,
     /// A custom resource's `additionalPrinterColumns`.
     pub printer_columns: Vec<PrinterColumn>,
+    /// The categories it is in (`all`).
+    pub categories: Vec<String>,
 }
 
 impl Resource {
@@ -30,6 +32,7 @@ impl Resource {
             short_names: r.short_names,
             namespaced: r.namespaced,
             verbs: r.verbs,
+            categories: r.categories,
             printer_columns: r
                 .printer_columns
                 .into_iter()
@@ -81,6 +84,7 @@ impl Resource {
             status_subresource: false,
             create_only: false,
             subresources: Vec::new(),
+            categories: Vec::new(),
             selectable_fields: Vec::new(),
         };
         info.matches_name(name)
@@ -126,6 +130,22 @@ impl Resources {
             .ok_or_else(|| Error::UnknownResource(name.to_string()))
     }
 
+    /// The resources a user typed: those of a category (`all`), as kubectl expands one before
+    /// it looks for a resource of that name, or the one resource the name means.
+    pub fn expand(&self, name: &str) -> Result<Vec<&Resource>, Error> {
+        let lower = name.to_ascii_lowercase();
+        let category: Vec<&Resource> = self
+            .all
+            .iter()
+            .filter(|r| r.categories.contains(&lower))
+            .collect();
+        if category.is_empty() {
+            Ok(vec![self.resolve(name)?])
+        } else {
+            Ok(category)
+        }
+    }
+
     /// The resource of an object read from a file, by its `apiVersion` and `kind`.
     pub fn for_kind(&self, api_version: &str, kind: &str) -> Option<&Resource> {
         self.all
@@ -151,6 +171,11 @@ mod tests {
                 verbs: vec![],
                 subresources: vec![],
                 printer_columns: vec![],
+                categories: if ["pods", "deployments"].contains(&resource) {
+                    vec!["all".into()]
+                } else {
+                    vec![]
+                },
             };
         Resources::from_list(vec![
             r("", "pods", "pod", "Pod", &["po"]),
@@ -190,6 +215,20 @@ mod tests {
         );
         assert!(matches!(rs.resolve("foos"), Err(Error::UnknownResource(n)) if n == "foos"));
         assert!(rs.resolve("deployments.batch").is_err());
+    }
+
+    #[test]
+    fn a_category_expands_to_its_resources_before_a_name_resolves() {
+        let rs = served();
+        let kinds = |name: &str| -> Vec<String> {
+            rs.expand(name)
+                .map(|r| r.iter().map(|r| r.kind.clone()).collect())
+                .unwrap_or_default()
+        };
+        assert_eq!(kinds("all"), ["Pod", "Deployment"]);
+        assert_eq!(kinds("ALL"), ["Pod", "Deployment"]);
+        assert_eq!(kinds("cm"), ["ConfigMap"]);
+        assert!(rs.expand("everything").is_err());
     }
 
     #[test]

@@ -116,22 +116,22 @@ pub fn validate(crd: &Object) -> Vec<FieldCause> {
             "must be a letter followed by letters and digits (CamelCase)",
         ));
     }
-    match names["shortNames"].as_array() {
-        None if names["shortNames"].is_null() => {}
-        None => causes.push(FieldCause::type_error(
-            "spec.names.shortNames",
-            "a list of strings",
-        )),
-        Some(list) => {
-            for (i, s) in list.iter().enumerate() {
-                let path = format!("spec.names.shortNames[{i}]");
-                match s.as_str() {
-                    Some(s) => {
-                        for e in dns1123_label(s) {
-                            causes.push(FieldCause::invalid(path.clone(), s, e));
+    for list in ["shortNames", "categories"] {
+        let field = format!("spec.names.{list}");
+        match names[list].as_array() {
+            None if names[list].is_null() => {}
+            None => causes.push(FieldCause::type_error(field, "a list of strings")),
+            Some(items) => {
+                for (i, s) in items.iter().enumerate() {
+                    let path = format!("{field}[{i}]");
+                    match s.as_str() {
+                        Some(s) => {
+                            for e in dns1123_label(s) {
+                                causes.push(FieldCause::invalid(path.clone(), s, e));
+                            }
                         }
+                        None => causes.push(FieldCause::type_error(path, "a string")),
                     }
-                    None => causes.push(FieldCause::type_error(path, "a string")),
                 }
             }
         }
@@ -385,14 +385,17 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
         "" => kind.to_ascii_lowercase(),
         s => s.to_string(),
     };
-    let short_names: Vec<String> = names["shortNames"]
-        .as_array()
-        .map(|l| {
-            l.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let strings = |list: &str| -> Vec<String> {
+        names[list]
+            .as_array()
+            .map(|l| {
+                l.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (short_names, categories) = (strings("shortNames"), strings("categories"));
     let namespaced = str_at(spec, &["scope"]) != "Cluster";
     let versions = spec["versions"].as_array().cloned().unwrap_or_default();
     let storage_version = versions
@@ -422,6 +425,7 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
                     status_subresource: v["subresources"]["status"].is_object(),
                     create_only: false,
                     subresources: Vec::new(),
+                    categories: categories.clone(),
                     selectable_fields: selectable_field_labels(&v["selectableFields"]),
                 }),
                 crd: crd.name().to_string(),
@@ -508,7 +512,7 @@ mod tests {
             "spec": {
                 "group": "samplecrd.k8s.io",
                 "scope": "Namespaced",
-                "names": {"kind": "Network", "plural": "networks", "shortNames": ["net"]},
+                "names": {"kind": "Network", "plural": "networks", "shortNames": ["net"], "categories": ["all", "samplecrd"]},
                 "versions": [{
                     "name": "v1", "served": true, "storage": true,
                     "subresources": {"status": {}},
@@ -548,6 +552,7 @@ mod tests {
         assert_eq!(r.info.kind, "Network");
         assert_eq!(r.info.singular, "network");
         assert_eq!(r.info.short_names, ["net"]);
+        assert_eq!(r.info.categories, ["all", "samplecrd"]);
         assert!(r.info.namespaced && r.info.status_subresource);
         assert!(r.schema.is_some());
         assert_eq!(r.printer_columns.len(), 1);

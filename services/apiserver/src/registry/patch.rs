@@ -214,6 +214,7 @@ mod tests {
             status_subresource: false,
             create_only: false,
             subresources: vec![],
+            categories: vec![],
             selectable_fields: vec![],
         })
     }

@@ -73,7 +73,9 @@ pub async fn run(ctx: &Ctx, args: &Args, out: &mut dyn Write) -> Result<(), Erro
     let discovered = ctx.resources().await?;
     let mut wanted: Vec<(&Resource, &[String])> = Vec::new();
     for s in &selection {
-        wanted.push((discovered.resolve(&s.resource)?, &s.names));
+        for resource in discovered.expand(&s.resource)? {
+            wanted.push((resource, &s.names));
+        }
     }
     let show_kind = wanted.len() > 1;
     let mut printer = Printer::new(args.output, args.all_namespaces, show_kind);

@@ -160,6 +160,7 @@ mod tests {
             namespaced: true,
             verbs: vec![],
             printer_columns: vec![],
+            categories: vec![],
         };
         let w = Watch {
             resource: &r,

@@ -34,6 +34,7 @@ impl Discovery for DiscoveryService {
                 singular: r.singular.clone(),
                 kind: r.kind.clone(),
                 short_names: r.short_names.clone(),
+                categories: r.categories.clone(),
                 namespaced: r.namespaced,
                 // A review is only ever created.
                 verbs: if r.create_only {

@@ -151,6 +151,9 @@ fn resource_entries(r: &ResourceInfo) -> Vec<Value> {
     if !r.short_names.is_empty() {
         main["shortNames"] = json!(r.short_names);
     }
+    if !r.categories.is_empty() {
+        main["categories"] = json!(r.categories);
+    }
     let mut out = vec![main];
     for sub in Subresource::served(r) {
         let (verbs, other_kind) = subresource_shape(sub);
@@ -268,6 +271,9 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
     });
     if !r.short_names.is_empty() {
         v["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        v["categories"] = json!(r.categories);
     }
     if !subresources.is_empty() {
         v["subresources"] = json!(subresources);
