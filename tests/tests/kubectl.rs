@@ -370,6 +370,45 @@ async fn get_all_lists_the_category_and_create_generates_names() {
 }
 
 #[tokio::test]
+async fn get_o_yaml_then_apply_of_the_list_round_trips() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let list = k.file(
+        "list.yaml",
+        "apiVersion: v1\nkind: List\nitems:\n\
+         - apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: a\n  data:\n    k: v\n\
+         - apiVersion: apps/v1\n  kind: Deployment\n  metadata:\n    name: web\n  spec:\n\
+         \x20   selector:\n      matchLabels: {app: web}\n    template:\n      metadata:\n\
+         \x20       labels: {app: web}\n      spec:\n        containers:\n        - name: c\n          image: nginx\n",
+    );
+    let out = k.ok(&["apply", "-f", path(&list)]);
+    assert!(
+        out.contains("configmap/a created") && out.contains("deployment.apps/web created"),
+        "{out}"
+    );
+    // The everyday round trip: what get -o yaml prints (a List) applies again.
+    let printed = k.ok(&["get", "configmaps,deployments", "-o", "yaml"]);
+    assert!(printed.contains("kind: List"), "{printed}");
+    let again = k.file("again.yaml", &printed);
+    let out = k.ok(&["apply", "-f", path(&again)]);
+    assert!(
+        out.contains("configmap/a") && out.contains("deployment.apps/web"),
+        "{out}"
+    );
+    // kubectl validates a List's objects against /openapi/v2's definitions, as against
+    // Kubernetes: a misspelt field is refused before anything is sent.
+    let bad = k.file(
+        "bad.yaml",
+        "apiVersion: v1\nkind: List\nitems:\n\
+         - apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: b\n  dta:\n    k: v\n",
+    );
+    let err = k.fails(&["apply", "-f", path(&bad)]);
+    assert!(err.contains("dta"), "{err}");
+    assert!(k.fails(&["get", "configmap", "b"]).contains("not found"));
+}
+
+#[tokio::test]
 async fn diff_and_server_dry_runs_show_the_change_and_write_nothing() {
     let etcd = Etcd::start().await;
     let api = ApiServer::start(&etcd).await;

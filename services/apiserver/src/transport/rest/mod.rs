@@ -6,6 +6,7 @@
 mod discovery;
 mod objects;
 mod openapi;
+mod openapi_v2;
 mod path;
 mod protobuf;
 mod query;
@@ -48,6 +49,7 @@ pub fn router(state: RestState) -> Router {
         .route("/apis", get(apis))
         .route("/api/{*rest}", any(resource))
         .route("/apis/{*rest}", any(resource))
+        .route("/openapi/v2", get(openapi_v2))
         .route("/openapi/v3", get(openapi_root))
         .route("/openapi/v3/{*gv}", get(openapi_group_version))
         .fallback(fallback)
@@ -133,6 +135,39 @@ async fn openapi_root(State(state): State<RestState>, req: Request) -> Response<
     match authenticate(&state.auth, &req) {
         Ok(_) => value_response(StatusCode::OK, &openapi::root(&state.handler)),
         Err(e) => error_response(&e),
+    }
+}
+
+/// `/openapi/v2`: protobuf when `Accept` asks for it (client-go asks for nothing else), JSON
+/// otherwise. The built-in schemas do not change while the server runs: made once.
+async fn openapi_v2(State(state): State<RestState>, req: Request) -> Response<Body> {
+    static DOCUMENT: std::sync::LazyLock<(serde_json::Value, Vec<u8>)> =
+        std::sync::LazyLock::new(|| {
+            let schemas = Handler::builtin_openapi()["schemas"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            let document = openapi_v2::document(&schemas);
+            let protobuf = openapi_v2::protobuf(&document);
+            (document, protobuf)
+        });
+    if let Err(e) = authenticate(&state.auth, &req) {
+        return error_response(&e);
+    }
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .unwrap_or_default();
+    if accept.contains("com.github.proto-openapi.spec.v2") {
+        let mut r = Response::new(Body::from(DOCUMENT.1.clone()));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static(openapi_v2::PROTOBUF_ANSWER),
+        );
+        r
+    } else {
+        value_response(StatusCode::OK, &DOCUMENT.0)
     }
 }
 

@@ -1,8 +1,7 @@
 //! OpenAPI, as kubectl reads it: `/openapi/v3` lists a document per group version, each with
 //! the resource paths and their operations (tagged with `x-kubernetes-group-version-kind`; a
 //! PATCH that takes `fieldValidation` tells kubectl to let the server validate) and the schemas
-//! keel has: a custom resource's `openAPIV3Schema`. `/openapi/v2` is not served: client-go
-//! reads it only as protobuf, and reads v3 first.
+//! keel has: a custom resource's `openAPIV3Schema`. `/openapi/v2` is `openapi_v2`'s.
 //!
 //! Built-in kinds have Kubernetes' schemas (`registry/builtin-openapi.json`, made by
 //! `scripts/gen-builtin-openapi.py` from the official Python client's models: field names,
