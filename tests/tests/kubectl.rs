@@ -855,6 +855,10 @@ async fn misspelt_fields_are_refused_under_strict_field_validation() {
         k.ok(&["apply", "-f", path(&f), "--validate=false"]),
         "deployment.apps/web configured\n"
     );
+    // Accepted without validation, the unknown field is dropped all the same, as Kubernetes
+    // drops what its types do not have.
+    let spec = k.ok(&["get", "deployment", "web", "-o", "jsonpath={.spec}"]);
+    assert!(!spec.contains("minReadySecondz"), "{spec}");
     // Warn (kubectl's --validate=warn): accepted, and each unknown field a Warning.
     let f = k.file(
         "deploy.yaml",
@@ -875,6 +879,72 @@ async fn misspelt_fields_are_refused_under_strict_field_validation() {
     );
     let spec = k.ok(&["get", "deployment", "web", "-o", "jsonpath={.spec}"]);
     assert!(!spec.contains("minReadySecondz"), "{spec}");
+}
+
+const NETWORK_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: networks.samplecrd.k8s.io
+spec:
+  group: samplecrd.k8s.io
+  scope: Namespaced
+  names: {kind: Network, plural: networks}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              cidr: {type: string}
+";
+
+#[tokio::test]
+async fn a_custom_objects_unknown_fields_are_refused_when_strict_and_dropped_with_a_warning() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let crd = k.file("crd.yaml", NETWORK_CRD);
+    k.ok(&["apply", "-f", path(&crd)]);
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/networks.samplecrd.k8s.io",
+    ]);
+    let net = |spec: &str| {
+        format!(
+            "apiVersion: samplecrd.k8s.io/v1\nkind: Network\nmetadata:\n  name: net1\nspec: {spec}\n"
+        )
+    };
+    let typo = k.file("typo.yaml", &net("{cidr: 10.0.0.0/24, cidrr: x}"));
+    let e = k.fails(&["apply", "-f", path(&typo)]);
+    assert!(
+        e.contains(r#"strict decoding error: unknown field "spec.cidrr""#),
+        "{e}"
+    );
+    let ok = k.file("net.yaml", &net("{cidr: 10.0.0.0/24}"));
+    k.ok(&["apply", "-f", path(&ok)]);
+    // kubectl patch sends no fieldValidation: Warn, Kubernetes' default.
+    let out = k.run(&[
+        "patch",
+        "network",
+        "net1",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"gateway":"10.0.0.1"}}"#,
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(r#"Warning: unknown field "spec.gateway""#),
+        "{stderr}"
+    );
+    let spec = k.ok(&["get", "network", "net1", "-o", "jsonpath={.spec}"]);
+    assert_eq!(spec, r#"{"cidr":"10.0.0.0/24"}"#);
 }
 
 /// The issue's user: alice holds one Role in team-a (create/get/list on roles and

@@ -19,6 +19,7 @@ use crate::storage::{ReadFrom, Store};
 /// defaults.
 pub fn prepare_create(info: &ResourceInfo, kind: &dyn Kind, obj: &mut Object) {
     keel_api::conversion::to_stored(info, obj);
+    kind.prune(info, obj);
     strategy::prepare_for_create(info, kind, obj);
 }
 
@@ -45,6 +46,7 @@ pub fn admit_update(
 ) -> Result<Object, ApiError> {
     let mut new = strategy::prepare_for_update(info, kind, new, current, sub)?;
     keel_api::conversion::to_stored(info, &mut new);
+    kind.prune(info, &mut new);
     validate(info, kind, &new)?;
     kind.admit(&mut new)?;
     kind.to_storage_version(&mut new);

@@ -45,6 +45,51 @@ pub fn unknown_fields(info: &ResourceInfo, object: &Map<String, Value>) -> Vec<S
     out
 }
 
+/// Drops the fields of `obj` (an object of the kind) that its schema does not declare, as
+/// Kubernetes does when it decodes into its types; `metadata.initializers`, keel's (Kubernetes
+/// 1.7-1.13 had it), stays. Nothing for kinds without a schema.
+pub fn prune(info: &ResourceInfo, obj: &mut Map<String, Value>) {
+    if let Some(name) = schema_name(info) {
+        prune_map(obj, &DOCUMENT["schemas"][name], "");
+    }
+}
+
+fn prune_value(value: &mut Value, schema: &Value, path: &str) {
+    match value {
+        Value::Object(m) => prune_map(m, schema, path),
+        Value::Array(items) => {
+            if let Some(s) = resolve(schema).get("items") {
+                for v in items.iter_mut() {
+                    prune_value(v, s, path);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn prune_map(m: &mut Map<String, Value>, schema: &Value, path: &str) {
+    let schema = resolve(schema);
+    if let Some(props) = schema["properties"].as_object() {
+        m.retain(|k, v| match props.get(k) {
+            Some(s) => {
+                let below = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                prune_value(v, s, &below);
+                true
+            }
+            None => path == "metadata" && k == "initializers",
+        });
+    } else if let Some(values) = schema.get("additionalProperties") {
+        for v in m.values_mut() {
+            prune_value(v, values, path);
+        }
+    }
+}
+
 /// The schema a property's points to (`allOf: [{$ref}]` as Kubernetes writes references).
 fn resolve(schema: &Value) -> &Value {
     let reference = schema["$ref"]
@@ -147,6 +192,36 @@ mod tests {
                 "spec.template.spec.containers[1].imagee"
             ]
         );
+    }
+
+    #[test]
+    fn undeclared_fields_are_dropped_and_initializers_kept() {
+        let mut obj = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "initializers": {"pending": [{"name": "x"}]}, "bogus": 1},
+            "spec": {"replica": 3, "replicas": 2, "template": {"spec": {"containers": [
+                {"name": "c", "image": "i", "imagee": "j"}]}}},
+        });
+        let Value::Object(map) = &mut obj else {
+            unreachable!()
+        };
+        prune(&info("apps", "Deployment"), map);
+        assert_eq!(
+            obj,
+            json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "d", "initializers": {"pending": [{"name": "x"}]}},
+                "spec": {"replicas": 2, "template": {"spec": {"containers": [
+                    {"name": "c", "image": "i"}]}}},
+            })
+        );
+        // ConfigMap data is a map: its keys are not fields.
+        let mut cm = json!({"kind": "ConfigMap", "data": {"any key": "v"}, "dta": {}});
+        let Value::Object(map) = &mut cm else {
+            unreachable!()
+        };
+        prune(&info("", "ConfigMap"), map);
+        assert_eq!(cm, json!({"kind": "ConfigMap", "data": {"any key": "v"}}));
     }
 
     #[test]

@@ -478,6 +478,18 @@ pub fn prune_and_validate(custom: &CustomResource, obj: &mut Object) -> Vec<Fiel
     causes
 }
 
+/// The fields of a custom object (or a merge patch of one) its version's schema would prune;
+/// at most ten.
+pub fn unknown_fields(custom: &CustomResource, obj: &Map<String, Value>) -> Vec<String> {
+    let Some(schema) = &custom.schema else {
+        return Vec::new();
+    };
+    let mut value = Value::Object(obj.clone());
+    let mut pruned = schema.prune(&mut value);
+    pruned.truncate(10);
+    pruned
+}
+
 /// A custom object pruned and checked against its version's schema, or `Invalid` naming each
 /// wrong field.
 pub fn validate_object(

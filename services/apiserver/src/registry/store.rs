@@ -119,6 +119,16 @@ impl Registry {
         self.resources.kind(gvr).printer_columns().to_vec()
     }
 
+    /// The fields of `obj` (an object of the resource, or a merge or strategic merge patch of
+    /// one) its kind's schema does not declare: what `fieldValidation` warns of or refuses.
+    pub fn unknown_fields(
+        &self,
+        info: &ResourceInfo,
+        obj: &serde_json::Map<String, Value>,
+    ) -> Vec<String> {
+        self.resources.kind(&info.gvr).unknown_fields(info, obj)
+    }
+
     /// A custom resource's `openAPIV3Schema`, if it has one.
     pub fn openapi_schema(&self, gvr: &GroupVersionResource) -> Option<Value> {
         self.resources.kind(gvr).openapi_schema().cloned()

@@ -38,7 +38,10 @@ impl Verb for Create {
         // As in Kubernetes, a create is authorized without the new object's name.
         let store = cx.authorize(Self::NAME, &ns, "", "").await?;
         let t = target(&cx.info, obj.name());
-        for w in self.field_validation.check(&cx.info, obj.as_map(), &t)? {
+        for w in self
+            .field_validation
+            .check(store, &cx.info, obj.as_map(), &t)?
+        {
             cx.warn(w);
         }
         let made = store

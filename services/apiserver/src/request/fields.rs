@@ -1,15 +1,15 @@
 //! Kubernetes' `fieldValidation`: with `Strict`, a create, update or patch that sets a field
 //! the kind's schema does not declare is refused, naming every such field (at most ten), in
 //! Kubernetes' words. `Warn` (the default) accepts it and warns of each such field (Kubernetes'
-//! `Warning` header: `unknown field "spec.replica"`); `Ignore` accepts it silently. keel stores
-//! what it is sent (Kubernetes drops unknown fields of built-in kinds; see DESIGN.md). Built-in kinds
-//! are checked against Kubernetes' schemas (`registry::builtin_schema`); custom kinds, whose
-//! schemas keel validates on every write anyway, are not checked for unknown fields yet.
+//! `Warning` header: `unknown field "spec.replica"`); `Ignore` accepts it silently. Either way
+//! the registry drops such fields before it stores the object, as Kubernetes does. The kind
+//! says which fields it does not know (`Kind::unknown_fields`): Kubernetes' schemas for the
+//! built-in kinds, a CRD's for its custom objects.
 
 use keel_api::{ApiError, ResourceInfo, Target};
 use serde_json::{Map, Value};
 
-use crate::registry::builtin_schema;
+use crate::registry::Registry;
 
 /// How unknown fields are treated.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -41,6 +41,7 @@ impl FieldValidation {
     /// one) that sets undeclared fields; under `Warn`, the warnings that name them.
     pub fn check(
         self,
+        registry: &Registry,
         info: &ResourceInfo,
         object: &Map<String, Value>,
         t: &Target,
@@ -48,7 +49,7 @@ impl FieldValidation {
         if self == FieldValidation::Ignore {
             return Ok(Vec::new());
         }
-        let unknown = builtin_schema::unknown_fields(info, object);
+        let unknown = registry.unknown_fields(info, object);
         let fields: Vec<String> = unknown
             .iter()
             .map(|f| format!("unknown field {}", keel_api::echo(f)))
@@ -71,6 +72,7 @@ impl FieldValidation {
     /// to the patch, which says what is wrong with it.
     pub fn check_patch(
         self,
+        registry: &Registry,
         info: &ResourceInfo,
         patch: &[u8],
         t: &Target,
@@ -79,7 +81,7 @@ impl FieldValidation {
             return Ok(Vec::new());
         }
         match serde_json::from_slice::<Value>(patch) {
-            Ok(Value::Object(m)) => self.check(info, &m, t),
+            Ok(Value::Object(m)) => self.check(registry, info, &m, t),
             _ => Ok(Vec::new()),
         }
     }

@@ -40,7 +40,7 @@ impl Verb for Patch {
         // A scale patch is a Scale's, not the kind's.
         if self.patch_type != PatchType::Json && sub != Subresource::Scale {
             self.field_validation
-                .check_patch(&cx.info, &self.patch, &t)?
+                .check_patch(store, &cx.info, &self.patch, &t)?
                 .into_iter()
                 .for_each(|w| cx.warn(w));
         }

@@ -40,7 +40,10 @@ impl Verb for Update {
         let store = cx
             .authorize(Self::NAME, &ns, obj.name(), &self.subresource)
             .await?;
-        for w in self.field_validation.check(&cx.info, obj.as_map(), &t)? {
+        for w in self
+            .field_validation
+            .check(store, &cx.info, obj.as_map(), &t)?
+        {
             cx.warn(w);
         }
         store

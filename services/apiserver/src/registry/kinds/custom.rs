@@ -1,8 +1,8 @@
 //! Custom resources: each served version of a CRD is a kind, its rules read from the CRD
 //! (`registry::crd` derives them).
 
-use keel_api::Object;
-use serde_json::Value;
+use keel_api::{Object, ResourceInfo};
+use serde_json::{Map, Value};
 
 use super::{Kind, MergeKeys};
 use crate::registry::crd::{self, CustomResource};
@@ -17,6 +17,14 @@ impl Kind for CustomResource {
     fn initial_status(&self) -> Option<Value> {
         None
     }
+
+    /// What its schema would prune, as Kubernetes warns of or refuses it (`fieldValidation`).
+    fn unknown_fields(&self, _: &ResourceInfo, obj: &Map<String, Value>) -> Vec<String> {
+        crd::unknown_fields(self, obj)
+    }
+
+    /// Pruned by its schema in `admit`, with its validation.
+    fn prune(&self, _: &ResourceInfo, _: &mut Object) {}
 
     fn admit(&self, obj: &mut Object) -> Result<(), keel_api::ApiError> {
         crd::validate_object(self, obj)

@@ -29,8 +29,9 @@ use std::sync::Arc;
 
 use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
 use keel_patch::MergeSchema;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
+use super::builtin_schema;
 use super::rbac::GrantKind;
 
 pub use namespace::{NAMESPACE_FINALIZER, PROTECTED_NAMESPACES};
@@ -50,6 +51,20 @@ pub trait Kind: Send + Sync {
     /// (Kubernetes' `GetAttrs` / `SelectableFields`), each a dotted path into the object.
     fn selectable_fields(&self) -> &'static [&'static str] {
         &[]
+    }
+
+    /// The fields of `obj` (an object of the kind, or a merge or strategic merge patch of one)
+    /// its schema does not declare, as Kubernetes names them (`spec.replica`); at most ten.
+    /// What `fieldValidation` warns of, or refuses under `Strict`. Built-in kinds: Kubernetes'
+    /// schemas.
+    fn unknown_fields(&self, info: &ResourceInfo, obj: &Map<String, Value>) -> Vec<String> {
+        builtin_schema::unknown_fields(info, obj)
+    }
+
+    /// Drops the fields of a new or updated object its schema does not declare, as Kubernetes
+    /// does when it decodes into its types, whatever `fieldValidation` says.
+    fn prune(&self, info: &ResourceInfo, obj: &mut Object) {
+        builtin_schema::prune(info, obj.as_map_mut());
     }
 
     /// The `status` a new object starts with when the kind has a status subresource (the

@@ -107,6 +107,28 @@ async fn a_generate_name_taken_8_times_is_already_exists_to_retry_after_a_second
 }
 
 #[tokio::test]
+async fn fields_the_kinds_schema_lacks_are_dropped_on_create_and_update() {
+    let f = Fixture::new().await;
+    let mut cm = configmap("app", json!({"a": "1"}));
+    cm["dta"] = json!({"b": "2"});
+    cm["metadata"]["colour"] = json!("red");
+    let created = f.create(cm).await.unwrap();
+    assert!(created.as_map().get("dta").is_none());
+    assert!(created.metadata().unwrap().get("colour").is_none());
+    assert_eq!(data(&created), &json!({"a": "1"}));
+    let mut changed = with(&created, "data", json!({"a": "3"}));
+    changed.as_map_mut().insert("dta".into(), json!({}));
+    let info = f.info("ConfigMap");
+    let updated = f
+        .registry
+        .update(&info, changed, Subresource::Main, None, false, far())
+        .await
+        .unwrap();
+    assert!(updated.as_map().get("dta").is_none());
+    assert_eq!(f.get(&updated).await.unwrap(), updated);
+}
+
+#[tokio::test]
 async fn create_in_a_missing_namespace_is_not_found_naming_the_namespace() {
     let f = Fixture::new().await;
     let mut cm = configmap("app", json!({}));
