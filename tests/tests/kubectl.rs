@@ -818,6 +818,14 @@ async fn kubectl_create_sends_protobuf_bodies_that_keel_reads() {
         rb["roleRef"],
         json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"})
     );
+    // A kind keel does not serve is unknown, whatever the body's content type: not a body
+    // keel cannot read.
+    let e = k.fails(&["create", "job", "once", "-n", "team", "--image", "busybox"]);
+    assert!(
+        e.contains("the server could not find the requested resource"),
+        "{e}"
+    );
+    assert!(!e.contains("protobuf"), "{e}");
 }
 
 /// kubectl sends `fieldValidation=Strict` (its `--validate=strict` default): a misspelt field

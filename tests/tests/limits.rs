@@ -283,8 +283,8 @@ async fn every_request_is_an_audit_line() {
     assert_eq!(e.reason, Reason::Forbidden);
     admin.get(&cms, "default", "missing").await.unwrap_err();
     // A PATCH whose client goes away while etcd is frozen: the server drops it, and says so.
+    let frozen = Frozen::new(etcd.pid());
     {
-        let _frozen = Frozen::new(etcd.pid());
         let mut req = tonic::Request::new(PatchRequest {
             resource: Some(ResourceRef {
                 group: String::new(),
@@ -307,7 +307,8 @@ async fn every_request_is_an_audit_line() {
             "the PATCH was answered with etcd frozen: {gone:?}"
         );
     }
-
+    // Read while etcd is still frozen: the server learns the client went away while the
+    // PATCH still waits on etcd (thawed first, etcd's answer could race the stream's reset).
     let lines = eventually(Duration::from_secs(5), "four audit lines", || {
         let audit = audit.clone();
         async move {
@@ -321,6 +322,7 @@ async fn every_request_is_an_audit_line() {
         }
     })
     .await;
+    drop(frozen);
     let fields = |l: &serde_json::Value| {
         (
             l["user"].as_str().unwrap().to_string(),

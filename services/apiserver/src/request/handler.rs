@@ -455,6 +455,14 @@ impl Handler {
         }
     }
 
+    /// The served resource `gvr` names (one of a CRD etcd has already, too), or `NotFound`:
+    /// for a transport that must know it before it reads a request's body.
+    pub async fn lookup(&self, gvr: &GroupVersionResource) -> Result<Arc<ResourceInfo>, ApiError> {
+        self.registry
+            .lookup_fresh(Some(gvr), Instant::now() + DEFAULT_TIMEOUT)
+            .await
+    }
+
     /// Every served resource (discovery).
     pub fn resources(&self) -> Vec<Arc<ResourceInfo>> {
         self.registry.resources()

@@ -72,6 +72,14 @@ fn unsupported(t: &Target, message: &str) -> ApiError {
     ApiError::new(Reason::UnsupportedMediaType, t.clone(), message)
 }
 
+/// Whether the body is Kubernetes' protobuf.
+fn is_protobuf(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.split(';').next().unwrap_or("").trim() == protobuf::MEDIA_TYPE)
+}
+
 /// The JSON of a body that holds an object (a create's or update's object, a delete's
 /// options): JSON as it came, or Kubernetes' protobuf decoded (what typed clients send).
 fn json_body(headers: &HeaderMap, body: &[u8], t: &Target) -> Result<Vec<u8>, ApiError> {
@@ -171,6 +179,11 @@ async fn run(
         p.name.as_deref().unwrap_or(""),
     );
     let q = &call.query;
+    // A protobuf body is read by its kind's message: a resource keel does not serve is
+    // NotFound first, as Kubernetes routes before it decodes, not a body it cannot read.
+    if is_protobuf(&call.headers) && !call.body.is_empty() {
+        handler.lookup(&p.gvr).await?;
+    }
     let dry_run = q.dry_run(&t)?;
     let field_validation = FieldValidation::parse(q.get("fieldValidation"), &t)?;
     let timeout = q.timeout(&t)?;
