@@ -43,10 +43,11 @@ pub trait Selectable {
     /// The name of the controlling owner (`ownerReferences[].controller: true`), if any.
     fn controller_owner(&self) -> Option<&str>;
     fn is_initialized(&self) -> bool;
-    /// The value a field selector compares at `path` (`metadata.name`, `status.phase`): a
-    /// string as it is, a number or a boolean as JSON writes it; `None` where there is none
-    /// (a field selector compares that as `""`, as Kubernetes does).
-    fn field(&self, path: &str) -> Option<Cow<'_, str>>;
+    /// The values a field selector compares at the kind's own field `paths` (`status.phase`;
+    /// not `metadata.name` or `metadata.namespace`), read at once: a string as it is, a number
+    /// or a boolean as JSON writes it; `None` where there is none (a field selector compares
+    /// that as `""`, as Kubernetes does).
+    fn fields(&self, paths: &[&str]) -> Vec<Option<String>>;
 }
 
 impl Selectable for Object {
@@ -65,12 +66,15 @@ impl Selectable for Object {
     fn is_initialized(&self) -> bool {
         Metadata::is_initialized(self)
     }
-    fn field(&self, path: &str) -> Option<Cow<'_, str>> {
-        field_at(&self.0, path)
+    fn fields(&self, paths: &[&str]) -> Vec<Option<String>> {
+        paths
+            .iter()
+            .map(|p| field_at(&self.0, p).map(Cow::into_owned))
+            .collect()
     }
 }
 
-/// The value at a dotted `path` of a JSON object, as [`Selectable::field`] gives it.
+/// The value at a dotted `path` of a JSON object, as [`Selectable::fields`] gives it.
 pub fn field_at<'a>(map: &'a Map<String, Value>, path: &str) -> Option<Cow<'a, str>> {
     let (first, rest) = path.split_once('.').unwrap_or((path, ""));
     let mut value = map.get(first)?;

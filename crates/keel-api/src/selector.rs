@@ -186,13 +186,26 @@ impl FieldSelector {
     }
 
     pub fn matches_object(&self, obj: &impl Selectable) -> bool {
+        let own: Vec<&str> = self
+            .0
+            .iter()
+            .map(|(field, _, _)| field.as_str())
+            .filter(|f| !METADATA_FIELDS.contains(f))
+            .collect();
+        // The kind's own fields, read at once, in the requirements' order.
+        let mut own = if own.is_empty() {
+            Vec::new()
+        } else {
+            obj.fields(&own)
+        }
+        .into_iter();
         self.0.iter().all(|(field, equal, value)| {
-            let actual = match field.as_str() {
-                "metadata.name" => std::borrow::Cow::Borrowed(obj.name()),
-                "metadata.namespace" => std::borrow::Cow::Borrowed(obj.namespace()),
-                path => obj.field(path).unwrap_or_default(),
+            let same = match field.as_str() {
+                "metadata.name" => obj.name() == value,
+                "metadata.namespace" => obj.namespace() == value,
+                _ => own.next().flatten().unwrap_or_default() == *value,
             };
-            (actual == value.as_str()) == *equal
+            same == *equal
         })
     }
 }

@@ -49,44 +49,37 @@ pub fn unknown_fields(info: &ResourceInfo, object: &Map<String, Value>) -> Vec<S
 /// Kubernetes does when it decodes into its types; `metadata.initializers`, keel's (Kubernetes
 /// 1.7-1.13 had it), stays. Nothing for kinds without a schema.
 pub fn prune(info: &ResourceInfo, obj: &mut Map<String, Value>) {
-    if let Some(name) = schema_name(info) {
-        prune_map(obj, &DOCUMENT["schemas"][name], "");
+    let Some(name) = schema_name(info) else {
+        return;
+    };
+    let initializers = obj
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .and_then(|m| m.remove("initializers"));
+    prune_map(obj, &DOCUMENT["schemas"][name]);
+    if let (Some(i), Some(Value::Object(m))) = (initializers, obj.get_mut("metadata")) {
+        m.insert("initializers".into(), i);
     }
 }
 
-fn prune_value(value: &mut Value, schema: &Value, path: &str) {
+fn prune_value(value: &mut Value, schema: &Value) {
     match value {
-        Value::Object(m) => prune_map(m, schema, path),
+        Value::Object(m) => prune_map(m, schema),
         Value::Array(items) => {
             if let Some(s) = resolve(schema).get("items") {
-                for v in items.iter_mut() {
-                    prune_value(v, s, path);
-                }
+                items.iter_mut().for_each(|v| prune_value(v, s));
             }
         }
         _ => {}
     }
 }
 
-fn prune_map(m: &mut Map<String, Value>, schema: &Value, path: &str) {
+fn prune_map(m: &mut Map<String, Value>, schema: &Value) {
     let schema = resolve(schema);
     if let Some(props) = schema["properties"].as_object() {
-        m.retain(|k, v| match props.get(k) {
-            Some(s) => {
-                let below = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
-                prune_value(v, s, &below);
-                true
-            }
-            None => path == "metadata" && k == "initializers",
-        });
+        m.retain(|k, v| props.get(k).map(|s| prune_value(v, s)).is_some());
     } else if let Some(values) = schema.get("additionalProperties") {
-        for v in m.values_mut() {
-            prune_value(v, values, path);
-        }
+        m.values_mut().for_each(|v| prune_value(v, values));
     }
 }
 

@@ -240,19 +240,17 @@ impl Selectable for CachedObject {
         self.initialized
     }
 
-    /// Read from the JSON when a selector asks (only a selector on a kind's own fields does:
-    /// the cache keeps no more than the metadata selectors read on every event).
-    fn field(&self, path: &str) -> Option<Cow<'_, str>> {
-        match path {
-            "metadata.name" => Some(Cow::Borrowed(Selectable::name(self))),
-            "metadata.namespace" => Some(Cow::Borrowed(Selectable::namespace(self))),
-            _ => {
-                let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(&self.json) else {
-                    return None;
-                };
-                field_at(&map, path).map(|v| Cow::Owned(v.into_owned()))
-            }
-        }
+    /// Read from the JSON when a selector asks, parsed once for all of them (only a selector
+    /// on a kind's own fields asks: the cache keeps no more than the metadata selectors read
+    /// on every event).
+    fn fields(&self, paths: &[&str]) -> Vec<Option<String>> {
+        let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(&self.json) else {
+            return vec![None; paths.len()];
+        };
+        paths
+            .iter()
+            .map(|p| field_at(&map, p).map(Cow::into_owned))
+            .collect()
     }
 }
 
