@@ -35,12 +35,68 @@ KINDS = [
      "ConfigMap holds configuration data for pods to consume."),
     ("", "v1", "Event", "CoreV1Event",
      "Event is a report of an event somewhere in the cluster."),
+    ("", "v1", "Secret", "V1Secret",
+     "Secret holds secret data of a certain type. The total bytes of the values in the Data "
+     "field must be less than MaxSecretSize bytes."),
+    ("", "v1", "ServiceAccount", "V1ServiceAccount",
+     "ServiceAccount binds together: * a name, understood by users, and perhaps by peripheral "
+     "systems, for an identity * a principal that can be authenticated and authorized * a set "
+     "of secrets"),
+    ("", "v1", "Service", "V1Service",
+     "Service is a named abstraction of software service (for example, mysql) consisting of "
+     "local port (for example 3306) that the proxy listens on, and the selector that "
+     "determines which pods will answer requests sent through the proxy."),
+    ("", "v1", "Endpoints", "V1Endpoints",
+     "Endpoints is a collection of endpoints that implement the actual service."),
+    ("", "v1", "PersistentVolumeClaim", "V1PersistentVolumeClaim",
+     "PersistentVolumeClaim is a user's request for and claim to a persistent volume"),
+    ("", "v1", "PersistentVolume", "V1PersistentVolume",
+     "PersistentVolume (PV) is a storage resource provisioned by an administrator. It is "
+     "analogous to a node."),
+    ("", "v1", "ResourceQuota", "V1ResourceQuota",
+     "ResourceQuota sets aggregate quota restrictions enforced per namespace"),
+    ("", "v1", "LimitRange", "V1LimitRange",
+     "LimitRange sets resource usage limits for each kind of resource in a Namespace."),
+    ("", "v1", "Node", "V1Node",
+     "Node is a worker node in Kubernetes. Each node will have a unique identifier in the "
+     "cache (i.e. in etcd)."),
     ("apps", "v1", "ReplicaSet", "V1ReplicaSet",
      "ReplicaSet ensures that a specified number of pod replicas are running at any given time."),
     ("apps", "v1", "Deployment", "V1Deployment",
      "Deployment enables declarative updates for Pods and ReplicaSets."),
+    ("apps", "v1", "StatefulSet", "V1StatefulSet",
+     "StatefulSet represents a set of pods with consistent identities."),
+    ("apps", "v1", "DaemonSet", "V1DaemonSet",
+     "DaemonSet represents the configuration of a daemon set."),
+    ("apps", "v1", "ControllerRevision", "V1ControllerRevision",
+     "ControllerRevision implements an immutable snapshot of state data."),
+    ("batch", "v1", "Job", "V1Job",
+     "Job represents the configuration of a single job."),
+    ("batch", "v1", "CronJob", "V1CronJob",
+     "CronJob represents the configuration of a single cron job."),
     ("coordination.k8s.io", "v1", "Lease", "V1Lease",
      "Lease defines a lease concept."),
+    ("networking.k8s.io", "v1", "Ingress", "V1Ingress",
+     "Ingress is a collection of rules that allow inbound connections to reach the endpoints "
+     "defined by a backend."),
+    ("networking.k8s.io", "v1", "IngressClass", "V1IngressClass",
+     "IngressClass represents the class of the Ingress, referenced by the Ingress Spec."),
+    ("networking.k8s.io", "v1", "NetworkPolicy", "V1NetworkPolicy",
+     "NetworkPolicy describes what network traffic is allowed for a set of Pods"),
+    ("discovery.k8s.io", "v1", "EndpointSlice", "V1EndpointSlice",
+     "EndpointSlice represents a subset of the endpoints that implement a service."),
+    ("autoscaling", "v2", "HorizontalPodAutoscaler", "V2HorizontalPodAutoscaler",
+     "HorizontalPodAutoscaler is the configuration for a horizontal pod autoscaler, which "
+     "automatically manages the replica count of any resource implementing the scale "
+     "subresource based on the metrics specified."),
+    ("policy", "v1", "PodDisruptionBudget", "V1PodDisruptionBudget",
+     "PodDisruptionBudget is an object to define the max disruption that can be caused to a "
+     "collection of pods"),
+    ("scheduling.k8s.io", "v1", "PriorityClass", "V1PriorityClass",
+     "PriorityClass defines mapping from a priority class name to the priority integer value."),
+    ("storage.k8s.io", "v1", "StorageClass", "V1StorageClass",
+     "StorageClass describes the parameters for a class of storage for which "
+     "PersistentVolumes can be dynamically provisioned."),
     ("rbac.authorization.k8s.io", "v1", "Role", "V1Role",
      "Role is a namespaced, logical grouping of PolicyRules that can be referenced as a unit by "
      "a RoleBinding."),
@@ -63,18 +119,28 @@ PACKAGES = {
     "": "io.k8s.api.core",
     "apps": "io.k8s.api.apps",
     "coordination.k8s.io": "io.k8s.api.coordination",
+    "batch": "io.k8s.api.batch",
+    "networking.k8s.io": "io.k8s.api.networking",
+    "discovery.k8s.io": "io.k8s.api.discovery",
+    "autoscaling": "io.k8s.api.autoscaling",
+    "policy": "io.k8s.api.policy",
+    "scheduling.k8s.io": "io.k8s.api.scheduling",
+    "storage.k8s.io": "io.k8s.api.storage",
     "rbac.authorization.k8s.io": "io.k8s.api.rbac",
     "apiextensions.k8s.io": "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions",
 }
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
 # Core types first reached from another group's kinds (a Deployment's pod template).
-CORE_MODELS = {"V1PodTemplateSpec"}
+CORE_MODELS = {"V1PodTemplateSpec", "V1PersistentVolumeClaim", "V1ObjectReference",
+               "V1TypedLocalObjectReference", "V1TopologySelectorTerm",
+               "V1TopologySelectorLabelRequirement", "V1LocalObjectReference"}
 META_MODELS = {"V1ObjectMeta", "V1LabelSelector", "V1LabelSelectorRequirement",
                "V1ManagedFieldsEntry", "V1OwnerReference", "V1Condition", "V1ListMeta"}
 # Fields Kubernetes declares as int-or-string (the client types them as plain `object`).
-INT_OR_STRING = {"max_surge", "max_unavailable", "port", "target_port"}
+INT_OR_STRING = {"max_surge", "max_unavailable", "min_available", "port", "target_port"}
 # The client's version prefixes and group prefixes on model names (V1, CoreV1, ...).
-PREFIX = re.compile(r"^(Core|Apps|Rbac|Coordination|Apiextensions)?V\d+((alpha|beta)\d+)?")
+MODEL_GROUPS = "Core|Apps|Rbac|Coordination|Apiextensions|Discovery|Networking|Storage|Policy|Batch"
+PREFIX = re.compile(rf"^({MODEL_GROUPS})?V\d+((alpha|beta)\d+)?")
 
 NOQA = re.compile(r"\s*# noqa: E501")
 
@@ -103,7 +169,7 @@ class Generator:
         if model not in self.names:
             base = PREFIX.sub("", model)
             pkg = META if model in META_MODELS else PACKAGES[""] if model in CORE_MODELS else package
-            version = re.match(r"^(?:Core|Apps|Rbac|Coordination|Apiextensions)?(V\d+(?:(?:alpha|beta)\d+)?)", model)
+            version = re.match(rf"^(?:{MODEL_GROUPS})?(V\d+(?:(?:alpha|beta)\d+)?)", model)
             version = version.group(1).lower() if version else "v1"
             self.names[model] = f"{pkg}.{version}.{base}" if pkg != META else f"{META}.{base}"
             self.schemas[self.names[model]] = None  # reserved: recursion stops here

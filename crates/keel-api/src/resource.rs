@@ -198,10 +198,56 @@ pub fn review_resources() -> Vec<ResourceInfo> {
 
 /// The built-in resources in category `all` (what `kubectl get all` lists), as Kubernetes 1.32
 /// has them among those keel serves.
-const CATEGORY_ALL: [(&str, &str); 3] = [
+const CATEGORY_ALL: [(&str, &str); 9] = [
     ("", "pods"),
+    ("", "services"),
     ("apps", "replicasets"),
     ("apps", "deployments"),
+    ("apps", "statefulsets"),
+    ("apps", "daemonsets"),
+    ("batch", "jobs"),
+    ("batch", "cronjobs"),
+    ("autoscaling", "horizontalpodautoscalers"),
+];
+
+/// group, version, plural, kind, short names, namespaced, status subresource.
+type ManifestKind = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+    bool,
+    bool,
+);
+
+/// The kinds that manifests use besides the workloads above, as Kubernetes 1.32 serves them:
+/// group, version, plural, kind, short names, namespaced, status subresource. The singular is
+/// the kind in lower case.
+#[rustfmt::skip]
+const MANIFEST_KINDS: &[ManifestKind] = &[
+    ("", "v1", "secrets", "Secret", &[], true, false),
+    ("", "v1", "serviceaccounts", "ServiceAccount", &["sa"], true, false),
+    ("", "v1", "services", "Service", &["svc"], true, true),
+    ("", "v1", "endpoints", "Endpoints", &["ep"], true, false),
+    ("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", &["pvc"], true, true),
+    ("", "v1", "persistentvolumes", "PersistentVolume", &["pv"], false, true),
+    ("", "v1", "resourcequotas", "ResourceQuota", &["quota"], true, true),
+    ("", "v1", "limitranges", "LimitRange", &["limits"], true, false),
+    ("", "v1", "nodes", "Node", &["no"], false, true),
+    ("apps", "v1", "statefulsets", "StatefulSet", &["sts"], true, true),
+    ("apps", "v1", "daemonsets", "DaemonSet", &["ds"], true, true),
+    ("apps", "v1", "controllerrevisions", "ControllerRevision", &[], true, false),
+    ("batch", "v1", "jobs", "Job", &[], true, true),
+    ("batch", "v1", "cronjobs", "CronJob", &["cj"], true, true),
+    ("networking.k8s.io", "v1", "ingresses", "Ingress", &["ing"], true, true),
+    ("networking.k8s.io", "v1", "ingressclasses", "IngressClass", &[], false, false),
+    ("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", &["netpol"], true, false),
+    ("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", &[], true, false),
+    ("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", &["hpa"], true, true),
+    ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", &["pdb"], true, true),
+    ("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", &["pc"], false, false),
+    ("storage.k8s.io", "v1", "storageclasses", "StorageClass", &["sc"], false, false),
 ];
 
 /// The built-in resources, under Kubernetes' own groups and versions.
@@ -216,7 +262,21 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
 }
 
 fn builtin_list() -> Vec<ResourceInfo> {
-    vec![
+    let manifest_kinds = MANIFEST_KINDS.iter().map(
+        |&(group, version, resource, kind, short, namespaced, status)| ResourceInfo {
+            gvr: GroupVersionResource::new(group, version, resource),
+            ..info(
+                group,
+                resource,
+                &kind.to_lowercase(),
+                kind,
+                short,
+                namespaced,
+                status,
+            )
+        },
+    );
+    let mut all = vec![
         info(
             "",
             "namespaces",
@@ -315,7 +375,9 @@ fn builtin_list() -> Vec<ResourceInfo> {
                 false,
             )
         },
-    ]
+    ];
+    all.extend(manifest_kinds);
+    all
 }
 
 #[cfg(test)]

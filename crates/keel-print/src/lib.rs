@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod age;
+mod cells;
 pub mod table;
 
 pub use table::{Columns, PrinterColumn, printer_column};

@@ -5,19 +5,39 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use keel_api::selector::label_selector;
-
-use crate::age;
+use crate::{age, cells};
 
 /// The kinds with columns of their own; everything else shows NAME and AGE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Layout {
+pub(crate) enum Layout {
     Pod,
     Deployment,
     ReplicaSet,
     ConfigMap,
     Namespace,
     Lease,
+    Secret,
+    ServiceAccount,
+    Service,
+    Endpoints,
+    PersistentVolumeClaim,
+    PersistentVolume,
+    ResourceQuota,
+    LimitRange,
+    Node,
+    StatefulSet,
+    DaemonSet,
+    ControllerRevision,
+    Job,
+    CronJob,
+    Ingress,
+    IngressClass,
+    NetworkPolicy,
+    EndpointSlice,
+    HorizontalPodAutoscaler,
+    PodDisruptionBudget,
+    PriorityClass,
+    StorageClass,
     Other,
 }
 
@@ -30,7 +50,138 @@ impl Layout {
             ("", "ConfigMap") => Layout::ConfigMap,
             ("", "Namespace") => Layout::Namespace,
             ("coordination.k8s.io", "Lease") => Layout::Lease,
+            ("", "Secret") => Layout::Secret,
+            ("", "ServiceAccount") => Layout::ServiceAccount,
+            ("", "Service") => Layout::Service,
+            ("", "Endpoints") => Layout::Endpoints,
+            ("", "PersistentVolumeClaim") => Layout::PersistentVolumeClaim,
+            ("", "PersistentVolume") => Layout::PersistentVolume,
+            ("", "ResourceQuota") => Layout::ResourceQuota,
+            ("", "LimitRange") => Layout::LimitRange,
+            ("", "Node") => Layout::Node,
+            ("apps", "StatefulSet") => Layout::StatefulSet,
+            ("apps", "DaemonSet") => Layout::DaemonSet,
+            ("apps", "ControllerRevision") => Layout::ControllerRevision,
+            ("batch", "Job") => Layout::Job,
+            ("batch", "CronJob") => Layout::CronJob,
+            ("networking.k8s.io", "Ingress") => Layout::Ingress,
+            ("networking.k8s.io", "IngressClass") => Layout::IngressClass,
+            ("networking.k8s.io", "NetworkPolicy") => Layout::NetworkPolicy,
+            ("discovery.k8s.io", "EndpointSlice") => Layout::EndpointSlice,
+            ("autoscaling", "HorizontalPodAutoscaler") => Layout::HorizontalPodAutoscaler,
+            ("policy", "PodDisruptionBudget") => Layout::PodDisruptionBudget,
+            ("scheduling.k8s.io", "PriorityClass") => Layout::PriorityClass,
+            ("storage.k8s.io", "StorageClass") => Layout::StorageClass,
             _ => Layout::Other,
+        }
+    }
+
+    /// kubectl 1.32's columns after NAME (`pkg/printers/internalversion/printers.go`).
+    fn columns(self) -> &'static [&'static str] {
+        match self {
+            Layout::Pod => &["READY", "STATUS", "RESTARTS", "AGE"],
+            Layout::Deployment => &["READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+            Layout::ReplicaSet => &["DESIRED", "CURRENT", "READY", "AGE"],
+            Layout::ConfigMap => &["DATA", "AGE"],
+            Layout::Namespace => &["STATUS", "AGE"],
+            Layout::Lease => &["HOLDER", "AGE"],
+            Layout::Secret => &["TYPE", "DATA", "AGE"],
+            Layout::ServiceAccount => &["SECRETS", "AGE"],
+            Layout::Service => &["TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"],
+            Layout::Endpoints => &["ENDPOINTS", "AGE"],
+            Layout::PersistentVolumeClaim => &[
+                "STATUS",
+                "VOLUME",
+                "CAPACITY",
+                "ACCESS MODES",
+                "STORAGECLASS",
+                "VOLUMEATTRIBUTESCLASS",
+                "AGE",
+            ],
+            Layout::PersistentVolume => &[
+                "CAPACITY",
+                "ACCESS MODES",
+                "RECLAIM POLICY",
+                "STATUS",
+                "CLAIM",
+                "STORAGECLASS",
+                "VOLUMEATTRIBUTESCLASS",
+                "REASON",
+                "AGE",
+            ],
+            Layout::ResourceQuota => &["AGE", "REQUEST", "LIMIT"],
+            Layout::LimitRange => &["CREATED AT"],
+            Layout::Node => &["STATUS", "ROLES", "AGE", "VERSION"],
+            Layout::StatefulSet => &["READY", "AGE"],
+            Layout::DaemonSet => &[
+                "DESIRED",
+                "CURRENT",
+                "READY",
+                "UP-TO-DATE",
+                "AVAILABLE",
+                "NODE SELECTOR",
+                "AGE",
+            ],
+            Layout::ControllerRevision => &["CONTROLLER", "REVISION", "AGE"],
+            Layout::Job => &["STATUS", "COMPLETIONS", "DURATION", "AGE"],
+            Layout::CronJob => &[
+                "SCHEDULE",
+                "TIMEZONE",
+                "SUSPEND",
+                "ACTIVE",
+                "LAST SCHEDULE",
+                "AGE",
+            ],
+            Layout::Ingress => &["CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"],
+            Layout::IngressClass => &["CONTROLLER", "PARAMETERS", "AGE"],
+            Layout::NetworkPolicy => &["POD-SELECTOR", "AGE"],
+            Layout::EndpointSlice => &["ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"],
+            Layout::HorizontalPodAutoscaler => &[
+                "REFERENCE",
+                "TARGETS",
+                "MINPODS",
+                "MAXPODS",
+                "REPLICAS",
+                "AGE",
+            ],
+            Layout::PodDisruptionBudget => &[
+                "MIN AVAILABLE",
+                "MAX UNAVAILABLE",
+                "ALLOWED DISRUPTIONS",
+                "AGE",
+            ],
+            Layout::PriorityClass => &["VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"],
+            Layout::StorageClass => &[
+                "PROVISIONER",
+                "RECLAIMPOLICY",
+                "VOLUMEBINDINGMODE",
+                "ALLOWVOLUMEEXPANSION",
+                "AGE",
+            ],
+            Layout::Other => &["AGE"],
+        }
+    }
+
+    /// The columns `-o wide` adds.
+    fn wide_columns(self) -> &'static [&'static str] {
+        match self {
+            Layout::Pod => &["IP", "NODE", "NOMINATED NODE", "READINESS GATES"],
+            Layout::Deployment
+            | Layout::ReplicaSet
+            | Layout::DaemonSet
+            | Layout::Job
+            | Layout::CronJob => &["CONTAINERS", "IMAGES", "SELECTOR"],
+            Layout::StatefulSet => &["CONTAINERS", "IMAGES"],
+            Layout::Service => &["SELECTOR"],
+            Layout::PersistentVolumeClaim | Layout::PersistentVolume => &["VOLUMEMODE"],
+            Layout::Node => &[
+                "INTERNAL-IP",
+                "EXTERNAL-IP",
+                "OS-IMAGE",
+                "KERNEL-VERSION",
+                "CONTAINER-RUNTIME",
+            ],
+            _ => &[],
         }
     }
 }
@@ -111,21 +262,9 @@ impl Columns {
             h.extend(self.custom.iter().map(|c| c.name.to_ascii_uppercase()));
             return h;
         }
-        h.extend_from_slice(match self.layout {
-            Layout::Pod => &["READY", "STATUS", "RESTARTS", "AGE"],
-            Layout::Deployment => &["READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
-            Layout::ReplicaSet => &["DESIRED", "CURRENT", "READY", "AGE"],
-            Layout::ConfigMap => &["DATA", "AGE"],
-            Layout::Namespace => &["STATUS", "AGE"],
-            Layout::Lease => &["HOLDER", "AGE"],
-            Layout::Other => &["AGE"],
-        });
+        h.extend_from_slice(self.layout.columns());
         if self.wide {
-            h.extend_from_slice(match self.layout {
-                Layout::Pod => &["IP", "NODE", "NOMINATED NODE", "READINESS GATES"],
-                Layout::Deployment | Layout::ReplicaSet => &["CONTAINERS", "IMAGES", "SELECTOR"],
-                _ => &[],
-            });
+            h.extend_from_slice(self.layout.wide_columns());
         }
         h.into_iter().map(String::from).collect()
     }
@@ -145,64 +284,9 @@ impl Columns {
             row.extend(self.custom.iter().map(|c| column(o, c, now)));
             return row;
         }
-        let age = age::since(meta["creationTimestamp"].as_str(), now);
-        let (spec, status) = (&o["spec"], &o["status"]);
-        match self.layout {
-            Layout::Pod => {
-                let (ready, total) = pod_ready(o);
-                row.push(format!("{ready}/{total}"));
-                row.push(pod_status(o));
-                row.push(pod_restarts(o).to_string());
-            }
-            Layout::Deployment => {
-                row.push(format!(
-                    "{}/{}",
-                    int(&status["readyReplicas"]),
-                    int(&spec["replicas"])
-                ));
-                row.push(int(&status["updatedReplicas"]).to_string());
-                row.push(int(&status["availableReplicas"]).to_string());
-            }
-            Layout::ReplicaSet => {
-                row.push(int(&spec["replicas"]).to_string());
-                row.push(int(&status["replicas"]).to_string());
-                row.push(int(&status["readyReplicas"]).to_string());
-            }
-            Layout::ConfigMap => {
-                let count = |v: &Value| v.as_object().map_or(0, |m| m.len());
-                row.push((count(&o["data"]) + count(&o["binaryData"])).to_string());
-            }
-            Layout::Namespace => row.push(text(&status["phase"])),
-            Layout::Lease => row.push(or_none(&spec["holderIdentity"])),
-            Layout::Other => {}
-        }
-        row.push(age);
+        row.extend(cells::cells(self.layout, o, now));
         if self.wide {
-            match self.layout {
-                Layout::Pod => {
-                    row.push(or_none(&status["podIP"]));
-                    row.push(or_none(&spec["nodeName"]));
-                    row.push(or_none(&status["nominatedNodeName"]));
-                    row.push(readiness_gates(o));
-                }
-                Layout::Deployment | Layout::ReplicaSet => {
-                    let containers = spec["template"]["spec"]["containers"]
-                        .as_array()
-                        .cloned()
-                        .unwrap_or_default();
-                    let join = |field: &str| {
-                        containers
-                            .iter()
-                            .map(|c| text(&c[field]))
-                            .collect::<Vec<_>>()
-                            .join(",")
-                    };
-                    row.push(join("name"));
-                    row.push(join("image"));
-                    row.push(selector(&spec["selector"]));
-                }
-                _ => {}
-            }
+            row.extend(cells::wide_cells(self.layout, o));
         }
         row
     }
@@ -248,7 +332,7 @@ fn column(o: &Value, c: &PrinterColumn, now: SystemTime) -> String {
 }
 
 /// The value at a simple JSON path: fields after dots, list indexes in brackets.
-fn json_path<'a>(o: &'a Value, path: &str) -> Option<&'a Value> {
+pub(crate) fn json_path<'a>(o: &'a Value, path: &str) -> Option<&'a Value> {
     let path = path.trim().trim_start_matches('{').trim_end_matches('}');
     let mut cur = o;
     for part in path
@@ -271,91 +355,11 @@ fn json_path<'a>(o: &'a Value, path: &str) -> Option<&'a Value> {
     (!cur.is_null()).then_some(cur)
 }
 
-fn text(v: &Value) -> String {
+pub(crate) fn text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
         other => other.to_string(),
-    }
-}
-
-fn or_none(v: &Value) -> String {
-    match text(v) {
-        s if s.is_empty() => "<none>".into(),
-        s => s,
-    }
-}
-
-fn int(v: &Value) -> i64 {
-    v.as_i64().unwrap_or(0)
-}
-
-fn pod_ready(pod: &Value) -> (usize, usize) {
-    let total = pod["spec"]["containers"].as_array().map_or(0, Vec::len);
-    let ready = pod["status"]["containerStatuses"]
-        .as_array()
-        .map_or(0, |s| s.iter().filter(|c| c["ready"] == true).count());
-    (ready, total)
-}
-
-fn pod_restarts(pod: &Value) -> i64 {
-    pod["status"]["containerStatuses"]
-        .as_array()
-        .map_or(0, |s| s.iter().map(|c| int(&c["restartCount"])).sum())
-}
-
-/// kubectl's STATUS: the phase, or a more telling reason (a container waiting on
-/// `ImagePullBackOff`, `Terminating` once deletion began).
-fn pod_status(pod: &Value) -> String {
-    let status = &pod["status"];
-    let mut reason = text(&status["phase"]);
-    if let Some(r) = status["reason"].as_str().filter(|r| !r.is_empty()) {
-        reason = r.to_string();
-    }
-    for c in status["containerStatuses"].as_array().into_iter().flatten() {
-        let state = &c["state"];
-        let why = state["waiting"]["reason"]
-            .as_str()
-            .or_else(|| state["terminated"]["reason"].as_str());
-        if let Some(why) = why.filter(|w| !w.is_empty()) {
-            reason = why.to_string();
-        }
-    }
-    if pod["metadata"]["deletionTimestamp"].is_string() {
-        reason = "Terminating".into();
-    }
-    if reason.is_empty() {
-        "Unknown".into()
-    } else {
-        reason
-    }
-}
-
-fn readiness_gates(pod: &Value) -> String {
-    let gates = pod["spec"]["readinessGates"].as_array().map_or(0, Vec::len);
-    if gates == 0 {
-        return "<none>".into();
-    }
-    let conditions = pod["status"]["conditions"].as_array();
-    let true_gates = pod["spec"]["readinessGates"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|g| {
-            conditions
-                .into_iter()
-                .flatten()
-                .any(|c| c["type"] == g["conditionType"] && c["status"].as_str() == Some("True"))
-        })
-        .count();
-    format!("{true_gates}/{gates}")
-}
-
-/// A label selector as kubectl prints it: `app=nginx,tier in (a,b)`.
-fn selector(sel: &Value) -> String {
-    match label_selector(sel) {
-        s if s.is_empty() => "<none>".into(),
-        s => s,
     }
 }
 
@@ -499,6 +503,6 @@ mod tests {
         let s = json!({"matchLabels": {"b": "2", "a": "1"},
                        "matchExpressions": [{"key": "c", "operator": "In", "values": ["x", "y"]},
                                             {"key": "d", "operator": "DoesNotExist"}]});
-        assert_eq!(selector(&s), "a=1,b=2,c in (x,y),!d");
+        assert_eq!(crate::cells::selector(&s), "a=1,b=2,c in (x,y),!d");
     }
 }

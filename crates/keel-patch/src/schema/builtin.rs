@@ -20,6 +20,15 @@ enum Kind {
     Deployment,
     ReplicaSet,
     Lease,
+    StatefulSet,
+    DaemonSet,
+    Job,
+    CronJob,
+    Service,
+    ServiceAccount,
+    Node,
+    /// A built-in kind whose lists all replace but `status.conditions`.
+    Other,
 }
 
 /// How one list field merges (or, for `retain_keys` maps, that the map is a union).
@@ -73,9 +82,8 @@ const UNION: Field = Field {
 };
 
 impl BuiltinSchema {
-    /// The schema of a built-in kind: `v1` Pod, ConfigMap, Namespace, Event; `apps/v1`
-    /// Deployment, ReplicaSet; `coordination.k8s.io/v1` Lease. `None` for anything else:
-    /// no merge keys are known, so a strategic patch cannot be applied.
+    /// The schema of a built-in kind keel serves. `None` for anything else (custom
+    /// resources): no merge keys are known, so a strategic patch cannot be applied.
     pub fn for_kind(api_version: &str, kind: &str) -> Option<Self> {
         let kind = match (api_version, kind) {
             ("v1", "Pod") => Kind::Pod,
@@ -85,6 +93,29 @@ impl BuiltinSchema {
             ("apps/v1", "Deployment") => Kind::Deployment,
             ("apps/v1", "ReplicaSet") => Kind::ReplicaSet,
             ("coordination.k8s.io/v1", "Lease") => Kind::Lease,
+            ("apps/v1", "StatefulSet") => Kind::StatefulSet,
+            ("apps/v1", "DaemonSet") => Kind::DaemonSet,
+            ("batch/v1", "Job") => Kind::Job,
+            ("batch/v1", "CronJob") => Kind::CronJob,
+            ("v1", "Service") => Kind::Service,
+            ("v1", "ServiceAccount") => Kind::ServiceAccount,
+            ("v1", "Node") => Kind::Node,
+            (
+                "v1",
+                "Secret"
+                | "Endpoints"
+                | "PersistentVolumeClaim"
+                | "PersistentVolume"
+                | "ResourceQuota"
+                | "LimitRange",
+            )
+            | ("apps/v1", "ControllerRevision")
+            | ("networking.k8s.io/v1", "Ingress" | "IngressClass" | "NetworkPolicy")
+            | ("discovery.k8s.io/v1", "EndpointSlice")
+            | ("autoscaling/v2", "HorizontalPodAutoscaler")
+            | ("policy/v1", "PodDisruptionBudget")
+            | ("scheduling.k8s.io/v1", "PriorityClass")
+            | ("storage.k8s.io/v1", "StorageClass") => Kind::Other,
             _ => return None,
         };
         Some(Self { kind })
@@ -94,7 +125,12 @@ impl BuiltinSchema {
     fn pod_spec(&self) -> Option<&'static [&'static str]> {
         match self.kind {
             Kind::Pod => Some(&["spec"]),
-            Kind::Deployment | Kind::ReplicaSet => Some(&["spec", "template", "spec"]),
+            Kind::Deployment
+            | Kind::ReplicaSet
+            | Kind::StatefulSet
+            | Kind::DaemonSet
+            | Kind::Job => Some(&["spec", "template", "spec"]),
+            Kind::CronJob => Some(&["spec", "jobTemplate", "spec", "template", "spec"]),
             _ => None,
         }
     }
@@ -102,9 +138,16 @@ impl BuiltinSchema {
     /// Where the kind keeps an `ObjectMeta`: its own, and its pod template's.
     fn object_metas(&self) -> &'static [&'static [&'static str]] {
         match self.kind {
-            Kind::Deployment | Kind::ReplicaSet => {
-                &[&["metadata"], &["spec", "template", "metadata"]]
-            }
+            Kind::Deployment
+            | Kind::ReplicaSet
+            | Kind::StatefulSet
+            | Kind::DaemonSet
+            | Kind::Job => &[&["metadata"], &["spec", "template", "metadata"]],
+            Kind::CronJob => &[
+                &["metadata"],
+                &["spec", "jobTemplate", "metadata"],
+                &["spec", "jobTemplate", "spec", "template", "metadata"],
+            ],
             _ => &[&["metadata"]],
         }
     }
@@ -112,12 +155,15 @@ impl BuiltinSchema {
     /// Fields of the kind outside any pod spec or object meta.
     fn own_field(&self, path: &[&str]) -> Option<Field> {
         match (self.kind, path) {
-            (
-                Kind::Pod | Kind::Namespace | Kind::Deployment | Kind::ReplicaSet,
-                ["status", "conditions"],
-            ) => Some(CONDITIONS),
+            (_, ["status", "conditions"]) => Some(CONDITIONS),
             (Kind::Pod, ["status", "podIPs" | "hostIPs"]) => Some(keyed(&["ip"])),
             (Kind::Deployment, ["spec", "strategy"]) => Some(UNION),
+            // Kubernetes merges on port alone; its list map keys (port, protocol) are the
+            // better identity, as for a container's ports.
+            (Kind::Service, ["spec", "ports"]) => Some(keyed(&["port", "protocol"])),
+            (Kind::ServiceAccount, ["secrets"]) => Some(keyed(&["name"])),
+            (Kind::ServiceAccount, ["imagePullSecrets"]) => Some(keyed(&["name"])),
+            (Kind::Node, ["status", "addresses"]) => Some(keyed(&["type"])),
             _ => None,
         }
     }
@@ -159,7 +205,8 @@ impl MergeSchema for BuiltinSchema {
         let in_pod_spec = self
             .pod_spec()
             .is_some_and(|prefix| path.starts_with(prefix));
-        (in_pod_spec && path.last() == Some(&"ports") && key == "protocol")
+        let service_ports = self.kind == Kind::Service && path == ["spec", "ports"];
+        ((in_pod_spec || service_ports) && path.last() == Some(&"ports") && key == "protocol")
             .then(|| Value::String("TCP".into()))
     }
 }
@@ -191,6 +238,47 @@ mod tests {
         assert!(BuiltinSchema::for_kind("apps/v1", "Pod").is_none());
         assert!(BuiltinSchema::for_kind("v1", "Deployment").is_none());
         assert!(BuiltinSchema::for_kind("example.com/v1", "Widget").is_none());
+    }
+
+    #[test]
+    fn manifest_kinds_merge_their_pod_templates_service_ports_and_conditions() {
+        let cron = BuiltinSchema::for_kind("batch/v1", "CronJob").unwrap();
+        let template = ["spec", "jobTemplate", "spec", "template"];
+        assert_eq!(
+            cron.list_strategy(&[&template[..], &["spec", "containers"]].concat()),
+            keys(&["name"])
+        );
+        assert_eq!(
+            cron.list_strategy(&[&template[..], &["metadata", "finalizers"]].concat()),
+            ListStrategy::Set
+        );
+        for (api_version, kind) in [("apps/v1", "StatefulSet"), ("batch/v1", "Job")] {
+            let schema = BuiltinSchema::for_kind(api_version, kind).unwrap();
+            assert_eq!(
+                schema.list_strategy(&["spec", "template", "spec", "volumes"]),
+                keys(&["name"]),
+                "{kind}"
+            );
+        }
+        let svc = BuiltinSchema::for_kind("v1", "Service").unwrap();
+        assert_eq!(
+            svc.list_strategy(&["spec", "ports"]),
+            keys(&["port", "protocol"])
+        );
+        assert_eq!(
+            svc.merge_key_default(&["spec", "ports"], "protocol"),
+            Some(Value::String("TCP".into()))
+        );
+        assert_eq!(
+            svc.list_strategy(&["spec", "clusterIPs"]),
+            ListStrategy::Replace
+        );
+        let secret = BuiltinSchema::for_kind("v1", "Secret").unwrap();
+        assert_eq!(
+            secret.list_strategy(&["status", "conditions"]),
+            keys(&["type"])
+        );
+        assert!(BuiltinSchema::for_kind("batch/v1", "Secret").is_none());
     }
 
     #[test]

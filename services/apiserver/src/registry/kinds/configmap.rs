@@ -1,7 +1,7 @@
 //! `v1` ConfigMap: keys of `data` and `binaryData` as Kubernetes allows them, string values.
 
 use keel_api::{FieldCause, Object};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{Kind, MergeKeys, builtin_merge_keys};
 
@@ -20,32 +20,38 @@ impl ConfigMap {
 impl Kind for ConfigMap {
     fn validate(&self, obj: &Object, causes: &mut Vec<FieldCause>) {
         for field in ["data", "binaryData"] {
-            match obj.as_map().get(field) {
-                None | Some(Value::Null) => {}
-                Some(Value::Object(m)) => {
-                    for (k, v) in m {
-                        let key_ok = !k.is_empty()
-                            && k.len() <= 253
-                            && k.chars()
-                                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-                        if !key_ok {
-                            causes.push(FieldCause::invalid(
-                                field,
-                                k,
-                                "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
-                            ));
-                        }
-                        if !v.is_string() {
-                            causes.push(FieldCause::type_error(format!("{field}.{k}"), "a string"));
-                        }
-                    }
-                }
-                Some(_) => causes.push(FieldCause::type_error(field, "a map of strings")),
-            }
+            keys_and_strings(obj.as_map(), field, causes);
         }
     }
 
     fn merge_schema(&self) -> Option<MergeKeys> {
         self.merge.clone()
+    }
+}
+
+/// `field` of `o`, if there, is a map of valid config keys to strings (a ConfigMap's `data`
+/// and `binaryData`, a Secret's `data`).
+pub(super) fn keys_and_strings(o: &Map<String, Value>, field: &str, causes: &mut Vec<FieldCause>) {
+    match o.get(field) {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => {
+            for (k, v) in m {
+                let key_ok = !k.is_empty()
+                    && k.len() <= 253
+                    && k.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+                if !key_ok {
+                    causes.push(FieldCause::invalid(
+                        field,
+                        k,
+                        "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                    ));
+                }
+                if !v.is_string() {
+                    causes.push(FieldCause::type_error(format!("{field}.{k}"), "a string"));
+                }
+            }
+        }
+        Some(_) => causes.push(FieldCause::type_error(field, "a map of strings")),
     }
 }

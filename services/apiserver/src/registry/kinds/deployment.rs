@@ -4,7 +4,7 @@
 use keel_api::{FieldCause, Object};
 use serde_json::{Map, Value, json};
 
-use super::{Kind, MergeKeys, builtin_merge_keys, workload};
+use super::{Kind, MergeKeys, builtin_merge_keys, pod, workload};
 
 pub struct Deployment {
     merge: Option<MergeKeys>,
@@ -25,6 +25,7 @@ impl Kind for Deployment {
 
     fn defaults(&self, obj: &mut Object) {
         workload::default_replicas(obj);
+        pod::template_defaults(obj, &["spec", "template"]);
         if let Some(spec) = obj
             .as_map_mut()
             .get_mut("spec")

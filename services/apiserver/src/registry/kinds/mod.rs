@@ -11,18 +11,40 @@
 mod clusterrole;
 mod clusterrolebinding;
 mod configmap;
+mod controllerrevision;
 mod crd;
+mod cronjob;
 mod custom;
+mod daemonset;
 mod deployment;
+mod endpoints;
+mod endpointslice;
 mod event;
+mod horizontalpodautoscaler;
+mod ingress;
+mod ingressclass;
 mod initializerconfiguration;
+mod job;
 mod lease;
+mod limitrange;
 mod namespace;
+mod networkpolicy;
+mod node;
+mod persistentvolume;
+mod persistentvolumeclaim;
 mod pod;
+mod poddisruptionbudget;
+mod priorityclass;
 mod replicaset;
+mod resourcequota;
 mod review;
 mod role;
 mod rolebinding;
+mod secret;
+mod service;
+mod serviceaccount;
+mod statefulset;
+mod storageclass;
 mod workload;
 
 use std::sync::Arc;
@@ -152,6 +174,34 @@ pub trait Kind: Send + Sync {
     }
 }
 
+/// `m[field]` is `default` unless set (absent, null and `""` are unset), as Kubernetes'
+/// `SetDefaults_*` fill a Go zero value.
+pub(super) fn set_default(m: &mut Map<String, Value>, field: &str, default: Value) {
+    let v = m.entry(field).or_insert(Value::Null);
+    if v.is_null() || *v == json!("") {
+        *v = default;
+    }
+}
+
+/// `obj.spec`, if it is an object.
+pub(super) fn spec_mut(obj: &mut Object) -> Option<&mut Map<String, Value>> {
+    obj.as_map_mut()
+        .get_mut("spec")
+        .and_then(Value::as_object_mut)
+}
+
+/// The objects in the list at `m[field]`, if any.
+pub(super) fn items_mut<'a>(
+    m: &'a mut Map<String, Value>,
+    field: &str,
+) -> impl Iterator<Item = &'a mut Map<String, Value>> {
+    m.get_mut(field)
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+}
+
 /// The merge keys of a kind's lists, shared by the patches that use them.
 pub type MergeKeys = Arc<dyn MergeSchema + Send + Sync>;
 
@@ -217,6 +267,84 @@ fn registrations() -> Vec<(&'static str, &'static str, Arc<dyn Kind>)> {
             super::initializers::CONFIG_GROUP,
             super::initializers::CONFIG_RESOURCE,
             Arc::new(initializerconfiguration::InitializerConfiguration),
+        ),
+        ("", "secrets", Arc::new(secret::Secret::new())),
+        (
+            "",
+            "serviceaccounts",
+            Arc::new(serviceaccount::ServiceAccount::new()),
+        ),
+        ("", "services", Arc::new(service::Service::new())),
+        ("", "endpoints", Arc::new(endpoints::Endpoints::new())),
+        (
+            "",
+            "persistentvolumeclaims",
+            Arc::new(persistentvolumeclaim::PersistentVolumeClaim::new()),
+        ),
+        (
+            "",
+            "persistentvolumes",
+            Arc::new(persistentvolume::PersistentVolume::new()),
+        ),
+        (
+            "",
+            "resourcequotas",
+            Arc::new(resourcequota::ResourceQuota::new()),
+        ),
+        ("", "limitranges", Arc::new(limitrange::LimitRange::new())),
+        ("", "nodes", Arc::new(node::Node::new())),
+        (
+            "apps",
+            "statefulsets",
+            Arc::new(statefulset::StatefulSet::new()),
+        ),
+        ("apps", "daemonsets", Arc::new(daemonset::DaemonSet::new())),
+        (
+            "apps",
+            "controllerrevisions",
+            Arc::new(controllerrevision::ControllerRevision::new()),
+        ),
+        ("batch", "jobs", Arc::new(job::Job::new())),
+        ("batch", "cronjobs", Arc::new(cronjob::CronJob::new())),
+        (
+            "networking.k8s.io",
+            "ingresses",
+            Arc::new(ingress::Ingress::new()),
+        ),
+        (
+            "networking.k8s.io",
+            "ingressclasses",
+            Arc::new(ingressclass::IngressClass::new()),
+        ),
+        (
+            "networking.k8s.io",
+            "networkpolicies",
+            Arc::new(networkpolicy::NetworkPolicy::new()),
+        ),
+        (
+            "discovery.k8s.io",
+            "endpointslices",
+            Arc::new(endpointslice::EndpointSlice::new()),
+        ),
+        (
+            "autoscaling",
+            "horizontalpodautoscalers",
+            Arc::new(horizontalpodautoscaler::HorizontalPodAutoscaler::new()),
+        ),
+        (
+            "policy",
+            "poddisruptionbudgets",
+            Arc::new(poddisruptionbudget::PodDisruptionBudget::new()),
+        ),
+        (
+            "scheduling.k8s.io",
+            "priorityclasses",
+            Arc::new(priorityclass::PriorityClass::new()),
+        ),
+        (
+            "storage.k8s.io",
+            "storageclasses",
+            Arc::new(storageclass::StorageClass::new()),
         ),
         (
             AUTHORIZATION_GROUP,

@@ -4,9 +4,9 @@
 
 use keel_api::validation::dns1123_label;
 use keel_api::{FieldCause, Metadata, Object};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use super::{Kind, MergeKeys, builtin_merge_keys};
+use super::{Kind, MergeKeys, builtin_merge_keys, set_default};
 use crate::registry::initializers;
 
 pub struct Pod {
@@ -44,6 +44,33 @@ impl Kind for Pod {
 
     fn initial_status(&self) -> Option<Value> {
         Some(json!({"phase": "Pending"}))
+    }
+
+    /// The ServiceAccount admission's part of a new Pod: it runs as `default` unless it
+    /// names another.
+    fn prepare_for_create(&self, obj: &mut Object) {
+        if let Some(spec) = obj
+            .as_map_mut()
+            .get_mut("spec")
+            .and_then(Value::as_object_mut)
+        {
+            let name = match spec.get("serviceAccountName").and_then(Value::as_str) {
+                Some(n) if !n.is_empty() => n.to_string(),
+                _ => "default".to_string(),
+            };
+            spec.insert("serviceAccountName".into(), json!(name));
+            spec.insert("serviceAccount".into(), json!(name));
+        }
+    }
+
+    fn defaults(&self, obj: &mut Object) {
+        if let Some(spec) = obj
+            .as_map_mut()
+            .get_mut("spec")
+            .and_then(Value::as_object_mut)
+        {
+            pod_spec_defaults(spec);
+        }
     }
 
     fn validate(&self, obj: &Object, causes: &mut Vec<FieldCause>) {
@@ -118,5 +145,216 @@ pub(super) fn pod_spec(spec: Option<&Value>, path: &str, causes: &mut Vec<FieldC
                 _ => causes.push(FieldCause::required(format!("{cpath}.image"))),
             }
         }
+    }
+}
+
+/// Kubernetes' v1 defaults of a pod spec (`SetDefaults_PodSpec`, `_Container`, `_Probe`,
+/// `_HTTPGetAction`, `_ContainerPort`, the volume sources): what `get -o yaml` shows on a real
+/// cluster for a spec that left them out.
+pub(super) fn pod_spec_defaults(spec: &mut Map<String, Value>) {
+    for (field, default) in [
+        ("restartPolicy", json!("Always")),
+        ("dnsPolicy", json!("ClusterFirst")),
+        ("terminationGracePeriodSeconds", json!(30)),
+        ("securityContext", json!({})),
+        ("schedulerName", json!("default-scheduler")),
+        ("enableServiceLinks", json!(true)),
+    ] {
+        set_default(spec, field, default);
+    }
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        for c in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object_mut)
+        {
+            container_defaults(c);
+        }
+    }
+    for v in spec
+        .get_mut("volumes")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        volume_defaults(v);
+    }
+}
+
+/// The defaults of the pod template at `spec.template` of a workload (or `path` below the
+/// object): its spec's, and a `metadata` with `creationTimestamp: null` as Go writes it.
+pub(super) fn template_defaults(obj: &mut Object, path: &[&str]) {
+    let mut at = Some(obj.as_map_mut());
+    for field in path {
+        at = at
+            .and_then(|m| m.get_mut(*field))
+            .and_then(Value::as_object_mut);
+    }
+    let Some(template) = at else {
+        return;
+    };
+    if let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) {
+        pod_spec_defaults(spec);
+    }
+}
+
+fn container_defaults(c: &mut Map<String, Value>) {
+    let policy = c
+        .get("image")
+        .and_then(Value::as_str)
+        .map(image_pull_policy);
+    if let Some(policy) = policy {
+        set_default(c, "imagePullPolicy", json!(policy));
+    }
+    set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
+    set_default(c, "terminationMessagePolicy", json!("File"));
+    set_default(c, "resources", json!({}));
+    for p in c
+        .get_mut("ports")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        set_default(p, "protocol", json!("TCP"));
+    }
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        let Some(probe) = c.get_mut(probe).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        for (field, default) in [
+            ("timeoutSeconds", 1),
+            ("periodSeconds", 10),
+            ("successThreshold", 1),
+            ("failureThreshold", 3),
+        ] {
+            set_default(probe, field, json!(default));
+        }
+        if let Some(get) = probe.get_mut("httpGet").and_then(Value::as_object_mut) {
+            set_default(get, "path", json!("/"));
+            set_default(get, "scheme", json!("HTTP"));
+        }
+    }
+    for env in c
+        .get_mut("env")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(field_ref) = env
+            .pointer_mut("/valueFrom/fieldRef")
+            .and_then(Value::as_object_mut)
+        {
+            set_default(field_ref, "apiVersion", json!("v1"));
+        }
+    }
+}
+
+/// `Always` for an image with no tag or the `latest` tag, `IfNotPresent` for any other tag
+/// or a digest (`SetDefaults_Container`).
+fn image_pull_policy(image: &str) -> &'static str {
+    if image.contains('@') {
+        return "IfNotPresent";
+    }
+    let last = image.rsplit('/').next().unwrap_or(image);
+    match last.split_once(':') {
+        Some((_, tag)) if tag != "latest" => "IfNotPresent",
+        _ => "Always",
+    }
+}
+
+/// A volume with no source is an `emptyDir`; secret, config map, downward API and projected
+/// files are mode 0644 (420) unless said otherwise.
+fn volume_defaults(v: &mut Map<String, Value>) {
+    const SOURCES: &[&str] = &[
+        "hostPath",
+        "emptyDir",
+        "gcePersistentDisk",
+        "awsElasticBlockStore",
+        "gitRepo",
+        "secret",
+        "nfs",
+        "iscsi",
+        "glusterfs",
+        "persistentVolumeClaim",
+        "rbd",
+        "flexVolume",
+        "cinder",
+        "cephfs",
+        "flocker",
+        "downwardAPI",
+        "fc",
+        "azureFile",
+        "configMap",
+        "vsphereVolume",
+        "quobyte",
+        "azureDisk",
+        "photonPersistentDisk",
+        "projected",
+        "portworxVolume",
+        "scaleIO",
+        "storageos",
+        "csi",
+        "ephemeral",
+        "image",
+    ];
+    if !SOURCES
+        .iter()
+        .any(|s| v.get(*s).is_some_and(|x| !x.is_null()))
+    {
+        v.insert("emptyDir".into(), json!({}));
+    }
+    for source in ["secret", "configMap", "downwardAPI", "projected"] {
+        if let Some(s) = v.get_mut(source).and_then(Value::as_object_mut) {
+            set_default(s, "defaultMode", json!(420));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_spec_gets_kubernetes_defaults_and_keeps_what_it_says() {
+        let mut spec = json!({
+            "restartPolicy": "Never",
+            "containers": [
+                {"name": "a", "image": "nginx", "ports": [{"containerPort": 80}],
+                 "readinessProbe": {"httpGet": {"port": "http"}}},
+                {"name": "b", "image": "registry:5000/app:1.2", "imagePullPolicy": "Never"},
+                {"name": "c", "image": "app@sha256:abc"},
+                {"name": "d", "image": "app:latest"},
+            ],
+            "volumes": [{"name": "scratch"}, {"name": "s", "secret": {"secretName": "x"}}],
+        });
+        let Value::Object(spec) = &mut spec else {
+            unreachable!()
+        };
+        pod_spec_defaults(spec);
+        assert_eq!(spec["restartPolicy"], "Never");
+        assert_eq!(spec["dnsPolicy"], "ClusterFirst");
+        assert_eq!(spec["terminationGracePeriodSeconds"], 30);
+        assert_eq!(spec["schedulerName"], "default-scheduler");
+        let c = &spec["containers"];
+        let policies: Vec<&Value> = (0..4).map(|i| &c[i]["imagePullPolicy"]).collect();
+        assert_eq!(policies, ["Always", "Never", "IfNotPresent", "Always"]);
+        assert_eq!(c[0]["ports"][0]["protocol"], "TCP");
+        assert_eq!(c[0]["terminationMessagePath"], "/dev/termination-log");
+        let probe = &c[0]["readinessProbe"];
+        assert_eq!(
+            (
+                &probe["periodSeconds"],
+                &probe["httpGet"]["scheme"],
+                &probe["httpGet"]["path"]
+            ),
+            (&json!(10), &json!("HTTP"), &json!("/"))
+        );
+        assert_eq!(spec["volumes"][0]["emptyDir"], json!({}));
+        assert_eq!(spec["volumes"][1]["secret"]["defaultMode"], 420);
+        assert!(spec["volumes"][1].get("emptyDir").is_none());
     }
 }

@@ -2,7 +2,7 @@
 
 use keel_api::{FieldCause, Object};
 
-use super::{Kind, MergeKeys, builtin_merge_keys, workload};
+use super::{Kind, MergeKeys, builtin_merge_keys, pod, workload};
 
 pub struct ReplicaSet {
     merge: Option<MergeKeys>,
@@ -23,6 +23,7 @@ impl Kind for ReplicaSet {
 
     fn defaults(&self, obj: &mut Object) {
         workload::default_replicas(obj);
+        pod::template_defaults(obj, &["spec", "template"]);
     }
 
     fn validate(&self, obj: &Object, causes: &mut Vec<FieldCause>) {

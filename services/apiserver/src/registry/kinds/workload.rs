@@ -86,3 +86,20 @@ fn string_map_of(v: Option<&Value>) -> Option<Vec<(String, String)>> {
             .collect()
     })
 }
+
+/// `spec.selector` is immutable (apps/v1 and batch/v1).
+pub(super) fn selector_unchanged(new: &Object, old: &Object, causes: &mut Vec<FieldCause>) {
+    let selector = |o: &Object| {
+        o.as_map()
+            .get("spec")
+            .and_then(|s| s.get("selector"))
+            .cloned()
+    };
+    if selector(new) != selector(old) {
+        causes.push(FieldCause::invalid(
+            "spec.selector",
+            &selector(new).unwrap_or(Value::Null).to_string(),
+            "field is immutable",
+        ));
+    }
+}

@@ -413,7 +413,16 @@ async fn a_strategic_merge_patch_merges_containers_by_name_where_a_merge_patch_r
     let strategic = f.create(deployment("strategic")).await.unwrap();
     let merge = f.create(deployment("merge")).await.unwrap();
     let new_sidecar = json!({"spec": {"template": {"spec": {"containers": [{"name": "sidecar", "image": "proxy:2"}]}}}});
-    let containers = |o: &Object| o.as_map()["spec"]["template"]["spec"]["containers"].clone();
+    // Names and images: the containers also get Kubernetes' defaults.
+    let containers = |o: &Object| {
+        let list = o.as_map()["spec"]["template"]["spec"]["containers"].clone();
+        let list = list.as_array().cloned().unwrap_or_default();
+        json!(
+            list.iter()
+                .map(|c| json!({"name": c["name"], "image": c["image"]}))
+                .collect::<Vec<_>>()
+        )
+    };
 
     let s = f
         .patch(

@@ -1,0 +1,252 @@
+//! `v1` Service: its type, ports and policies defaulted and validated as Kubernetes'
+//! `SetDefaults_Service` and `ValidateService` have them, and its cluster IP fixed once set.
+//! The cluster IP and node ports themselves are allocated by the registry's allocators.
+
+use keel_api::{FieldCause, Object};
+use serde_json::{Value, json};
+
+use super::{Kind, MergeKeys, builtin_merge_keys, set_default};
+
+pub const TYPES: &[&str] = &["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"];
+const PROTOCOLS: &[&str] = &["TCP", "UDP", "SCTP"];
+
+pub struct Service {
+    merge: Option<MergeKeys>,
+}
+
+impl Service {
+    pub fn new() -> Self {
+        Service {
+            merge: builtin_merge_keys("v1", "Service"),
+        }
+    }
+}
+
+impl Kind for Service {
+    fn initial_status(&self) -> Option<Value> {
+        Some(json!({"loadBalancer": {}}))
+    }
+
+    fn defaults(&self, obj: &mut Object) {
+        let Some(spec) = obj
+            .as_map_mut()
+            .get_mut("spec")
+            .and_then(Value::as_object_mut)
+        else {
+            return;
+        };
+        set_default(spec, "type", json!("ClusterIP"));
+        set_default(spec, "sessionAffinity", json!("None"));
+        let kind = spec
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("ClusterIP")
+            .to_string();
+        if kind != "ExternalName" {
+            set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+        }
+        if kind == "NodePort" || kind == "LoadBalancer" {
+            set_default(spec, "externalTrafficPolicy", json!("Cluster"));
+        }
+        if kind == "LoadBalancer" {
+            set_default(spec, "allocateLoadBalancerNodePorts", json!(true));
+        }
+        for p in spec
+            .get_mut("ports")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object_mut)
+        {
+            set_default(p, "protocol", json!("TCP"));
+            let port = p.get("port").cloned().unwrap_or(Value::Null);
+            let target = p.entry("targetPort").or_insert(Value::Null);
+            if target.is_null() || *target == json!(0) || *target == json!("") {
+                *target = port;
+            }
+        }
+        if let Some(Value::String(ip)) = spec.get("clusterIP").cloned()
+            && !ip.is_empty()
+            && spec.get("clusterIPs").is_none_or(Value::is_null)
+        {
+            spec.insert("clusterIPs".into(), json!([ip]));
+        }
+    }
+
+    fn validate(&self, obj: &Object, causes: &mut Vec<FieldCause>) {
+        let Some(spec) = obj.as_map().get("spec").and_then(Value::as_object) else {
+            causes.push(FieldCause::required("spec"));
+            return;
+        };
+        let kind = spec
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("ClusterIP");
+        if !TYPES.contains(&kind) {
+            causes.push(FieldCause::not_supported("spec.type", kind, TYPES));
+        }
+        let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
+        if kind == "ExternalName" {
+            match spec.get("externalName").and_then(Value::as_str) {
+                Some(n) if !n.is_empty() => {}
+                _ => causes.push(FieldCause::required("spec.externalName")),
+            }
+        }
+        if headless && (kind == "NodePort" || kind == "LoadBalancer") {
+            causes.push(FieldCause::invalid(
+                "spec.clusterIPs[0]",
+                "None",
+                format!("may not be set to 'None' for {kind} services"),
+            ));
+        }
+        let ports = spec.get("ports").and_then(Value::as_array);
+        if ports.is_none_or(|p| p.is_empty()) && kind != "ExternalName" && !headless {
+            causes.push(FieldCause::required("spec.ports"));
+        }
+        let many = ports.is_some_and(|p| p.len() > 1);
+        let mut names: Vec<&str> = Vec::new();
+        let mut seen: Vec<(i64, &str)> = Vec::new();
+        for (i, p) in ports.into_iter().flatten().enumerate() {
+            let path = format!("spec.ports[{i}]");
+            let Some(p) = p.as_object() else {
+                causes.push(FieldCause::type_error(path, "a service port"));
+                continue;
+            };
+            match p.get("name").and_then(Value::as_str).unwrap_or("") {
+                "" if many => causes.push(FieldCause::required(format!("{path}.name"))),
+                "" => {}
+                n if names.contains(&n) => {
+                    causes.push(FieldCause::duplicate(format!("{path}.name"), n))
+                }
+                n => names.push(n),
+            }
+            let port = p.get("port").and_then(Value::as_i64);
+            match port {
+                Some(n) if (1..=65535).contains(&n) => {}
+                Some(n) => causes.push(FieldCause::invalid(
+                    format!("{path}.port"),
+                    &n.to_string(),
+                    "must be between 1 and 65535, inclusive",
+                )),
+                None => causes.push(FieldCause::required(format!("{path}.port"))),
+            }
+            let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+            if !PROTOCOLS.contains(&protocol) {
+                causes.push(FieldCause::not_supported(
+                    format!("{path}.protocol"),
+                    protocol,
+                    PROTOCOLS,
+                ));
+            }
+            if let Some(n) = port {
+                if seen.contains(&(n, protocol)) {
+                    causes.push(FieldCause::duplicate(
+                        path.clone(),
+                        &format!("{{{n}, {protocol}}}"),
+                    ));
+                }
+                seen.push((n, protocol));
+            }
+            if p.get("nodePort")
+                .is_some_and(|n| n != &json!(0) && !n.is_null())
+                && kind != "NodePort"
+                && kind != "LoadBalancer"
+            {
+                causes.push(FieldCause::forbidden(
+                    format!("{path}.nodePort"),
+                    "may not be used when `type` is 'ClusterIP'",
+                ));
+            }
+        }
+    }
+
+    /// An update that leaves out the allocated cluster IP, IP families or node ports keeps
+    /// the stored ones (Kubernetes' `patchAllocatedValues`), so that a manifest without them
+    /// can be replaced.
+    fn prepare_for_update(&self, new: &mut Object, old: &Object, _causes: &mut Vec<FieldCause>) {
+        let Some(old_spec) = old.as_map().get("spec").and_then(Value::as_object) else {
+            return;
+        };
+        let Some(spec) = new
+            .as_map_mut()
+            .get_mut("spec")
+            .and_then(Value::as_object_mut)
+        else {
+            return;
+        };
+        let kind = spec
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("ClusterIP");
+        if kind == "ExternalName" {
+            return;
+        }
+        let node_ports = kind == "NodePort" || kind == "LoadBalancer";
+        for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+            let unset = spec
+                .get(field)
+                .is_none_or(|v| v.is_null() || *v == json!(""));
+            if unset && let Some(v) = old_spec.get(field) {
+                spec.insert(field.into(), v.clone());
+            }
+        }
+        if !node_ports {
+            return;
+        }
+        let old_ports = old_spec.get("ports").and_then(Value::as_array);
+        for p in spec
+            .get_mut("ports")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object_mut)
+        {
+            if p.get("nodePort")
+                .is_some_and(|n| !n.is_null() && *n != json!(0))
+            {
+                continue;
+            }
+            let same = old_ports.into_iter().flatten().find(|o| {
+                o.get("port") == p.get("port")
+                    && o.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
+                        == p.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
+            });
+            if let Some(n) = same
+                .and_then(|o| o.get("nodePort"))
+                .filter(|n| !n.is_null())
+            {
+                p.insert("nodePort".into(), n.clone());
+            }
+        }
+    }
+
+    /// A cluster IP, once set, stays (unless the Service becomes an ExternalName, which has
+    /// none), as Kubernetes' `ValidateServiceUpdate` has it.
+    fn validate_update(&self, new: &Object, old: &Object, causes: &mut Vec<FieldCause>) {
+        let ip = |o: &Object| {
+            o.as_map()
+                .get("spec")
+                .and_then(|s| s.get("clusterIP"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let new_type = new
+            .as_map()
+            .get("spec")
+            .and_then(|s| s.get("type"))
+            .and_then(Value::as_str);
+        let (was, is) = (ip(old), ip(new));
+        if !was.is_empty() && was != is && new_type != Some("ExternalName") {
+            causes.push(FieldCause::invalid(
+                "spec.clusterIPs[0]",
+                &is,
+                "may not change once set",
+            ));
+        }
+    }
+
+    fn merge_schema(&self) -> Option<MergeKeys> {
+        self.merge.clone()
+    }
+}

@@ -1,0 +1,84 @@
+//! `apps/v1` StatefulSet: a workload (replicas, selector, pod template, `scale`) with a
+//! governing service, defaulted as Kubernetes' apps/v1 does. Stored and served: no
+//! controller runs it yet.
+
+use keel_api::{FieldCause, Object};
+use serde_json::json;
+
+use super::{Kind, MergeKeys, builtin_merge_keys, pod, set_default, spec_mut, workload};
+
+pub struct StatefulSet {
+    merge: Option<MergeKeys>,
+}
+
+impl StatefulSet {
+    pub fn new() -> Self {
+        StatefulSet {
+            merge: builtin_merge_keys("apps/v1", "StatefulSet"),
+        }
+    }
+}
+
+impl Kind for StatefulSet {
+    fn subresources(&self) -> &'static [&'static str] {
+        workload::SUBRESOURCES
+    }
+
+    fn initial_status(&self) -> Option<serde_json::Value> {
+        Some(json!({"replicas": 0, "availableReplicas": 0}))
+    }
+
+    /// `SetDefaults_StatefulSet`.
+    fn defaults(&self, obj: &mut Object) {
+        workload::default_replicas(obj);
+        pod::template_defaults(obj, &["spec", "template"]);
+        let Some(spec) = spec_mut(obj) else { return };
+        set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+        set_default(spec, "revisionHistoryLimit", json!(10));
+        set_default(
+            spec,
+            "updateStrategy",
+            json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+        );
+        set_default(
+            spec,
+            "persistentVolumeClaimRetentionPolicy",
+            json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+        );
+    }
+
+    fn validate(&self, obj: &Object, causes: &mut Vec<FieldCause>) {
+        workload::workload_spec(obj.as_map().get("spec"), causes);
+    }
+
+    /// Kubernetes lets an update change replicas, ordinals, the template, the update
+    /// strategy, the retention policy and minReadySeconds only.
+    fn validate_update(&self, new: &Object, old: &Object, causes: &mut Vec<FieldCause>) {
+        let fixed = |o: &Object| {
+            let mut spec = o.as_map().get("spec").cloned().unwrap_or(json!({}));
+            if let Some(m) = spec.as_object_mut() {
+                for f in [
+                    "replicas",
+                    "ordinals",
+                    "template",
+                    "updateStrategy",
+                    "persistentVolumeClaimRetentionPolicy",
+                    "minReadySeconds",
+                ] {
+                    m.remove(f);
+                }
+            }
+            spec
+        };
+        if fixed(new) != fixed(old) {
+            causes.push(FieldCause::forbidden(
+                "spec",
+                "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
+            ));
+        }
+    }
+
+    fn merge_schema(&self) -> Option<MergeKeys> {
+        self.merge.clone()
+    }
+}
