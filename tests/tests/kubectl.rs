@@ -369,6 +369,214 @@ async fn get_all_lists_the_category_and_create_generates_names() {
     k.ok(&["get", "configmap", name]);
 }
 
+/// A field of `kubectl get -o json`'s object, by JSON pointer.
+fn field(k: &Kubectl, what: &[&str], pointer: &str) -> Value {
+    let mut args = vec!["get"];
+    args.extend_from_slice(what);
+    args.extend_from_slice(&["-o", "json"]);
+    let obj: Value = serde_json::from_str(&k.ok(&args)).unwrap();
+    obj.pointer(pointer).cloned().unwrap_or(Value::Null)
+}
+
+fn b64(s: &str) -> Value {
+    use base64::Engine as _;
+    json!(base64::engine::general_purpose::STANDARD.encode(s))
+}
+
+#[tokio::test]
+async fn kubectl_creates_secrets_service_accounts_and_services() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let _cm = ControllerManager::start(&[&api], &[]).await;
+    let k = Kubectl::new(&api);
+
+    // Secrets, from kubectl's generators (protobuf bodies).
+    k.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "creds",
+        "--from-literal=user=admin",
+        "--from-literal=pass=s3cret",
+    ]);
+    assert_eq!(field(&k, &["secret", "creds"], "/data/user"), b64("admin"));
+    assert_eq!(field(&k, &["secret", "creds"], "/type"), "Opaque");
+    let certs = tempfile::tempdir().unwrap();
+    keel_tests::certs(certs.path());
+    let (crt, key) = (
+        certs.path().join("apiserver.crt"),
+        certs.path().join("apiserver.key"),
+    );
+    k.ok(&[
+        "create",
+        "secret",
+        "tls",
+        "web-tls",
+        "--cert",
+        path(&crt),
+        "--key",
+        path(&key),
+    ]);
+    assert_eq!(
+        field(&k, &["secret", "web-tls"], "/type"),
+        "kubernetes.io/tls"
+    );
+    let pem = std::fs::read_to_string(&crt).unwrap();
+    assert_eq!(
+        field(&k, &["secret", "web-tls"], "/data/tls.crt"),
+        b64(&pem)
+    );
+    k.ok(&[
+        "create",
+        "secret",
+        "docker-registry",
+        "pull",
+        "--docker-server=registry.example",
+        "--docker-username=u",
+        "--docker-password=p",
+    ]);
+    assert_eq!(
+        field(&k, &["secret", "pull"], "/type"),
+        "kubernetes.io/dockerconfigjson"
+    );
+    let table = k.ok(&["get", "secrets"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "TYPE", "DATA", "AGE"], "{table}");
+    assert!(
+        table.contains("kubernetes.io/dockerconfigjson   1"),
+        "{table}"
+    );
+
+    // stringData is folded into data; a known type's keys are required; `immutable` holds.
+    let f = k.file(
+        "secret.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: app\nstringData:\n  token: abc\n",
+    );
+    k.ok(&["apply", "-f", path(&f)]);
+    assert_eq!(field(&k, &["secret", "app"], "/data/token"), b64("abc"));
+    assert_eq!(field(&k, &["secret", "app"], "/stringData"), Value::Null);
+    let f = k.file(
+        "tls.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: half\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: x\n",
+    );
+    let err = k.fails(&["apply", "-f", path(&f)]);
+    assert!(err.contains("data[tls.key]: Required value"), "{err}");
+    k.ok(&["patch", "secret", "app", "-p", r#"{"immutable":true}"#]);
+    let err = k.fails(&[
+        "patch",
+        "secret",
+        "app",
+        "-p",
+        r#"{"stringData":{"token":"new"}}"#,
+    ]);
+    assert!(
+        err.contains("data: Forbidden: field is immutable when `immutable` is set"),
+        "{err}"
+    );
+    assert_eq!(field(&k, &["secret", "app"], "/data/token"), b64("abc"));
+
+    // ServiceAccounts: one created, and every namespace's `default` from the
+    // controller-manager, made again if deleted.
+    k.ok(&["create", "serviceaccount", "robot"]);
+    k.ok(&["get", "serviceaccount", "robot"]);
+    k.ok(&["create", "namespace", "team"]);
+    let has_default = |ns: &str| {
+        let out = k.run(&["get", "serviceaccount", "default", "-n", ns, "-o", "name"]);
+        out.status.success().then_some(())
+    };
+    eventually(
+        Duration::from_secs(30),
+        "team's default ServiceAccount",
+        || async { has_default("team") },
+    )
+    .await;
+    k.ok(&["delete", "serviceaccount", "default", "-n", "team"]);
+    eventually(
+        Duration::from_secs(30),
+        "the default ServiceAccount again",
+        || async { has_default("team") },
+    )
+    .await;
+
+    // Services: kubectl's generator and `expose`, defaulted as Kubernetes defaults them.
+    k.ok(&["create", "service", "clusterip", "db", "--tcp=5432:5432"]);
+    assert_eq!(field(&k, &["service", "db"], "/spec/type"), "ClusterIP");
+    assert_eq!(
+        field(&k, &["service", "db"], "/spec/sessionAffinity"),
+        "None"
+    );
+    assert_eq!(
+        field(&k, &["service", "db"], "/spec/ports/0/protocol"),
+        "TCP"
+    );
+    k.ok(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx:1.27",
+        "--port=80",
+    ]);
+    k.ok(&[
+        "expose",
+        "deployment",
+        "web",
+        "--port=8080",
+        "--target-port=80",
+    ]);
+    assert_eq!(
+        field(&k, &["service", "web"], "/spec/selector"),
+        json!({"app": "web"})
+    );
+    assert_eq!(
+        field(&k, &["service", "web"], "/spec/ports/0/targetPort"),
+        80
+    );
+    let pod_spec = "/spec/template/spec";
+    assert_eq!(
+        field(
+            &k,
+            &["deployment", "web"],
+            &format!("{pod_spec}/containers/0/imagePullPolicy")
+        ),
+        "IfNotPresent"
+    );
+    assert_eq!(
+        field(
+            &k,
+            &["deployment", "web"],
+            &format!("{pod_spec}/containers/0/ports/0/protocol")
+        ),
+        "TCP"
+    );
+    assert_eq!(
+        field(&k, &["deployment", "web"], &format!("{pod_spec}/dnsPolicy")),
+        "ClusterFirst"
+    );
+    let svc = k.ok(&["get", "services"]);
+    let header: Vec<&str> = svc.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "TYPE",
+            "CLUSTER-IP",
+            "EXTERNAL-IP",
+            "PORT(S)",
+            "AGE"
+        ],
+        "{svc}"
+    );
+    assert!(svc.contains("8080/TCP"), "{svc}");
+    let all = k.ok(&["get", "all", "-o", "name"]);
+    assert!(
+        all.contains("service/web") && all.contains("deployment.apps/web"),
+        "{all}"
+    );
+    // `describe` reads the port with its protocol.
+    let described = k.ok(&["describe", "service", "web"]);
+    assert!(described.contains("8080/TCP"), "{described}");
+}
+
 #[tokio::test]
 async fn get_o_yaml_then_apply_of_the_list_round_trips() {
     let etcd = Etcd::start().await;

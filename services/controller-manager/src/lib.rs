@@ -9,6 +9,7 @@
 //! - [`controllers::namespace`]: a deleted namespace's contents go first, then the namespace.
 //! - [`controllers::clusterroleaggregation`]: aggregated ClusterRoles (`admin`, `edit`, `view`)
 //!   get the rules of the ClusterRoles they select.
+//! - [`controllers::serviceaccount`]: every namespace has a `default` ServiceAccount.
 //!
 //! Any number of replicas share the work: each controller's keyspace is split into shards
 //! (`--shards`, 32 by default), each held by one replica through a `Lease` in `keel-system`

@@ -227,7 +227,6 @@ pub fn prepare_for_update(
             "field is immutable",
         ));
     }
-    kind.validate_update(&new, old, &mut causes);
     if !causes.is_empty() {
         return Err(ApiError::invalid(kind_target(info, &t.name), causes));
     }
@@ -285,6 +284,11 @@ pub fn prepare_for_update(
         return Err(ApiError::invalid(kind_target(info, &t.name), causes));
     }
     kind.defaults(&mut new);
+    // As Kubernetes' `ValidateUpdate`: of the object as it will be stored, defaults and all.
+    kind.validate_update(&new, old, &mut causes);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(kind_target(info, &t.name), causes));
+    }
     if spec_part(&new) != spec_part(old) {
         let generation = old.generation() + 1;
         new.metadata_mut()

@@ -8,6 +8,7 @@ pub mod namespace;
 pub mod network;
 pub mod podlifecycle;
 pub mod replicaset;
+pub mod serviceaccount;
 
 use std::fmt::Display;
 use std::hash::Hash;
@@ -32,7 +33,7 @@ use crate::config::Config;
 use crate::shutdown::Shutdown;
 
 /// Every controller, by the name `--controllers` uses.
-pub const ALL: [&str; 7] = [
+pub const ALL: [&str; 8] = [
     "replicaset",
     "deployment",
     "podlifecycle",
@@ -40,6 +41,7 @@ pub const ALL: [&str; 7] = [
     "namespace",
     "network",
     clusterroleaggregation::NAME,
+    serviceaccount::NAME,
 ];
 
 /// What every controller is set up with.
@@ -370,6 +372,7 @@ pub fn setup(name: &str, ctx: &Context, registry: &mut Registry) -> Result<Start
         "namespace" => namespace::setup(ctx, registry),
         "network" => network::setup(ctx, registry),
         clusterroleaggregation::NAME => clusterroleaggregation::setup(ctx, registry),
+        serviceaccount::NAME => serviceaccount::setup(ctx, registry),
         other => Err(SetupError::Unknown(other.to_string())),
     }
 }

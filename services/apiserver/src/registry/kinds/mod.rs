@@ -105,8 +105,9 @@ pub trait Kind: Send + Sync {
     /// The kind's own fields' rules, after the metadata's (Kubernetes' `Validate`).
     fn validate(&self, _obj: &Object, _causes: &mut Vec<FieldCause>) {}
 
-    /// Fields of `old` that an update of the object itself may not change, checked with its
-    /// name and namespace (Kubernetes' `ValidateUpdate`).
+    /// Fields of `old` that an update of the object itself may not change (Kubernetes'
+    /// `ValidateUpdate`), checked on `new` as it will be stored: after
+    /// [`Kind::prepare_for_update`] and [`Kind::defaults`].
     fn validate_update(&self, _new: &Object, _old: &Object, _causes: &mut Vec<FieldCause>) {}
 
     /// What an update of the object itself keeps from `old`, and what it may not do given

@@ -302,7 +302,11 @@ pub fn policy_objects() -> Vec<(&'static str, Value)> {
                 rule(&["*"], &["*"], &["get", "list", "watch", "delete"]),
                 // Owner references, finalizers, status, scale: objects of the workload groups.
                 rule(&workload_groups, &["*"], &["update", "patch"]),
-                rule(&[""], &["pods", "events", "configmaps"], &["create"]),
+                rule(
+                    &[""],
+                    &["pods", "events", "configmaps", "serviceaccounts"],
+                    &["create"],
+                ),
                 rule(&["apps"], &["replicasets"], &["create"]),
                 rule(&["coordination.k8s.io"], &["leases"], &["create"]),
                 // The aggregation controller writes the rules of `admin`, `edit`, `view` and
