@@ -138,7 +138,10 @@ async fn apply_then_apply_of_the_edited_file_patches_the_live_deployment() {
     assert_eq!(uid(&applied), uid(&created));
     assert_ne!(rv(&applied), rv(&labelled));
     assert_eq!(applied["metadata"]["labels"]["team"], "web");
-    assert_eq!(container(&applied)["ports"], json!([{"containerPort": 80}]));
+    assert_eq!(
+        container(&applied)["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP"}])
+    );
     let recorded: Value = serde_json::from_str(
         applied["metadata"]["annotations"][LAST_APPLIED]
             .as_str()
@@ -519,7 +522,9 @@ async fn get_prints_tables_json_yaml_and_names() {
         "{yaml_one}"
     );
     assert!(
-        yaml_one.contains("\n      - image: nginx\n        name: nginx\n"),
+        yaml_one.contains(
+            "\n      - image: nginx\n        imagePullPolicy: Always\n        name: nginx\n"
+        ),
         "{yaml_one}"
     );
     let list: Value = serde_json::from_str(k.run(&["get", "cm", "-o", "json"]).ok()).unwrap();
@@ -832,7 +837,10 @@ async fn patch_with_json_merge_and_strategic_patches() {
         .await
         .unwrap();
     assert_eq!(container(&d)["image"], "nginx:1.9.1");
-    assert_eq!(container(&d)["ports"], json!([{"containerPort": 80}]));
+    assert_eq!(
+        container(&d)["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP"}])
+    );
 
     let bad = k.run(&["patch", "cm", "settings", "-p", "{not json"]);
     assert!(

@@ -344,9 +344,20 @@ async fn rollout_history_lists_the_revisions_of_the_owned_replica_sets() {
            spec:\n    \
              containers:\n    \
              - image: nginx:1\n      \
+               imagePullPolicy: IfNotPresent\n      \
                name: nginx\n      \
                ports:\n      \
-               - containerPort: 80\n\n"
+               - containerPort: 80\n        \
+                 protocol: TCP\n      \
+               resources: {}\n      \
+               terminationMessagePath: /dev/termination-log\n      \
+               terminationMessagePolicy: File\n    \
+             dnsPolicy: ClusterFirst\n    \
+             enableServiceLinks: true\n    \
+             restartPolicy: Always\n    \
+             schedulerName: default-scheduler\n    \
+             securityContext: {}\n    \
+             terminationGracePeriodSeconds: 30\n\n"
     );
     assert_eq!(
         k.run(&["rollout", "history", "deploy/nginx", "--revision=9"])
@@ -394,7 +405,22 @@ async fn rollout_undo_restores_the_template_of_a_revision() {
     let run = k.run(&["rollout", "undo", "deployment/nginx"]);
     assert_eq!(run.ok(), "deployment.apps/nginx rolled back\n");
     let after = get(&c, "nginx").await;
-    assert_eq!(after["spec"]["template"], template("nginx:2"));
+    // Revision 2's template (as its ReplicaSet holds it, Kubernetes' defaults and all),
+    // without the pod-template-hash label.
+    let mut want = c
+        .get(&gvr("apps", "v1", "replicasets"), NS, "nginx-2")
+        .await
+        .unwrap()["spec"]["template"]
+        .clone();
+    want["metadata"]["labels"]
+        .as_object_mut()
+        .unwrap()
+        .remove("pod-template-hash");
+    assert_eq!(after["spec"]["template"], want);
+    assert_eq!(
+        after["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:2"
+    );
     assert_eq!(
         after["metadata"]["annotations"],
         json!({"deployment.kubernetes.io/revision": "3"}),
