@@ -10,10 +10,17 @@ const FILES: &[&str] = &[
     "k8s.io/api/apps/v1/generated.proto",
     "k8s.io/api/rbac/v1/generated.proto",
     "k8s.io/api/coordination/v1/generated.proto",
+    "k8s.io/api/batch/v1/generated.proto",
+    "k8s.io/api/networking/v1/generated.proto",
+    "k8s.io/api/discovery/v1/generated.proto",
+    "k8s.io/api/autoscaling/v1/generated.proto",
+    "k8s.io/api/autoscaling/v2/generated.proto",
+    "k8s.io/api/policy/v1/generated.proto",
+    "k8s.io/api/scheduling/v1/generated.proto",
+    "k8s.io/api/storage/v1/generated.proto",
     // keel's own, from Kubernetes' wire facts (see proto/k8s/README.md).
     "k8s.io/api/authorization/v1/reviews.proto",
     "k8s.io/api/authentication/v1/reviews.proto",
-    "k8s.io/api/policy/v1/eviction.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1036,6 +1036,303 @@ async fn kubectl_create_sends_protobuf_bodies_that_keel_reads() {
     assert!(!e.contains("protobuf"), "{e}");
 }
 
+/// What client-go's typed clients ask for, and get from Kubernetes.
+const TYPED_ACCEPT: &str = "application/vnd.kubernetes.protobuf,application/json";
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+/// The `Content-Type` of each answer kubectl logged (`-v=8`) to a request whose line contains
+/// `request` (`POST http://...configmaps`).
+fn answer_types(stderr: &str, request: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let (mut ours, mut answer) = (false, false);
+    for line in stderr.lines() {
+        let is_request = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+            .iter()
+            .any(|m| line.contains(&format!("] {m} http")));
+        if is_request {
+            (ours, answer) = (line.contains(request), false);
+        } else if line.contains("Response Headers:") {
+            answer = ours;
+        } else if line.contains("Request Headers:") || line.contains("Response Body") {
+            answer = false;
+        } else if answer && let Some((_, ct)) = line.split_once("Content-Type: ") {
+            out.push(ct.trim().to_string());
+        }
+    }
+    out
+}
+
+/// One HTTP/1.0 request to the API (its answer ends with the connection: no chunks to undo):
+/// the answer's code, `Content-Type` and body.
+fn http(api: &ApiServer, method: &str, path: &str, accept: &str) -> (u16, String, Vec<u8>) {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(api.grpc).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.0\r\nHost: {}\r\nAccept: {accept}\r\n\r\n",
+        api.grpc
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let at = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("an HTTP answer");
+    let head = String::from_utf8_lossy(&raw[..at]).to_string();
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let content_type = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-type")
+                .then(|| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    (code, content_type, raw[at + 4..].to_vec())
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// client-go 1.32's typed clients ask for protobuf answers: keel writes them, and what kubectl
+/// prints from them (decoded by Go from protobuf) is the object a JSON read shows.
+#[tokio::test]
+async fn typed_clients_get_protobuf_answers_that_kubectl_decodes() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    k.ok(&["create", "namespace", "team"]);
+    // Not UTF-8: kubectl puts it in binaryData.
+    let bytes: Vec<u8> = (0..2048u32).map(|i| (i % 256) as u8).collect();
+    std::fs::write(k.dir.path().join("blob"), &bytes).unwrap();
+
+    let out = k.run(&[
+        "create",
+        "configmap",
+        "cfg",
+        "-n",
+        "team",
+        "--from-literal=a=b",
+        "--from-file=blob",
+        "-o",
+        "json",
+        "-v=8",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        answer_types(&stderr, "POST http"),
+        vec![PROTOBUF.to_string()],
+        "{stderr}"
+    );
+    let created: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let read: Value =
+        serde_json::from_str(&k.ok(&["get", "cm", "cfg", "-n", "team", "-o", "json"])).unwrap();
+    for field in [
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "name",
+        "namespace",
+    ] {
+        assert!(read["metadata"][field].is_string(), "{field}: {read}");
+        assert_eq!(
+            created["metadata"][field], read["metadata"][field],
+            "{field}"
+        );
+    }
+    assert_eq!(created["data"], json!({"a": "b"}));
+    assert_eq!(created["data"], read["data"]);
+    // binaryData: bytes on the wire, base64 again in JSON.
+    assert!(
+        created["binaryData"]["blob"]
+            .as_str()
+            .is_some_and(|b| b.len() > 2048),
+        "{created}"
+    );
+    assert_eq!(created["binaryData"], read["binaryData"]);
+
+    // An error is a protobuf Status, which Go reads back.
+    let e = k.fails(&[
+        "create",
+        "configmap",
+        "cfg",
+        "-n",
+        "team",
+        "--from-literal=a=b",
+    ]);
+    assert!(e.contains(r#"configmaps "cfg" already exists"#), "{e}");
+
+    let out = k.run(&[
+        "create",
+        "deployment",
+        "web",
+        "-n",
+        "team",
+        "--image",
+        "nginx:1.27",
+        "--replicas",
+        "0",
+        "-o",
+        "json",
+        "-v=8",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        answer_types(&stderr, "POST http"),
+        vec![PROTOBUF.to_string()],
+        "{stderr}"
+    );
+    let created: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let read: Value =
+        serde_json::from_str(&k.ok(&["get", "deployment", "web", "-n", "team", "-o", "json"]))
+            .unwrap();
+    for field in ["uid", "resourceVersion", "creationTimestamp"] {
+        assert_eq!(
+            created["metadata"][field], read["metadata"][field],
+            "{field}"
+        );
+    }
+    assert_eq!(created["spec"]["replicas"], 0, "{created}");
+    // (The stored object keeps the zeros and falses its protobuf body set, which Go's
+    // JSON of the answer omits: compare what was meant.)
+    let container = |d: &Value| d["spec"]["template"]["spec"]["containers"][0].clone();
+    assert_eq!(container(&created)["image"], "nginx:1.27");
+    assert_eq!(container(&created)["name"], container(&read)["name"]);
+    assert_eq!(
+        created["spec"]["template"]["metadata"]["labels"],
+        read["spec"]["template"]["metadata"]["labels"]
+    );
+    assert_eq!(
+        created["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%",
+        "{created}"
+    );
+
+    // describe reads the Deployment, its ReplicaSets and Events with the typed client.
+    let out = k.run(&["describe", "deployment", "web", "-n", "team", "-v=8"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let described = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        described.contains("Name:                   web"),
+        "{described}"
+    );
+    assert!(
+        described.contains("Image:         nginx:1.27"),
+        "{described}"
+    );
+    assert!(
+        described.contains("Replicas:               0 desired"),
+        "{described}"
+    );
+    let types = answer_types(&stderr, "GET http");
+    assert!(types.iter().any(|t| t == PROTOBUF), "{stderr}");
+
+    // Straight from the wire: an object, a list, an error, a watch.
+    let (code, ct, body) = http(
+        &api,
+        "GET",
+        "/api/v1/namespaces/team/configmaps/cfg",
+        TYPED_ACCEPT,
+    );
+    assert_eq!((code, ct.as_str()), (200, PROTOBUF));
+    assert!(body.starts_with(b"k8s\x00") && contains(&body, b"ConfigMap"));
+    let (code, ct, body) = http(
+        &api,
+        "GET",
+        "/api/v1/namespaces/team/configmaps",
+        TYPED_ACCEPT,
+    );
+    assert_eq!((code, ct.as_str()), (200, PROTOBUF));
+    assert!(body.starts_with(b"k8s\x00") && contains(&body, b"ConfigMapList"));
+    let (code, ct, body) = http(
+        &api,
+        "GET",
+        "/api/v1/namespaces/team/configmaps/nope",
+        TYPED_ACCEPT,
+    );
+    assert_eq!((code, ct.as_str()), (404, PROTOBUF));
+    assert!(contains(&body, b"Status") && contains(&body, b"NotFound"));
+    let (code, ct, body) = http(
+        &api,
+        "GET",
+        "/api/v1/namespaces/team/configmaps?watch=1&timeoutSeconds=1",
+        TYPED_ACCEPT,
+    );
+    assert_eq!(
+        (code, ct.as_str()),
+        (200, "application/vnd.kubernetes.protobuf;stream=watch")
+    );
+    // One frame: its length, then a WatchEvent{type: ADDED, object: {raw: k8s\0...}}.
+    let length = u32::from_be_bytes(body[..4].try_into().unwrap()) as usize;
+    assert_eq!(body.len(), 4 + length, "one event");
+    assert!(body[4..].starts_with(b"\x0a\x05ADDED\x12"));
+    assert!(contains(&body, b"k8s\x00") && contains(&body, b"ConfigMap"));
+    // JSON is still JSON.
+    let (code, ct, body) = http(
+        &api,
+        "GET",
+        "/api/v1/namespaces/team/configmaps/cfg",
+        "application/json",
+    );
+    assert_eq!((code, ct.as_str()), (200, "application/json"));
+    assert!(body.starts_with(b"{"));
+}
+
+/// Kubernetes has no protobuf form of a custom object: 406, even when JSON would do, as
+/// Kubernetes answers; JSON clients (kubectl's unstructured ones) are served as ever.
+#[tokio::test]
+async fn a_custom_object_asked_for_as_protobuf_is_not_acceptable() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let crd = k.file("crd.yaml", NETWORK_CRD);
+    k.ok(&["apply", "-f", path(&crd)]);
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/networks.samplecrd.k8s.io",
+    ]);
+    let net = k.file(
+        "net.yaml",
+        "apiVersion: samplecrd.k8s.io/v1\nkind: Network\nmetadata:\n  name: net1\nspec: {cidr: 10.0.0.0/24}\n",
+    );
+    k.ok(&["apply", "-f", path(&net)]);
+    let object = "/apis/samplecrd.k8s.io/v1/namespaces/default/networks/net1";
+    for accept in [PROTOBUF, TYPED_ACCEPT] {
+        let (code, ct, body) = http(&api, "GET", object, accept);
+        assert_eq!((code, ct.as_str()), (406, PROTOBUF), "{accept}");
+        assert!(contains(&body, b"NotAcceptable"), "{accept}");
+        assert!(contains(
+            &body,
+            b"object *unstructured.Unstructured does not implement the protobuf marshalling interface and cannot be encoded to a protobuf message"
+        ));
+    }
+    let (code, _, _) = http(
+        &api,
+        "GET",
+        "/apis/samplecrd.k8s.io/v1/namespaces/default/networks",
+        TYPED_ACCEPT,
+    );
+    assert_eq!(code, 406);
+    let (code, ct, body) = http(&api, "GET", object, "application/json");
+    assert_eq!((code, ct.as_str()), (200, "application/json"));
+    let net: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(net["spec"]["cidr"], "10.0.0.0/24");
+    assert_eq!(
+        k.ok(&["get", "network", "net1", "-o", "jsonpath={.spec.cidr}"]),
+        "10.0.0.0/24"
+    );
+}
+
 /// kubectl sends `fieldValidation=Strict` (its `--validate=strict` default): a misspelt field
 /// of a built-in kind is refused in Kubernetes' words, on create and on apply's patch, and
 /// nothing is written; `--validate=false` lets it through. Removing the misspelt field is no

@@ -49,6 +49,9 @@ pub enum Reason {
     MethodNotAllowed,
     /// The body is in a format the server does not take (HTTP: its `Content-Type`).
     UnsupportedMediaType,
+    /// The answer cannot be written in a format the client accepts (HTTP: its `Accept`), as
+    /// a custom object asked for as Kubernetes' protobuf.
+    NotAcceptable,
     /// A bug or an unexpected state on the server.
     InternalError,
 }
@@ -70,6 +73,7 @@ impl Reason {
             Reason::ServiceUnavailable => 503,
             Reason::InsufficientStorage => 507,
             Reason::MethodNotAllowed => 405,
+            Reason::NotAcceptable => 406,
             Reason::UnsupportedMediaType => 415,
             Reason::InternalError => 500,
         }
@@ -381,6 +385,7 @@ impl ApiError {
                 | Reason::BadRequest
                 | Reason::Invalid
                 | Reason::MethodNotAllowed
+                | Reason::NotAcceptable
                 | Reason::UnsupportedMediaType
         )
     }
@@ -439,6 +444,7 @@ impl ApiError {
             Reason::ServiceUnavailable,
             Reason::InsufficientStorage,
             Reason::MethodNotAllowed,
+            Reason::NotAcceptable,
             Reason::UnsupportedMediaType,
         ]
         .into_iter()

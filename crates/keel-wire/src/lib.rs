@@ -21,9 +21,10 @@ pub fn code(reason: Reason) -> Code {
         Reason::NotFound => Code::NotFound,
         Reason::AlreadyExists => Code::AlreadyExists,
         Reason::Conflict => Code::Aborted,
-        Reason::Invalid | Reason::BadRequest | Reason::UnsupportedMediaType => {
-            Code::InvalidArgument
-        }
+        Reason::Invalid
+        | Reason::BadRequest
+        | Reason::UnsupportedMediaType
+        | Reason::NotAcceptable => Code::InvalidArgument,
         Reason::Expired => Code::OutOfRange,
         Reason::RequestEntityTooLarge | Reason::TooManyRequests | Reason::InsufficientStorage => {
             Code::ResourceExhausted

@@ -114,6 +114,11 @@ impl Registry {
         self.resources.all()
     }
 
+    /// Whether `gvr` is a custom resource (a CRD's), not a built-in one.
+    pub fn is_custom(&self, gvr: &GroupVersionResource) -> bool {
+        self.resources.custom(gvr).is_some()
+    }
+
     /// A custom resource's `additionalPrinterColumns` (none for a built-in one).
     pub fn printer_columns(&self, gvr: &GroupVersionResource) -> Vec<Value> {
         self.resources.kind(gvr).printer_columns().to_vec()

@@ -468,7 +468,6 @@ impl Handler {
         self.registry.resources()
     }
 
-    /// A custom resource's `additionalPrinterColumns` (none for a built-in one).
     /// The kind of a served resource (`""` when it is not served).
     pub fn kind(&self, gvr: &GroupVersionResource) -> String {
         self.resources()
@@ -478,6 +477,13 @@ impl Handler {
             .unwrap_or_default()
     }
 
+    /// Whether `gvr` is a custom resource (a CRD's): its objects have only the forms their
+    /// schema gives them (JSON), not the built-in kinds' generated ones.
+    pub fn is_custom(&self, gvr: &GroupVersionResource) -> bool {
+        self.registry.is_custom(gvr)
+    }
+
+    /// A custom resource's `additionalPrinterColumns` (none for a built-in one).
     pub fn printer_columns(&self, gvr: &GroupVersionResource) -> Vec<serde_json::Value> {
         self.registry.printer_columns(gvr)
     }

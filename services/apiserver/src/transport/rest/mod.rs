@@ -3,6 +3,7 @@
 //! that one kubeconfig serves kubectl and keelctl. It is a second transport on the one request
 //! path: the same handler, limits, authentication, authorization and audit as gRPC.
 
+mod answer;
 mod discovery;
 mod objects;
 mod openapi;
@@ -186,12 +187,14 @@ async fn openapi_group_version(
 }
 
 async fn resource(State(state): State<RestState>, req: Request) -> Response<Body> {
+    // Errors in the form the client reads (Kubernetes' protobuf for typed clients).
+    let format = answer::Format::of(req.headers());
     let user = match authenticate(&state.auth, &req) {
         Ok(u) => u,
-        Err(e) => return error_response(&e),
+        Err(e) => return format.error(&e),
     };
     let Some(path) = path::parse(req.uri().path()) else {
-        return no_such_path();
+        return format.error(&status::not_found_path());
     };
     match path {
         ApiPath::Group(g) => {
@@ -220,7 +223,7 @@ async fn resource(State(state): State<RestState>, req: Request) -> Response<Body
             );
             let body = match read_body(body, &t).await {
                 Ok(b) => b,
-                Err(e) => return error_response(&e),
+                Err(e) => return format.error(&e),
             };
             let call = objects::Call {
                 method: parts.method,

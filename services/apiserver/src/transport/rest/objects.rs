@@ -1,6 +1,6 @@
 //! Every verb on a resource path: the HTTP method, path and query become the request layer's
-//! verb, as gRPC's messages do; the answer becomes Kubernetes' JSON (an object, a `...List`, a
-//! stream of `WatchEvent` lines, a `Status`).
+//! verb, as gRPC's messages do; the answer becomes Kubernetes' JSON or protobuf, as `Accept`
+//! asks (an object, a `...List`, a stream of `WatchEvent`s, a `Status`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,10 +10,11 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Method, Response, StatusCode, header};
 use keel_api::{ApiError, GroupVersionResource, Metadata, Reason, Target};
 
+use super::answer::Format;
 use super::path::ResourcePath;
 use super::protobuf;
 use super::query::Query;
-use super::status::{deleted, error_response, json_response, json_stream, value_response};
+use super::status::{deleted, value_response};
 use super::table::{self, Printer};
 use super::watch;
 use crate::auth::User;
@@ -38,10 +39,6 @@ fn request<V>(p: &ResourcePath, timeout: Option<Duration>, caller: Caller, verb:
         timeout,
         verb,
     }
-}
-
-fn object(code: StatusCode, obj: keel_api::Object) -> Response<Body> {
-    json_response(code, obj.to_vec())
 }
 
 /// The patch type a PATCH's `Content-Type` names.
@@ -70,6 +67,23 @@ fn patch_type(headers: &HeaderMap, t: &Target) -> Result<PatchType, ApiError> {
 
 fn unsupported(t: &Target, message: &str) -> ApiError {
     ApiError::new(Reason::UnsupportedMediaType, t.clone(), message)
+}
+
+/// A custom object asked for as protobuf: Kubernetes' 406, in its words (its objects are
+/// `Unstructured`, which has no protobuf form).
+fn not_acceptable(t: &Target, list: bool) -> ApiError {
+    let go_type = if list {
+        "*unstructured.UnstructuredList"
+    } else {
+        "*unstructured.Unstructured"
+    };
+    ApiError::new(
+        Reason::NotAcceptable,
+        t.clone(),
+        format!(
+            "object {go_type} does not implement the protobuf marshalling interface and cannot be encoded to a protobuf message"
+        ),
+    )
 }
 
 /// Whether the body is Kubernetes' protobuf.
@@ -102,13 +116,7 @@ fn json_body(headers: &HeaderMap, body: &[u8], t: &Target) -> Result<Vec<u8>, Ap
 
 /// The kind of a resource's list (`ConfigMapList`) and its apiVersion.
 fn list_kind(handler: &Handler, gvr: &GroupVersionResource) -> (String, String) {
-    let kind = handler.kind(gvr);
-    let api_version = if gvr.group.is_empty() {
-        gvr.version.clone()
-    } else {
-        format!("{}/{}", gvr.group, gvr.version)
-    };
-    (format!("{kind}List"), api_version)
+    (format!("{}List", handler.kind(gvr)), gvr.api_version())
 }
 
 /// Serves one call on a resource path. A call refused before it reached the handler (its
@@ -116,9 +124,10 @@ fn list_kind(handler: &Handler, gvr: &GroupVersionResource) -> (String, String) 
 pub async fn serve(handler: Arc<Handler>, p: ResourcePath, call: Call) -> Response<Body> {
     let handled = AtomicBool::new(false);
     let verb = verb_of(&call.method, &p, &call.query);
+    let format = Format::of(&call.headers);
     let user = call.user.clone();
     let warnings = Warnings::default();
-    match run(&handler, &p, call, &handled, &warnings).await {
+    match run(&handler, &p, call, format, &handled, &warnings).await {
         Ok(mut r) => {
             // As Kubernetes: `299 - "<text>"`, one header a warning.
             for w in warnings.take() {
@@ -140,7 +149,7 @@ pub async fn serve(handler: Arc<Handler>, p: ResourcePath, call: Call) -> Respon
                     .refused(verb, &p.gvr, user.as_ref(), scope, &e)
                     .await;
             }
-            error_response(&e)
+            format.error(&e)
         }
     }
 }
@@ -165,6 +174,7 @@ async fn run(
     handler: &Arc<Handler>,
     p: &ResourcePath,
     call: Call,
+    format: Format,
     handled: &AtomicBool,
     warnings: &Warnings,
 ) -> Result<Response<Body>, ApiError> {
@@ -179,11 +189,33 @@ async fn run(
         p.name.as_deref().unwrap_or(""),
     );
     let q = &call.query;
-    // A protobuf body is read by its kind's message: a resource keel does not serve is
-    // NotFound first, as Kubernetes routes before it decodes, not a body it cannot read.
-    if is_protobuf(&call.headers) && !call.body.is_empty() {
-        handler.lookup(&p.gvr).await?;
-    }
+    // `kubectl get` asks for a Table (a get, a list or a watch); no other request does.
+    let printer = (call.method == Method::GET && table::wanted(&call.headers))
+        .then(|| Printer::new(handler, &p.gvr, q, &t))
+        .transpose()?;
+    // A protobuf body is read, and a protobuf answer written, by its kind's message: a
+    // resource keel does not serve is NotFound first, as Kubernetes routes before it decodes,
+    // not a body it cannot read.
+    let protobuf_answer = format == Format::Protobuf && printer.is_none();
+    let info = if protobuf_answer || (is_protobuf(&call.headers) && !call.body.is_empty()) {
+        Some(handler.lookup(&p.gvr).await?)
+    } else {
+        None
+    };
+    // The form of answers about this resource's objects (a Table is JSON).
+    let format = match info {
+        Some(info) if protobuf_answer => {
+            // A custom object has no protobuf form: Kubernetes answers 406 even when JSON is
+            // acceptable too. keel refuses before the verb runs, where Kubernetes refuses
+            // once it has run (a create or update is then done, yet answered 406).
+            if handler.is_custom(&p.gvr) {
+                let list = call.method == Method::GET && p.name.is_none();
+                return Err(not_acceptable(&t, list));
+            }
+            format.for_kind(&info.api_version(), &info.kind)
+        }
+        _ => Format::Json,
+    };
     let dry_run = q.dry_run(&t)?;
     let field_validation = FieldValidation::parse(q.get("fieldValidation"), &t)?;
     let timeout = q.timeout(&t)?;
@@ -197,10 +229,6 @@ async fn run(
         ),
         warnings: warnings.clone(),
     };
-    // `kubectl get` asks for a Table (a get, a list or a watch); no other request does.
-    let printer = (call.method == Method::GET && table::wanted(&call.headers))
-        .then(|| Printer::new(handler, &p.gvr, q, &t))
-        .transpose()?;
     match (&call.method, p.name.as_deref()) {
         (&Method::GET, None) if q.watch(&t)? => {
             let verb = Watch {
@@ -215,7 +243,7 @@ async fn run(
             };
             let timeout_seconds = q.timeout_seconds(&t)?;
             let events = verb_handler().handle(request(p, None, user, verb)).await?;
-            Ok(watch::response(events, timeout_seconds, printer))
+            Ok(watch::response(events, timeout_seconds, printer, format))
         }
         (&Method::GET, None) => {
             let verb = List {
@@ -243,7 +271,7 @@ async fn run(
                 return Ok(value_response(StatusCode::OK, &table));
             }
             let (kind, api_version) = list_kind(handler, &p.gvr);
-            Ok(list_response(&kind, &api_version, list))
+            format.list(&kind, &api_version, list)
         }
         (&Method::GET, Some(name)) => {
             let verb = Get {
@@ -257,14 +285,14 @@ async fn run(
                 .handle(request(p, timeout, user, verb))
                 .await?;
             if p.subresource == "scale" {
-                return Ok(value_response(StatusCode::OK, &keel_api::scale::view(&obj)));
+                return format.value(StatusCode::OK, &keel_api::scale::view(&obj));
             }
             if let Some(printer) = printer {
                 let rv = obj.resource_version().to_string();
                 let table = printer.table(&[obj.into_value()], &rv, "");
                 return Ok(value_response(StatusCode::OK, &table));
             }
-            Ok(object(StatusCode::OK, obj))
+            format.object(StatusCode::OK, &obj)
         }
         (&Method::POST, None) => {
             let verb = Create {
@@ -276,7 +304,7 @@ async fn run(
             let obj = verb_handler()
                 .handle(request(p, timeout, user, verb))
                 .await?;
-            Ok(object(StatusCode::CREATED, obj))
+            format.object(StatusCode::CREATED, &obj)
         }
         (&Method::POST, Some(name)) if p.subresource == "eviction" => {
             let body = json_body(&call.headers, &call.body, &t)?;
@@ -296,11 +324,11 @@ async fn run(
             verb_handler()
                 .handle(request(p, timeout, user, verb))
                 .await?;
-            Ok(value_response(
+            format.value(
                 StatusCode::CREATED,
                 &serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
                     "status": "Success", "code": 201}),
-            ))
+            )
         }
         (&Method::PUT, Some(_)) => {
             let verb = Update {
@@ -313,7 +341,7 @@ async fn run(
             let obj = verb_handler()
                 .handle(request(p, timeout, user, verb))
                 .await?;
-            Ok(object(StatusCode::OK, obj))
+            format.object(StatusCode::OK, &obj)
         }
         (&Method::PATCH, Some(name)) => {
             let verb = Patch {
@@ -329,9 +357,9 @@ async fn run(
                 .handle(request(p, timeout, user, verb))
                 .await?;
             if p.subresource == "scale" {
-                return Ok(value_response(StatusCode::OK, &keel_api::scale::view(&obj)));
+                return format.value(StatusCode::OK, &keel_api::scale::view(&obj));
             }
-            Ok(object(StatusCode::OK, obj))
+            format.object(StatusCode::OK, &obj)
         }
         (&Method::DELETE, Some(name)) => {
             let body = json_body(&call.headers, &call.body, &t)?;
@@ -346,13 +374,13 @@ async fn run(
                 .await?;
             if gone {
                 let kind = obj.kind().to_string();
-                Ok(value_response(
+                format.value(
                     StatusCode::OK,
                     &deleted(&p.gvr.group, &kind, name, obj.uid()),
-                ))
+                )
             } else {
                 // Still there (finalizers, a foreground deletion): the object, as Kubernetes.
-                Ok(object(StatusCode::OK, obj))
+                format.object(StatusCode::OK, &obj)
             }
         }
         (&Method::DELETE, None) => {
@@ -367,7 +395,7 @@ async fn run(
                 .handle(request(p, timeout, user, verb))
                 .await?;
             let (kind, api_version) = list_kind(handler, &p.gvr);
-            Ok(value_response(
+            format.value(
                 StatusCode::OK,
                 &serde_json::json!({
                     "kind": kind,
@@ -375,7 +403,7 @@ async fn run(
                     "metadata": {},
                     "items": deleted.into_iter().map(keel_api::Object::into_value).collect::<Vec<_>>(),
                 }),
-            ))
+            )
         }
         (m, _) => Err(ApiError::new(
             Reason::MethodNotAllowed,
@@ -383,59 +411,6 @@ async fn run(
             format!("the server does not allow this method on the requested resource ({m})"),
         )),
     }
-}
-
-/// A List's answer goes out in chunks of about this size, each made when the client has
-/// taken the one before: a LIST of any size holds one chunk beside the items it shares with
-/// the watch cache, never the whole answer.
-const LIST_CHUNK: usize = 64 * 1024;
-
-/// `{"kind": "ConfigMapList", ..., "items": [...]}`, the items' JSON copied as they are, a chunk
-/// at a time.
-fn list_response(
-    kind: &str,
-    api_version: &str,
-    list: crate::request::ListResult,
-) -> Response<Body> {
-    let mut metadata = serde_json::json!({"resourceVersion": list.revision.to_string()});
-    if !list.continue_token.is_empty() {
-        metadata["continue"] = list.continue_token.clone().into();
-    }
-    if list.remaining > 0 {
-        metadata["remainingItemCount"] = list.remaining.into();
-    }
-    let head = serde_json::json!({"kind": kind, "apiVersion": api_version, "metadata": metadata});
-    let mut head = serde_json::to_vec(&head).unwrap_or_default();
-    // Replace the closing brace with the items.
-    head.pop();
-    head.extend_from_slice(br#","items":["#);
-    let mut head = Some(head);
-    let mut items = list.items.into_iter();
-    let (mut first, mut done) = (true, false);
-    let chunks = std::iter::from_fn(move || {
-        if done {
-            return None;
-        }
-        let mut chunk = head.take().unwrap_or_default();
-        chunk.reserve(LIST_CHUNK);
-        while chunk.len() < LIST_CHUNK {
-            let Some(item) = items.next() else {
-                chunk.extend_from_slice(b"]}");
-                done = true;
-                break;
-            };
-            if !first {
-                chunk.push(b',');
-            }
-            first = false;
-            chunk.extend_from_slice(&item);
-        }
-        Some(Ok::<_, std::convert::Infallible>(bytes::Bytes::from(chunk)))
-    });
-    json_stream(
-        StatusCode::OK,
-        Body::from_stream(futures::stream::iter(chunks)),
-    )
 }
 
 /// A delete's options: `DeleteOptions` in the body (preconditions, `propagationPolicy`), or the

@@ -123,7 +123,7 @@ impl Query {
 }
 
 /// A Go duration (`1h2m3.5s`, `500ms`, `0`): what client-go's `timeout` parameter carries.
-fn go_duration(s: &str) -> Option<Duration> {
+pub(super) fn go_duration(s: &str) -> Option<Duration> {
     if s == "0" {
         return Some(Duration::ZERO);
     }

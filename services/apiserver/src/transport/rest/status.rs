@@ -41,11 +41,16 @@ pub fn error_response(e: &ApiError) -> Response<Body> {
 
 /// A path the API does not serve: Kubernetes' words for it.
 pub fn no_such_path() -> Response<Body> {
-    error_response(&ApiError::new(
+    error_response(&not_found_path())
+}
+
+/// The error of a path the API does not serve.
+pub fn not_found_path() -> ApiError {
+    ApiError::new(
         Reason::NotFound,
         Target::default(),
         "the server could not find the requested resource",
-    ))
+    )
 }
 
 /// A delete that removed the object at once: Kubernetes answers a `Success` Status naming it.

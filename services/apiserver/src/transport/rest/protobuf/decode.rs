@@ -1,33 +1,18 @@
-//! Kubernetes' protobuf bodies (`application/vnd.kubernetes.protobuf`), which kubectl's typed
-//! commands send (`kubectl create configmap`, `create namespace`, `create deployment`,
-//! `create role`, ...): the magic `k8s\0`, then a `runtime.Unknown` naming the apiVersion and
-//! kind, holding the object as the message of that kind in Kubernetes' `generated.proto`
-//! (vendored in `proto/k8s`, compiled into a descriptor set at build time). The object is
-//! turned into the JSON Kubernetes would have been sent, and from there served as any JSON
-//! body is. Answers stay JSON: clients decode by the answer's `Content-Type`.
+//! Kubernetes' protobuf → JSON: a body's message turned into the JSON Kubernetes would have
+//! been sent, and from there served as any JSON body is.
 
-use std::sync::LazyLock;
 use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 use keel_api::{ApiError, Target};
-use prost_reflect::{DescriptorPool, DynamicMessage, MapKey, ReflectMessage, Value};
+use prost_reflect::{DynamicMessage, MapKey, ReflectMessage, Value};
 use serde_json::{Map, Value as Json};
 
-/// The media type.
-pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
+use super::{MAGIC, UNKNOWN, descriptor, is_inline, is_string_list, json_name, pool};
 
-const MAGIC: &[u8] = b"k8s\x00";
-const META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1";
 /// Go's zero `time.Time` as Unix seconds: what a protobuf `Time` carries for "unset" (JSON:
 /// null).
 const GO_ZERO_TIME: i64 = -62_135_596_800;
-
-static POOL: LazyLock<Option<DescriptorPool>> = LazyLock::new(|| {
-    DescriptorPool::decode(&include_bytes!(concat!(env!("OUT_DIR"), "/k8s.bin"))[..])
-        .inspect_err(|e| tracing::error!(error = %e, "Kubernetes' protobuf descriptors do not decode: protobuf bodies are refused"))
-        .ok()
-});
 
 fn bad(t: &Target, why: impl std::fmt::Display) -> ApiError {
     ApiError::bad_request(t.clone(), format!("malformed protobuf body: {why}"))
@@ -35,9 +20,7 @@ fn bad(t: &Target, why: impl std::fmt::Display) -> ApiError {
 
 /// The JSON of a protobuf body.
 pub fn to_json(body: &[u8], t: &Target) -> Result<Vec<u8>, ApiError> {
-    let Some(pool) = POOL.as_ref() else {
-        return Err(ApiError::internal("no protobuf descriptors"));
-    };
+    let pool = pool()?;
     let envelope = body.strip_prefix(MAGIC).ok_or_else(|| {
         bad(
             t,
@@ -45,7 +28,7 @@ pub fn to_json(body: &[u8], t: &Target) -> Result<Vec<u8>, ApiError> {
         )
     })?;
     let unknown = pool
-        .get_message_by_name("k8s.io.apimachinery.pkg.runtime.Unknown")
+        .get_message_by_name(UNKNOWN)
         .ok_or_else(|| ApiError::internal("no runtime.Unknown descriptor"))?;
     let unknown = DynamicMessage::decode(unknown, envelope).map_err(|e| bad(t, e))?;
     let text = |m: &DynamicMessage, field: &str| {
@@ -69,20 +52,17 @@ pub fn to_json(body: &[u8], t: &Target) -> Result<Vec<u8>, ApiError> {
         .get_field_by_name("raw")
         .and_then(|v| v.as_bytes().cloned())
         .unwrap_or_default();
-    let descriptor = message_name(&api_version, &kind)
-        .iter()
-        .find_map(|name| pool.get_message_by_name(name))
-        .ok_or_else(|| {
-            ApiError::new(
-                keel_api::Reason::UnsupportedMediaType,
-                t.clone(),
-                format!(
-                    "keel has no protobuf form of {} {}: send application/json",
-                    keel_api::echo(&api_version),
-                    keel_api::echo(&kind)
-                ),
-            )
-        })?;
+    let descriptor = descriptor(&api_version, &kind).ok_or_else(|| {
+        ApiError::new(
+            keel_api::Reason::UnsupportedMediaType,
+            t.clone(),
+            format!(
+                "keel has no protobuf form of {} {}: send application/json",
+                keel_api::echo(&api_version),
+                keel_api::echo(&kind)
+            ),
+        )
+    })?;
     let object = DynamicMessage::decode(descriptor, raw).map_err(|e| bad(t, e))?;
     let mut json = message(&object);
     if let Json::Object(m) = &mut json {
@@ -90,20 +70,6 @@ pub fn to_json(body: &[u8], t: &Target) -> Result<Vec<u8>, ApiError> {
         m.insert("kind".into(), kind.into());
     }
     serde_json::to_vec(&json).map_err(|e| ApiError::internal(e.to_string()))
-}
-
-/// Where Kubernetes declares the message of a kind: its group's package
-/// (`rbac.authorization.k8s.io/v1` is `k8s.io.api.rbac.v1`), or meta's (`DeleteOptions`).
-fn message_name(api_version: &str, kind: &str) -> Vec<String> {
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let package = match group {
-        "" => "core",
-        g => g.split('.').next().unwrap_or(g),
-    };
-    vec![
-        format!("k8s.io.api.{package}.{version}.{kind}"),
-        format!("{META}.{kind}"),
-    ]
 }
 
 /// A message as Kubernetes' JSON: fields by their JSON names, and the types whose JSON form is
@@ -149,7 +115,11 @@ fn message(m: &DynamicMessage) -> Json {
         "k8s.io.apimachinery.pkg.api.resource.Quantity" => Json::String(string("string")),
         "k8s.io.apimachinery.pkg.runtime.RawExtension" => raw_json("raw"),
         "k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1" => raw_json("Raw"),
+        name if is_string_list(name) => m
+            .get_field_by_name("items")
+            .map_or(Json::Array(Vec::new()), |v| value(&v)),
         _ => {
+            let desc = m.descriptor();
             let mut out = Map::new();
             for (field, v) in m.fields() {
                 // Go writes empty strings that its JSON omits (`omitempty`): leave them out,
@@ -159,7 +129,13 @@ fn message(m: &DynamicMessage) -> Json {
                 if v.as_str() == Some("") {
                     continue;
                 }
-                out.insert(field.json_name().to_string(), value(v));
+                let v = value(v);
+                match v {
+                    Json::Object(embedded) if is_inline(&desc, &field) => out.extend(embedded),
+                    v => {
+                        out.insert(json_name(&desc, &field).to_string(), v);
+                    }
+                }
             }
             Json::Object(out)
         }
@@ -217,26 +193,6 @@ fn time(seconds: i64, nanos: i64) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kinds_find_their_packages() {
-        assert_eq!(
-            message_name("v1", "ConfigMap")[0],
-            "k8s.io.api.core.v1.ConfigMap"
-        );
-        assert_eq!(
-            message_name("apps/v1", "Deployment")[0],
-            "k8s.io.api.apps.v1.Deployment"
-        );
-        assert_eq!(
-            message_name("rbac.authorization.k8s.io/v1", "Role")[0],
-            "k8s.io.api.rbac.v1.Role"
-        );
-        assert_eq!(
-            message_name("v1", "DeleteOptions")[1],
-            "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions"
-        );
-    }
 
     #[test]
     fn times_are_rfc3339_and_go_zero_is_null() {
