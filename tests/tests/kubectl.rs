@@ -1026,11 +1026,46 @@ async fn kubectl_create_sends_protobuf_bodies_that_keel_reads() {
         rb["roleRef"],
         json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"})
     );
-    // A kind keel does not serve is unknown, whatever the body's content type: not a body
-    // keel cannot read.
-    let e = k.fails(&["create", "job", "once", "-n", "team", "--image", "busybox"]);
+    // batch/v1: a Job selects its pods by its own uid; a CronJob is defaulted.
+    k.ok(&["create", "job", "once", "-n", "team", "--image", "busybox"]);
+    let job: Value =
+        serde_json::from_str(&k.ok(&["get", "job", "once", "-n", "team", "-o", "json"])).unwrap();
+    let uid = job["metadata"]["uid"].clone();
+    assert_eq!(
+        job["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"],
+        uid
+    );
+    assert_eq!(
+        job["spec"]["template"]["metadata"]["labels"]["job-name"],
+        "once"
+    );
+    assert_eq!(job["spec"]["backoffLimit"], 6);
+    k.ok(&[
+        "create",
+        "cronjob",
+        "nightly",
+        "-n",
+        "team",
+        "--image",
+        "busybox",
+        "--schedule",
+        "0 3 * * *",
+    ]);
+    let cron = k.ok(&["get", "cronjobs", "-n", "team"]);
+    let header: Vec<&str> = cron.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"
+        ],
+        "{cron}"
+    );
+    assert!(cron.contains("0 3 * * *"), "{cron}");
+    // A subresource keel does not serve (TokenRequest) is refused as such, whatever the
+    // body's content type: not a body keel cannot read.
+    let e = k.fails(&["create", "token", "default", "-n", "team"]);
     assert!(
-        e.contains("the server could not find the requested resource"),
+        e.contains("the server does not allow this method on the requested resource"),
         "{e}"
     );
     assert!(!e.contains("protobuf"), "{e}");

@@ -96,7 +96,7 @@ async fn changing_one_containers_image_leaves_the_others_alone() {
                  "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [
                      {"name": "nginx", "image": "nginx", "ports": [{"containerPort": 80}]},
                      {"name": "log", "image": "fluentd", "env": [{"name": "LEVEL", "value": "info"}]}]}}}});
-    c.create(&deploys, "default", &d).await.unwrap();
+    let d = c.create(&deploys, "default", &d).await.unwrap();
     let p = json!({"spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.7.9"}]}}}});
     let o = c
         .patch(&deploys, "default", "web", PatchType::Strategic, &p)
@@ -105,7 +105,10 @@ async fn changing_one_containers_image_leaves_the_others_alone() {
     let cs = &o["spec"]["template"]["spec"]["containers"];
     assert_eq!(names(cs), ["nginx", "log"]);
     assert_eq!(cs[0]["image"], "nginx:1.7.9");
-    assert_eq!(cs[0]["ports"], json!([{"containerPort": 80}]));
+    assert_eq!(
+        cs[0]["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP"}])
+    );
     assert_eq!(cs[1], d["spec"]["template"]["spec"]["containers"][1]);
     assert_eq!(o["metadata"]["generation"], 2);
 
@@ -121,7 +124,7 @@ async fn changing_one_containers_image_leaves_the_others_alone() {
     );
     assert_eq!(
         o["spec"]["template"]["spec"]["containers"][0]["ports"],
-        json!([{"containerPort": 80}])
+        json!([{"containerPort": 80, "protocol": "TCP"}])
     );
 
     // A merge patch of the same body replaces the whole list: the difference strategic makes.
@@ -129,9 +132,12 @@ async fn changing_one_containers_image_leaves_the_others_alone() {
         .patch(&deploys, "default", "web", PatchType::Merge, &p)
         .await
         .unwrap();
+    let cs = &o["spec"]["template"]["spec"]["containers"];
+    assert_eq!(names(cs), ["nginx"]);
     assert_eq!(
-        o["spec"]["template"]["spec"]["containers"],
-        json!([{"name": "nginx", "image": "nginx:1.7.9"}])
+        cs[0]["ports"],
+        Value::Null,
+        "the ports went with the old list"
     );
 }
 
