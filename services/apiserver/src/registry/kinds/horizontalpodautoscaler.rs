@@ -23,9 +23,22 @@ impl Kind for HorizontalPodAutoscaler {
         Some(json!({"currentReplicas": 0, "desiredReplicas": 0}))
     }
 
+    /// autoscaling/v2 `SetDefaults_HorizontalPodAutoscaler`: one replica at least, and a CPU
+    /// utilization target of 80% when no metric is named.
     fn defaults(&self, obj: &mut Object) {
         if let Some(spec) = spec_mut(obj) {
             set_default(spec, "minReplicas", json!(1));
+            if spec
+                .get("metrics")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty)
+            {
+                spec.insert(
+                    "metrics".into(),
+                    json!([{"type": "Resource", "resource": {"name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": 80}}}]),
+                );
+            }
         }
     }
 
