@@ -89,6 +89,8 @@ KINDS = [
      "HorizontalPodAutoscaler is the configuration for a horizontal pod autoscaler, which "
      "automatically manages the replica count of any resource implementing the scale "
      "subresource based on the metrics specified."),
+    ("autoscaling", "v1", "HorizontalPodAutoscaler", "V1HorizontalPodAutoscaler",
+     "configuration of a horizontal pod autoscaler."),
     ("policy", "v1", "PodDisruptionBudget", "V1PodDisruptionBudget",
      "PodDisruptionBudget is an object to define the max disruption that can be caused to a "
      "collection of pods"),

@@ -575,6 +575,32 @@ async fn kubectl_creates_secrets_service_accounts_and_services() {
     // `describe` reads the port with its protocol.
     let described = k.ok(&["describe", "service", "web"]);
     assert!(described.contains("8080/TCP"), "{described}");
+
+    // An autoscaling/v1 HorizontalPodAutoscaler is the v2 one with a CPU utilization metric.
+    let f = k.file(
+        "hpa.yaml",
+        "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: web\nspec:\n\
+         \x20 scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n\
+         \x20 maxReplicas: 4\n  targetCPUUtilizationPercentage: 60\n",
+    );
+    k.ok(&["apply", "-f", path(&f)]);
+    assert_eq!(
+        field(
+            &k,
+            &["horizontalpodautoscalers.v2.autoscaling", "web"],
+            "/spec/metrics/0/resource/target"
+        ),
+        json!({"type": "Utilization", "averageUtilization": 60})
+    );
+    assert_eq!(
+        field(
+            &k,
+            &["horizontalpodautoscalers.v1.autoscaling", "web"],
+            "/spec/targetCPUUtilizationPercentage"
+        ),
+        60
+    );
+    assert!(k.ok(&["get", "hpa", "web"]).contains("cpu: <unknown>/60%"));
 }
 
 #[tokio::test]

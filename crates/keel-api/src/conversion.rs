@@ -1,7 +1,10 @@
 //! Versions of one resource over one stored form: objects are stored at one version and
 //! converted when read at another. Custom resources (conversion `None`) change only
 //! `apiVersion`; the CRD resource itself is stored at `apiextensions.k8s.io/v1` and also served
-//! at `v1beta1`, the form the seeds use (one `version`, schema under `validation`).
+//! at `v1beta1`, the form the seeds use (one `version`, schema under `validation`); a
+//! HorizontalPodAutoscaler is stored at `autoscaling/v2` and also served at `v1`, whose one CPU
+//! target is v2's CPU utilization metric, the rest kept in annotations as Kubernetes keeps
+//! them.
 
 use std::borrow::Cow;
 
@@ -16,6 +19,17 @@ fn is_crd_v1beta1(info: &ResourceInfo) -> bool {
     info.gvr.group == CRD_GROUP
         && info.gvr.resource == CRD_RESOURCE
         && info.gvr.version == "v1beta1"
+}
+
+const HPA_RESOURCE: &str = "horizontalpodautoscalers";
+/// Where a v1 HorizontalPodAutoscaler keeps what v1 has no field for (Kubernetes' names).
+const HPA_METRICS: &str = "autoscaling.alpha.kubernetes.io/metrics";
+const HPA_BEHAVIOR: &str = "autoscaling.alpha.kubernetes.io/behavior";
+const HPA_CONDITIONS: &str = "autoscaling.alpha.kubernetes.io/conditions";
+const HPA_CURRENT_METRICS: &str = "autoscaling.alpha.kubernetes.io/current-metrics";
+
+fn is_hpa_v1(info: &ResourceInfo) -> bool {
+    info.gvr.group == "autoscaling" && info.gvr.resource == HPA_RESOURCE && info.gvr.version == "v1"
 }
 
 fn group_of(api_version: &str) -> &str {
@@ -46,6 +60,9 @@ pub fn to_served(info: &ResourceInfo, obj: &mut Object) {
     {
         crd_v1_to_v1beta1(spec);
     }
+    if is_hpa_v1(info) {
+        hpa_v2_to_v1(obj.as_map_mut());
+    }
 }
 
 /// `obj` as `info`'s version serves it, copied only when it is not already (a mutation may be
@@ -64,6 +81,12 @@ pub fn served<'a>(info: &ResourceInfo, obj: &'a Object) -> Cow<'a, Object> {
 /// form (apiVersion included). Other resources' objects are unchanged here (a custom
 /// resource's storage version is the registry's to apply).
 pub fn to_stored(info: &ResourceInfo, obj: &mut Object) {
+    if is_hpa_v1(info) {
+        obj.as_map_mut()
+            .insert("apiVersion".into(), json!("autoscaling/v2"));
+        hpa_v1_to_v2(obj.as_map_mut());
+        return;
+    }
     if !is_crd_v1beta1(info) {
         return;
     }
@@ -183,10 +206,200 @@ fn crd_v1_to_v1beta1(spec: &mut Map<String, Value>) {
     spec.insert("versions".into(), Value::Array(versions));
 }
 
+/// Whether a v2 metric is the one v1 can say: the pods' average CPU utilization.
+fn is_cpu_utilization(metric: &Value) -> bool {
+    metric["type"] == "Resource"
+        && metric["resource"]["name"] == "cpu"
+        && metric["resource"]["target"]["type"] == "Utilization"
+}
+
+/// The annotations of `obj`, made if absent.
+fn annotations(obj: &mut Map<String, Value>) -> Option<&mut Map<String, Value>> {
+    let meta = obj.entry("metadata").or_insert_with(|| json!({}));
+    let a = meta
+        .as_object_mut()?
+        .entry("annotations")
+        .or_insert_with(|| json!({}));
+    if a.is_null() {
+        *a = json!({});
+    }
+    a.as_object_mut()
+}
+
+/// Moves `value` into annotation `key` as JSON text, when there is something to keep.
+fn keep_in_annotation(obj: &mut Map<String, Value>, key: &str, value: Option<Value>) {
+    let Some(value) = value.filter(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
+    else {
+        return;
+    };
+    if let Some(a) = annotations(obj) {
+        a.insert(key.into(), Value::String(value.to_string()));
+    }
+}
+
+/// Takes annotation `key` back out as the JSON it holds.
+fn take_annotation(obj: &mut Map<String, Value>, key: &str) -> Option<Value> {
+    let meta = obj.get_mut("metadata")?.as_object_mut()?;
+    let a = meta.get_mut("annotations")?.as_object_mut()?;
+    let text = a.remove(key)?;
+    if a.is_empty() {
+        meta.remove("annotations");
+    }
+    serde_json::from_str(text.as_str()?).ok()
+}
+
+/// autoscaling/v2 → v1: the CPU utilization metric becomes `targetCPUUtilizationPercentage`
+/// (and its reading `currentCPUUtilizationPercentage`); other metrics, the behavior and the
+/// conditions go into annotations, so that a v1 client's update keeps them.
+fn hpa_v2_to_v1(obj: &mut Map<String, Value>) {
+    let mut kept = Vec::new();
+    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+        let metrics = spec.remove("metrics").and_then(|m| m.as_array().cloned());
+        let behavior = spec.remove("behavior");
+        let (cpu, other): (Vec<Value>, Vec<Value>) = metrics
+            .unwrap_or_default()
+            .into_iter()
+            .partition(is_cpu_utilization);
+        if let Some(u) = cpu
+            .first()
+            .map(|m| m["resource"]["target"]["averageUtilization"].clone())
+            && !u.is_null()
+        {
+            spec.insert("targetCPUUtilizationPercentage".into(), u);
+        }
+        kept.push((HPA_METRICS, Some(Value::Array(other))));
+        kept.push((HPA_BEHAVIOR, behavior));
+    }
+    if let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) {
+        let current = status
+            .remove("currentMetrics")
+            .and_then(|m| m.as_array().cloned());
+        let conditions = status.remove("conditions");
+        let (cpu, other): (Vec<Value>, Vec<Value>) = current
+            .unwrap_or_default()
+            .into_iter()
+            .partition(|m| m["type"] == "Resource" && m["resource"]["name"] == "cpu");
+        if let Some(u) = cpu
+            .first()
+            .map(|m| m["resource"]["current"]["averageUtilization"].clone())
+            && !u.is_null()
+        {
+            status.insert("currentCPUUtilizationPercentage".into(), u);
+        }
+        kept.push((HPA_CURRENT_METRICS, Some(Value::Array(other))));
+        kept.push((HPA_CONDITIONS, conditions));
+    }
+    for (key, value) in kept {
+        keep_in_annotation(obj, key, value);
+    }
+}
+
+/// autoscaling/v1 → v2: the inverse of [`hpa_v2_to_v1`].
+fn hpa_v1_to_v2(obj: &mut Map<String, Value>) {
+    let mut metrics = match take_annotation(obj, HPA_METRICS) {
+        Some(Value::Array(m)) => m,
+        _ => Vec::new(),
+    };
+    let behavior = take_annotation(obj, HPA_BEHAVIOR);
+    let mut current = match take_annotation(obj, HPA_CURRENT_METRICS) {
+        Some(Value::Array(m)) => m,
+        _ => Vec::new(),
+    };
+    let conditions = take_annotation(obj, HPA_CONDITIONS);
+    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+        if let Some(u) = spec
+            .remove("targetCPUUtilizationPercentage")
+            .filter(|u| !u.is_null())
+        {
+            metrics.insert(
+                0,
+                json!({"type": "Resource", "resource": {"name": "cpu",
+                    "target": {"type": "Utilization", "averageUtilization": u}}}),
+            );
+        }
+        if !metrics.is_empty() {
+            spec.insert("metrics".into(), Value::Array(metrics));
+        }
+        if let Some(b) = behavior {
+            spec.insert("behavior".into(), b);
+        }
+    }
+    if let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) {
+        if let Some(u) = status
+            .remove("currentCPUUtilizationPercentage")
+            .filter(|u| !u.is_null())
+        {
+            current.insert(
+                0,
+                json!({"type": "Resource", "resource": {"name": "cpu",
+                    "current": {"averageUtilization": u}}}),
+            );
+        }
+        if !current.is_empty() {
+            status.insert("currentMetrics".into(), Value::Array(current));
+        }
+        if let Some(c) = conditions {
+            status.insert("conditions".into(), c);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{GroupVersionResource, builtin_resources};
+
+    fn hpa_info(version: &str) -> ResourceInfo {
+        builtin_resources()
+            .into_iter()
+            .find(|r| r.gvr.resource == HPA_RESOURCE && r.gvr.version == version)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_v1_autoscaler_is_stored_as_v2_and_a_v2_one_read_as_v1_keeps_its_other_metrics() {
+        let mut v1 = Object::from_value(json!({
+            "apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"},
+                     "maxReplicas": 5, "targetCPUUtilizationPercentage": 70},
+        }))
+        .unwrap();
+        to_stored(&hpa_info("v1"), &mut v1);
+        let stored = v1.into_value();
+        assert_eq!(stored["apiVersion"], "autoscaling/v2");
+        assert_eq!(
+            stored["spec"]["metrics"],
+            json!([{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 70}}}])
+        );
+        assert!(
+            stored["spec"]
+                .get("targetCPUUtilizationPercentage")
+                .is_none()
+        );
+
+        let memory = json!({"type": "Resource", "resource": {"name": "memory",
+            "target": {"type": "AverageValue", "averageValue": "1Gi"}}});
+        let v2 = json!({
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web"},
+            "spec": {"maxReplicas": 5, "metrics": [stored["spec"]["metrics"][0], memory]},
+            "status": {"currentReplicas": 2, "currentMetrics": [{"type": "Resource",
+                "resource": {"name": "cpu", "current": {"averageUtilization": 40}}}]},
+        });
+        let mut read = Object::from_value(v2.clone()).unwrap();
+        to_served(&hpa_info("v1"), &mut read);
+        let seen = read.clone().into_value();
+        assert_eq!(seen["apiVersion"], "autoscaling/v1");
+        assert_eq!(seen["spec"]["targetCPUUtilizationPercentage"], 70);
+        assert_eq!(seen["status"]["currentCPUUtilizationPercentage"], 40);
+        assert!(seen["spec"].get("metrics").is_none());
+        assert!(seen["metadata"]["annotations"][HPA_METRICS].is_string());
+        // Back to v2 unchanged: a v1 client's update loses nothing.
+        to_stored(&hpa_info("v1"), &mut read);
+        assert_eq!(read.into_value(), v2);
+    }
 
     fn crd_info(version: &str) -> ResourceInfo {
         let mut info = builtin_resources()

@@ -245,6 +245,7 @@ const MANIFEST_KINDS: &[ManifestKind] = &[
     ("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", &["netpol"], true, false),
     ("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", &[], true, false),
     ("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", &["hpa"], true, true),
+    ("autoscaling", "v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler", &["hpa"], true, true),
     ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", &["pdb"], true, true),
     ("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", &["pc"], false, false),
     ("storage.k8s.io", "v1", "storageclasses", "StorageClass", &["sc"], false, false),

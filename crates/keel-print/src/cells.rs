@@ -635,12 +635,19 @@ fn hpa_targets(o: &Value) -> String {
             }
         })
         .collect();
-    if metrics.is_empty() {
-        "<none>".into()
-    } else {
-        metrics.join(", ")
+    match o["spec"]["targetCPUUtilizationPercentage"].as_i64() {
+        // autoscaling/v1's one target.
+        Some(u) if metrics.is_empty() => {
+            let seen = o["status"]["currentCPUUtilizationPercentage"]
+                .as_i64()
+                .map_or("<unknown>".to_string(), |n| format!("{n}%"));
+            format!("cpu: {seen}/{u}%")
+        }
+        _ if metrics.is_empty() => "<none>".into(),
+        _ => metrics.join(", "),
     }
 }
+
 fn pod_ready(pod: &Value) -> (usize, usize) {
     let total = pod["spec"]["containers"].as_array().map_or(0, Vec::len);
     let ready = pod["status"]["containerStatuses"]

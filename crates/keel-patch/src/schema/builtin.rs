@@ -112,7 +112,7 @@ impl BuiltinSchema {
             | ("apps/v1", "ControllerRevision")
             | ("networking.k8s.io/v1", "Ingress" | "IngressClass" | "NetworkPolicy")
             | ("discovery.k8s.io/v1", "EndpointSlice")
-            | ("autoscaling/v2", "HorizontalPodAutoscaler")
+            | ("autoscaling/v2" | "autoscaling/v1", "HorizontalPodAutoscaler")
             | ("policy/v1", "PodDisruptionBudget")
             | ("scheduling.k8s.io/v1", "PriorityClass")
             | ("storage.k8s.io/v1", "StorageClass") => Kind::Other,

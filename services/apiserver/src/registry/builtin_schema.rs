@@ -31,6 +31,14 @@ pub fn schema_name(info: &ResourceInfo) -> Option<&'static str> {
     DOCUMENT["kinds"][&key].as_str()
 }
 
+/// `apps/v1` as the `kinds` keys write it (`/v1` for the core group).
+fn group_version(api_version: &str) -> String {
+    match api_version.rsplit_once('/') {
+        Some((g, v)) => format!("{g}/{v}"),
+        None => format!("/{api_version}"),
+    }
+}
+
 /// The fields of `value` (an object of the kind, or a merge or strategic merge patch of one)
 /// that its schema does not declare, named as Kubernetes names them (`spec.replica`,
 /// `spec.template.spec.containers[0].imagee`); at most [`MAX_NAMED`]. Keys of a patch's
@@ -49,7 +57,13 @@ pub fn unknown_fields(info: &ResourceInfo, object: &Map<String, Value>) -> Vec<S
 /// Kubernetes does when it decodes into its types; `metadata.initializers`, keel's (Kubernetes
 /// 1.7-1.13 had it), stays. Nothing for kinds without a schema.
 pub fn prune(info: &ResourceInfo, obj: &mut Map<String, Value>) {
-    let Some(name) = schema_name(info) else {
+    // The object may be in its stored version already (a v1 HorizontalPodAutoscaler as v2).
+    let stored = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .filter(|v| v.rsplit_once('/').map_or("", |(g, _)| g) == info.gvr.group)
+        .and_then(|v| DOCUMENT["kinds"][&format!("{}/{}", group_version(v), info.kind)].as_str());
+    let Some(name) = stored.or_else(|| schema_name(info)) else {
         return;
     };
     let initializers = obj
