@@ -6,7 +6,7 @@ use keel_api::validation::dns1123_label;
 use keel_api::{FieldCause, Metadata, Object};
 use serde_json::{Map, Value, json};
 
-use super::{Kind, MergeKeys, builtin_merge_keys, set_default};
+use super::{Kind, MergeKeys, builtin_merge_keys, items_mut, set_default};
 use crate::registry::initializers;
 
 pub struct Pod {
@@ -163,29 +163,12 @@ pub(super) fn pod_spec_defaults(spec: &mut Map<String, Value>) {
         set_default(spec, field, default);
     }
     for list in ["initContainers", "containers", "ephemeralContainers"] {
-        for c in spec
-            .get_mut(list)
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_object_mut)
-        {
-            container_defaults(c);
-        }
+        items_mut(spec, list).for_each(container_defaults);
     }
-    for v in spec
-        .get_mut("volumes")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object_mut)
-    {
-        volume_defaults(v);
-    }
+    items_mut(spec, "volumes").for_each(volume_defaults);
 }
 
-/// The defaults of the pod template at `spec.template` of a workload (or `path` below the
-/// object): its spec's, and a `metadata` with `creationTimestamp: null` as Go writes it.
+/// The defaults of the pod template at `path` below a workload (`spec.template`): its spec's.
 pub(super) fn template_defaults(obj: &mut Object, path: &[&str]) {
     let mut at = Some(obj.as_map_mut());
     for field in path {
@@ -212,13 +195,7 @@ fn container_defaults(c: &mut Map<String, Value>) {
     set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
     set_default(c, "terminationMessagePolicy", json!("File"));
     set_default(c, "resources", json!({}));
-    for p in c
-        .get_mut("ports")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_object_mut)
-    {
+    for p in items_mut(c, "ports") {
         set_default(p, "protocol", json!("TCP"));
     }
     for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
