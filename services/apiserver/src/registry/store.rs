@@ -109,6 +109,11 @@ impl Registry {
         *self.ranges_repaired.borrow()
     }
 
+    /// A receiver that turns true once the ranges are repaired.
+    pub(super) fn ranges_repaired_changes(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.ranges_repaired.subscribe()
+    }
+
     pub(super) fn set_ranges_repaired(&self) {
         self.ranges_repaired.send_replace(true);
     }

@@ -3,7 +3,8 @@
 //! apiextensions its CRD finalizer. Each is woken by a watch cache's change signal, not by
 //! polling. (The RBAC policy follower is `rbac::Policies::follow`, which the request layer's
 //! authorizer reads.)
-//! - [`bootstrap`]: the built-in namespaces and the bootstrap RBAC policy;
+//! - [`bootstrap`]: the built-in namespaces, the bootstrap RBAC policy and the `kubernetes`
+//!   Service;
 //! - [`crd_serving`]: serving the resources of the CRDs in the cache, and cleaning up the
 //!   objects of a deleted one;
 //! - [`initializer_timeouts`]: each initializer's failure policy, once its timeout passes;

@@ -66,7 +66,8 @@ impl ServiceRangeRepair {
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot repair the Service ranges yet");
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    // Soon while the replica waits for it to be ready.
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
                     if self.registry.ranges_repaired() {
                         self.interval
                     } else {
