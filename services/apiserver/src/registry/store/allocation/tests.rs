@@ -402,3 +402,39 @@ async fn an_update_asking_for_a_taken_node_port_is_invalid_and_changes_nothing()
     assert_eq!(marked(&f, Pool::NodePorts).await, before);
     assert_eq!(f.get(&b).await.unwrap(), b);
 }
+
+#[tokio::test]
+async fn what_keel_cannot_allocate_is_invalid_before_anything_is_allocated() {
+    let f = Fixture::new().await;
+    for (spec, field) in [
+        (
+            json!({"clusterIP": "ten", "ports": [{"port": 80}]}),
+            "spec.clusterIPs[0]",
+        ),
+        (
+            json!({"type": "ExternalName", "externalName": "a.example", "clusterIP": "10.96.0.9"}),
+            "spec.clusterIPs",
+        ),
+        (
+            json!({"ipFamilyPolicy": "RequireDualStack", "ports": [{"port": 80}]}),
+            "spec.ipFamilyPolicy",
+        ),
+        (
+            json!({"ipFamilies": ["IPv6"], "ports": [{"port": 80}]}),
+            "spec.ipFamilies[0]",
+        ),
+        (
+            json!({"clusterIPs": ["10.96.0.9", "fd00::9"], "ports": [{"port": 80}]}),
+            "spec.clusterIPs",
+        ),
+        (
+            json!({"clusterIP": "10.96.0.9", "clusterIPs": ["10.96.0.8"], "ports": [{"port": 80}]}),
+            "spec.clusterIPs[0]",
+        ),
+    ] {
+        let e = f.create(service("s", spec.clone())).await.unwrap_err();
+        assert_eq!(e.reason, Reason::Invalid, "{spec}: {e:?}");
+        assert!(e.causes.iter().any(|c| c.field == field), "{spec}: {e:?}");
+    }
+    assert!(marked(&f, Pool::ClusterIps).await.is_empty());
+}
