@@ -351,7 +351,12 @@ async fn get_all_lists_the_category_and_create_generates_names() {
     k.ok(&["apply", "-f", path(&pod)]);
     k.ok(&["create", "configmap", "settings"]);
     let all = k.ok(&["get", "all", "-o", "name"]);
-    assert_eq!(all.lines().collect::<Vec<_>>(), ["pod/web"], "{all}");
+    // With the `kubernetes` Service of `default`, as in Kubernetes.
+    assert_eq!(
+        all.lines().collect::<Vec<_>>(),
+        ["pod/web", "service/kubernetes"],
+        "{all}"
+    );
 
     // generateName, through `kubectl create -f` (apply refuses it, as kubectl does).
     let generated = k.file(

@@ -4,6 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::registry::allocator::{IpRange, PortRange};
+
 /// keel-apiserver: a gRPC API over Kubernetes-shaped JSON objects stored in etcd.
 #[derive(Debug, Clone, clap::Parser)]
 #[command(name = "keel-apiserver", version, about)]
@@ -50,6 +52,18 @@ pub struct Config {
     /// PATCHes that may wait on one object before callers get TooManyRequests.
     #[arg(long, env = "KEEL_MAX_QUEUED_PATCHES", default_value_t = 10_000)]
     pub max_queued_patches: usize,
+    /// The IPv4 range Service cluster IPs are allocated from: a CIDR of at most a /12 and at
+    /// least 8 addresses (IPv6 is refused). Every API server must be given the same.
+    #[arg(long, env = "KEEL_SERVICE_CLUSTER_IP_RANGE", default_value = "10.96.0.0/12", value_parser = cluster_ip_range)]
+    pub service_cluster_ip_range: IpRange,
+    /// The range Service node ports are allocated from: `30000-32767`, `30000+2767` or one
+    /// port. Every API server must be given the same.
+    #[arg(long, env = "KEEL_SERVICE_NODE_PORT_RANGE", default_value = "30000-32767", value_parser = node_port_range)]
+    pub service_node_port_range: PortRange,
+    /// How often the Service ranges are rebuilt from the Services (a value no Service holds is
+    /// freed once three repairs in a row found it so; one a Service holds is marked).
+    #[arg(long, env = "KEEL_SERVICE_RANGE_REPAIR_INTERVAL", default_value = "3m", value_parser = positive_duration)]
+    pub service_range_repair_interval: Duration,
     /// After SIGTERM, how long to keep serving everything while /readyz answers 503, before the
     /// listener closes: time for a load balancer that probes /readyz to stop sending new
     /// connections here. keel-client needs none (it fails over on GOAWAY and refused connects).
@@ -124,6 +138,25 @@ pub enum AuthorizationMode {
     Rbac,
     #[value(name = "AlwaysAllow")]
     AlwaysAllow,
+}
+
+/// `--service-cluster-ip-range`.
+fn cluster_ip_range(s: &str) -> Result<IpRange, String> {
+    IpRange::parse(s).map_err(|e| e.to_string())
+}
+
+/// `--service-node-port-range`.
+fn node_port_range(s: &str) -> Result<PortRange, String> {
+    PortRange::parse(s).map_err(|e| e.to_string())
+}
+
+/// A duration other than zero.
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err("must be more than 0".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// `--user-qps`: a rate, finite and not negative.

@@ -14,7 +14,9 @@ use crate::auth::Authenticator;
 use crate::config::{AuthorizationMode, Config};
 use crate::etcd::{Etcd, EtcdTls, KeyValue};
 use crate::metrics::Metrics;
-use crate::registry::{FinalizerRules, Policies, Registry, Resources, policy_resources};
+use crate::registry::{
+    FinalizerRules, Policies, Registry, Resources, ServiceRanges, policy_resources,
+};
 use crate::request::{AuditConfig, AuditLog, Handler, Limits, LimitsConfig};
 use crate::shutdown::Signals;
 use crate::storage::{self, Store, StoreConfig};
@@ -136,9 +138,13 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         store.clone(),
         policies.clone(),
         config.max_queued_patches,
+        ServiceRanges {
+            cluster_ips: config.service_cluster_ip_range,
+            node_ports: config.service_node_port_range,
+        },
         metrics.clone(),
     );
-    crate::registry::controllers::spawn(&registry);
+    crate::registry::controllers::spawn(&registry, config.service_range_repair_interval);
     match policy_resources().map(|gvr| resources.lookup(Some(&gvr))) {
         [Ok(r), Ok(cr), Ok(b), Ok(cb)] => {
             tokio::spawn(policies.follow(store.clone(), [r, cr, b, cb], registry.bootstrapped()));

@@ -7,6 +7,7 @@
 //! and errors are its own or keel's types.
 
 mod admission;
+pub mod allocator;
 pub mod builtin_schema;
 pub mod controllers;
 pub mod crd;
@@ -28,6 +29,7 @@ pub mod strategy;
 mod testing;
 pub mod validation;
 
+pub use allocator::{RangeError, ServiceRanges};
 pub use deletion::{DeleteOptions, FinalizerRules, Propagation};
 pub use patch::PatchType;
 pub use rbac::{Attributes, Policies, forbidden, policy_resources};

@@ -12,6 +12,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::admission;
+use super::allocator::{Allocators, ServiceRanges};
 use super::crd;
 use super::deletion::{self, DeleteOptions};
 use super::errors::kind_target;
@@ -71,6 +72,11 @@ pub struct Registry {
     policies: Arc<Policies>,
     /// Fresh reads of the CRDs for requests ([`Registry::catch_up_custom_resources`]).
     crd_sync: CrdSync,
+    /// The Service cluster IP and node port ranges, shared with every replica through etcd.
+    allocators: Arc<Allocators>,
+    /// Set once the repair controller has written the ranges from the Services (a condition
+    /// of readiness: until then allocations are refused).
+    ranges_repaired: tokio::sync::watch::Sender<bool>,
 }
 
 impl Registry {
@@ -79,16 +85,37 @@ impl Registry {
         store: Arc<Store>,
         policies: Arc<Policies>,
         max_queued_patches: usize,
+        ranges: ServiceRanges,
         metrics: Metrics,
     ) -> Arc<Registry> {
         Arc::new(Registry {
             coalescer: Coalescer::new(store.clone(), max_queued_patches, metrics),
+            allocators: Allocators::new(store.clone(), ranges),
             resources,
             store,
             bootstrapped: tokio::sync::watch::Sender::new(false),
             policies,
             crd_sync: Default::default(),
+            ranges_repaired: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// The Service ranges.
+    pub(super) fn allocators(&self) -> &Arc<Allocators> {
+        &self.allocators
+    }
+
+    pub(super) fn ranges_repaired(&self) -> bool {
+        *self.ranges_repaired.borrow()
+    }
+
+    /// A receiver that turns true once the ranges are repaired.
+    pub(super) fn ranges_repaired_changes(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.ranges_repaired.subscribe()
+    }
+
+    pub(super) fn set_ranges_repaired(&self) {
+        self.ranges_repaired.send_replace(true);
     }
 
     /// The RBAC policy this replica follows.
@@ -150,6 +177,9 @@ impl Registry {
         }
         if !self.policies.is_ready() {
             return Err("reading the RBAC policy".into());
+        }
+        if !self.ranges_repaired() {
+            return Err("initializing the Service cluster IP and node port ranges".into());
         }
         Ok(())
     }
@@ -301,42 +331,24 @@ impl Registry {
         initializers::set_pending(&mut obj, &pending);
         strategy::check_create_resource_version(&t, &requested_rv)?;
         kind.to_storage_version(&mut obj);
-        let created = match generate {
-            None => self.store_new(info, obj, dry_run, deadline).await?,
-            Some(base) => {
-                let mut attempt = 1;
-                loop {
-                    match self.store_new(info, obj.clone(), dry_run, deadline).await {
-                        // A generated name that is taken: another one, as Kubernetes retries.
-                        Err(e) if e.reason == Reason::AlreadyExists => {
-                            if attempt == generate_name::ATTEMPTS {
-                                return Err(generate_name::conflict(e));
-                            }
-                            attempt += 1;
-                            generate_name::name(&mut obj, &base);
-                        }
-                        created => break created?,
-                    }
-                }
-            }
+        let allocates = kind
+            .allocations()
+            .is_some_and(|a| !a.claims(&obj).is_empty());
+        let created = if allocates {
+            self.create_allocating(info, kind, obj, generate, dry_run, deadline)
+                .await?
+        } else {
+            store_new(
+                &self.store,
+                info,
+                &mut obj,
+                generate.as_deref(),
+                dry_run,
+                deadline,
+            )
+            .await?
         };
         Ok(crd::to_request_version(info, created))
-    }
-
-    /// Stores a new object that passed admission (only answers, with `dry_run`).
-    async fn store_new(
-        &self,
-        info: &Arc<ResourceInfo>,
-        obj: Object,
-        dry_run: bool,
-        deadline: Instant,
-    ) -> Result<Object, ApiError> {
-        let key = self.store.key(info, obj.namespace(), obj.name());
-        if dry_run {
-            self.store.create_dry_run(&key, obj, deadline).await
-        } else {
-            self.store.create(&key, obj, deadline).await
-        }
     }
 
     /// Reads an object: from etcd, or from the watch cache for `resourceVersion: "0"`. Any other
@@ -485,7 +497,7 @@ impl Registry {
             dry_run,
             ..UpdateOptions::default()
         };
-        let committed = self.store.update(&key, opts, mutation, deadline).await?;
+        let committed = self.commit(&key, opts, mutation, deadline).await?;
         Ok(crd::to_request_version(info, committed.object))
     }
 
@@ -521,15 +533,17 @@ impl Registry {
             .await?;
         let mutation = guarded(mutation, check);
         let key = self.store.key(info, namespace, name);
-        // A precondition, or a dry run, is one compare (or none); never coalesced.
+        // A precondition, or a dry run, is one compare (or none); never coalesced. Nor is a
+        // patch of an object holding shared values: its allocations are made for the state it
+        // is applied to (`Registry::commit`).
         match expected_revision {
-            _ if dry_run || expected_revision.is_some() => {
+            _ if dry_run || expected_revision.is_some() || rules.allocations().is_some() => {
                 let opts = UpdateOptions {
                     expected_revision,
                     dry_run,
                     ..UpdateOptions::default()
                 };
-                let committed = self.store.update(&key, opts, mutation, deadline).await?;
+                let committed = self.commit(&key, opts, mutation, deadline).await?;
                 Ok(crd::to_request_version(info, committed.object))
             }
             _ => self
@@ -565,7 +579,7 @@ impl Registry {
             dry_run,
             ..UpdateOptions::default()
         };
-        let committed = self.store.update(&key, update, mutation, deadline).await?;
+        let committed = self.commit(&key, update, mutation, deadline).await?;
         Ok((
             crd::to_request_version(info, committed.object),
             committed.removed,
@@ -667,6 +681,38 @@ impl Registry {
     }
 }
 
+/// Stores a new object that passed admission (only answers, with `dry_run`). A name generated
+/// from `generate` that is taken is generated again, as Kubernetes retries; `obj` is left with
+/// the name last tried.
+async fn store_new(
+    store: &Store,
+    info: &Arc<ResourceInfo>,
+    obj: &mut Object,
+    generate: Option<&str>,
+    dry_run: bool,
+    deadline: Instant,
+) -> Result<Object, ApiError> {
+    let mut attempt = 1;
+    loop {
+        let key = store.key(info, obj.namespace(), obj.name());
+        let stored = if dry_run {
+            store.create_dry_run(&key, obj.clone(), deadline).await
+        } else {
+            store.create(&key, obj.clone(), deadline).await
+        };
+        match (stored, generate) {
+            (Err(e), Some(base)) if e.reason == Reason::AlreadyExists => {
+                if attempt == generate_name::ATTEMPTS {
+                    return Err(generate_name::conflict(e));
+                }
+                attempt += 1;
+                generate_name::name(obj, base);
+            }
+            (stored, _) => return stored,
+        }
+    }
+}
+
 /// The mutation of an Update: the client's object, made a valid successor of the current one.
 fn update_mutation(
     info: &Arc<ResourceInfo>,
@@ -712,5 +758,6 @@ fn stored_form(info: &Arc<ResourceInfo>, kind: Arc<dyn Kind>, mutation: Mutation
     })
 }
 
+mod allocation;
 #[cfg(test)]
 mod tests;

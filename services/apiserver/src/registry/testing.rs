@@ -10,9 +10,10 @@ use keel_api::{ApiError, Metadata, Object, ResourceInfo};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::controllers::service_ranges::ServiceRangeRepair;
 use super::{
     DeleteOptions, FinalizerRules, ListOptions, ListResult, PatchType, Policies, Registry,
-    Resources, Subresource,
+    Resources, ServiceRanges, Subresource,
 };
 use crate::metrics::Metrics;
 use crate::storage;
@@ -29,6 +30,11 @@ pub struct Fixture {
 
 impl Fixture {
     pub async fn new() -> Fixture {
+        Fixture::with_ranges(ServiceRanges::default()).await
+    }
+
+    /// A registry allocating Service cluster IPs and node ports from `ranges`.
+    pub async fn with_ranges(ranges: ServiceRanges) -> Fixture {
         let resources = Arc::new(Resources::builtin());
         let storage =
             storage::testing::Fixture::with_removal(Arc::new(FinalizerRules(resources.clone())));
@@ -40,11 +46,21 @@ impl Fixture {
             storage.store.clone(),
             Arc::new(Policies::default()),
             MAX_QUEUED_PATCHES,
+            ranges,
             Metrics::new(),
         );
         let f = Fixture { registry, storage };
         f.create(namespace("default")).await.unwrap();
+        f.repair_ranges().await;
         f
+    }
+
+    /// Repairs the Service ranges once, as a replica does at start-up (which writes them).
+    pub async fn repair_ranges(&self) {
+        ServiceRangeRepair::new(self.registry.clone(), Duration::from_secs(180))
+            .repair_once()
+            .await
+            .unwrap();
     }
 
     /// The served resource of the built-in kind `kind`.

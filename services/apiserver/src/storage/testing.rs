@@ -38,6 +38,12 @@ impl Fixture {
         Fixture::on(MemEtcd::new())
     }
 
+    /// A store on an in-memory etcd whose every call takes `latency`: for the layers above,
+    /// which do not name etcd, to interleave concurrent writers.
+    pub fn with_latency(latency: Duration) -> Fixture {
+        Fixture::on(MemEtcd::new().with_latency(latency))
+    }
+
     pub fn on(mem: MemEtcd) -> Fixture {
         Fixture::build(mem, Arc::new(Finalizers))
     }

@@ -1,6 +1,7 @@
 //! What always exists, created at start-up through the registry like any other object: the
-//! built-in namespaces, and the bootstrap RBAC policy (`cluster-admin`, and a least-privilege
-//! role for each of keel's own components, bound to the user its certificate names). Only
+//! built-in namespaces, the bootstrap RBAC policy (`cluster-admin`, and a least-privilege
+//! role for each of keel's own components, bound to the user its certificate names), and the
+//! `kubernetes` Service once the Service ranges are repaired. Only
 //! what is missing is created (an operator's edits stay), so replicas starting together agree.
 
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use crate::registry::Registry;
+use crate::registry::allocator::Pool;
 use crate::registry::kinds::PROTECTED_NAMESPACES;
 use crate::registry::rbac::defaults::policy_objects;
 use crate::storage::{Change, Mutation, UpdateOptions};
@@ -37,7 +39,37 @@ impl Bootstrap {
             self.create_if_missing(&GroupVersionResource::new(RBAC_GROUP, "v1", resource), obj)
                 .await;
         }
+        // Its address is allocated: once the ranges are repaired.
+        let mut repaired = self.registry.ranges_repaired_changes();
+        if repaired.wait_for(|r| *r).await.is_ok() {
+            let services = GroupVersionResource::new("", "v1", "services");
+            self.create_if_missing(&services, self.kubernetes_service())
+                .await;
+        }
         self.registry.set_bootstrapped();
+    }
+
+    /// The `kubernetes` Service in `default`, at the first address of the cluster IP range
+    /// (`10.96.0.1`), as Kubernetes' bootstrap controller makes it; without the Endpoints
+    /// Kubernetes keeps for it (keel runs no Pods that would call it).
+    fn kubernetes_service(&self) -> Value {
+        let range = self.registry.allocators().pool(Pool::ClusterIps).range();
+        let ip = range.show(range.value_at(0));
+        json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": "kubernetes",
+                "namespace": "default",
+                "labels": {"component": "apiserver", "provider": "kubernetes"},
+            },
+            "spec": {
+                "type": "ClusterIP",
+                "clusterIP": ip,
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+                "sessionAffinity": "None",
+            },
+        })
     }
 
     async fn create_if_missing(&self, gvr: &GroupVersionResource, obj: Value) {
@@ -65,6 +97,12 @@ impl Bootstrap {
                     if gvr.group == RBAC_GROUP {
                         self.reconcile_policy(&info, &obj).await;
                     }
+                    return;
+                }
+                // Asked again, it is refused again (the `kubernetes` Service's address
+                // taken by another Service, say).
+                Err(e) if e.reason == Reason::Invalid => {
+                    tracing::warn!(resource = %gvr, name = obj.name(), error = %e, "cannot create a built-in object");
                     return;
                 }
                 Err(e) => {

@@ -138,12 +138,8 @@ impl InitializerTimeouts {
                 Some(rv),
             ),
         };
-        match self
-            .registry
-            .store()
-            .update(&key, opts, mutation, deadline)
-            .await
-        {
+        // Through the registry's commit: a Service removed here releases what it held.
+        match self.registry.commit(&key, opts, mutation, deadline).await {
             Ok(_) => {
                 tracing::info!(
                     resource = %info.gvr, namespace = obj.namespace(), name = obj.name(),

@@ -53,6 +53,7 @@ use keel_api::{ApiError, FieldCause, Object, ResourceInfo, Target};
 use keel_patch::MergeSchema;
 use serde_json::{Map, Value, json};
 
+use super::allocator::Allocations;
 use super::builtin_schema;
 use super::rbac::GrantKind;
 
@@ -146,6 +147,12 @@ pub trait Kind: Send + Sync {
 
     /// Which review it is, for the reviews: created and answered, never stored.
     fn review(&self) -> Option<ReviewKind> {
+        None
+    }
+
+    /// The values of the cluster's shared ranges its objects hold (a Service's cluster IP and
+    /// node ports), which the registry allocates and releases; `None`: they hold none.
+    fn allocations(&self) -> Option<&dyn Allocations> {
         None
     }
 

@@ -1,11 +1,13 @@
 //! `v1` Service: its type, ports and policies defaulted and validated as Kubernetes'
 //! `SetDefaults_Service` and `ValidateService` have them, and its cluster IP fixed once set.
-//! The cluster IP and node ports themselves are allocated by the registry's allocators.
+//! The cluster IP and node ports themselves are allocated by the registry's allocators, from
+//! the claims this module reads off a Service ([`Allocations`]).
 
 use keel_api::{FieldCause, Object};
 use serde_json::{Value, json};
 
-use super::{Kind, MergeKeys, builtin_merge_keys, set_default};
+use super::{Kind, MergeKeys, builtin_merge_keys, set_default, spec_mut};
+use crate::registry::allocator::{Allocations, Claim, Pool};
 
 pub const TYPES: &[&str] = &["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"];
 const PROTOCOLS: &[&str] = &["TCP", "UDP", "SCTP"];
@@ -44,6 +46,15 @@ impl Kind for Service {
             .to_string();
         if kind != "ExternalName" {
             set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+            // The only family keel serves (Kubernetes sets these as it allocates; a headless
+            // Service gets them too).
+            set_default(spec, "ipFamilyPolicy", json!("SingleStack"));
+            if spec
+                .get("ipFamilies")
+                .is_none_or(|f| f.is_null() || *f == json!([]))
+            {
+                spec.insert("ipFamilies".into(), json!(["IPv4"]));
+            }
         }
         if kind == "NodePort" || kind == "LoadBalancer" {
             set_default(spec, "externalTrafficPolicy", json!("Cluster"));
@@ -70,6 +81,17 @@ impl Kind for Service {
             && spec.get("clusterIPs").is_none_or(Value::is_null)
         {
             spec.insert("clusterIPs".into(), json!([ip]));
+        }
+        if spec
+            .get("clusterIP")
+            .is_none_or(|ip| ip.is_null() || *ip == json!(""))
+            && let Some(first) = spec
+                .get("clusterIPs")
+                .and_then(|ips| ips.get(0))
+                .filter(|ip| ip.as_str().is_some_and(|ip| !ip.is_empty()))
+                .cloned()
+        {
+            spec.insert("clusterIP".into(), first);
         }
     }
 
@@ -99,6 +121,7 @@ impl Kind for Service {
                 format!("may not be set to 'None' for {kind} services"),
             ));
         }
+        validate_cluster_ips(spec, kind, causes);
         let ports = spec.get("ports").and_then(Value::as_array);
         if ports.is_none_or(|p| p.is_empty()) && kind != "ExternalName" && !headless {
             causes.push(FieldCause::required("spec.ports"));
@@ -174,6 +197,7 @@ impl Kind for Service {
         else {
             return;
         };
+        drop_type_dependent_fields(spec, old_spec);
         let kind = spec
             .get("type")
             .and_then(Value::as_str)
@@ -237,7 +261,8 @@ impl Kind for Service {
             .and_then(|s| s.get("type"))
             .and_then(Value::as_str);
         let (was, is) = (ip(old), ip(new));
-        if !was.is_empty() && was != is && new_type != Some("ExternalName") {
+        // Left out, it is kept (`prepare_for_update`).
+        if !was.is_empty() && !is.is_empty() && was != is && new_type != Some("ExternalName") {
             causes.push(FieldCause::invalid(
                 "spec.clusterIPs[0]",
                 &is,
@@ -248,5 +273,205 @@ impl Kind for Service {
 
     fn merge_schema(&self) -> Option<MergeKeys> {
         self.merge.clone()
+    }
+
+    fn allocations(&self) -> Option<&dyn Allocations> {
+        Some(self)
+    }
+}
+
+/// A Service's cluster IP and node ports: a cluster IP unless it is headless (`None`) or an
+/// ExternalName; a node port per port for NodePort and LoadBalancer (a LoadBalancer with
+/// `allocateLoadBalancerNodePorts: false` only those it names).
+impl Allocations for Service {
+    fn claims(&self, obj: &Object) -> Vec<Claim> {
+        let Some(spec) = obj.as_map().get("spec").and_then(Value::as_object) else {
+            return Vec::new();
+        };
+        let kind = spec
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("ClusterIP");
+        if !TYPES.contains(&kind) || kind == "ExternalName" {
+            return Vec::new();
+        }
+        let mut claims = Vec::new();
+        let ip = spec
+            .get("clusterIP")
+            .and_then(Value::as_str)
+            .filter(|ip| !ip.is_empty());
+        if ip != Some("None") {
+            claims.push(Claim {
+                pool: Pool::ClusterIps,
+                field: "spec.clusterIPs".into(),
+                at: 0,
+                value: ip.map(str::to_string),
+            });
+        }
+        if kind != "NodePort" && kind != "LoadBalancer" {
+            return claims;
+        }
+        let any =
+            kind == "NodePort" || spec.get("allocateLoadBalancerNodePorts") != Some(&json!(false));
+        for (i, p) in spec
+            .get("ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let value = p
+                .get("nodePort")
+                .and_then(Value::as_i64)
+                .filter(|n| *n != 0)
+                .map(|n| n.to_string());
+            if value.is_some() || any {
+                claims.push(Claim {
+                    pool: Pool::NodePorts,
+                    field: format!("spec.ports[{i}].nodePort"),
+                    at: i,
+                    value,
+                });
+            }
+        }
+        claims
+    }
+
+    fn assign(&self, obj: &mut Object, claim: &Claim, value: &str) {
+        let Some(spec) = spec_mut(obj) else {
+            return;
+        };
+        match claim.pool {
+            Pool::ClusterIps => {
+                spec.insert("clusterIP".into(), json!(value));
+                spec.insert("clusterIPs".into(), json!([value]));
+            }
+            Pool::NodePorts => {
+                if let (Some(port), Ok(n)) = (
+                    spec.get_mut("ports")
+                        .and_then(|p| p.get_mut(claim.at))
+                        .and_then(Value::as_object_mut),
+                    value.parse::<i64>(),
+                ) {
+                    port.insert("nodePort".into(), json!(n));
+                }
+            }
+        }
+    }
+}
+
+/// `spec.clusterIP` and `clusterIPs`: an IP, or `None` (headless), one family (IPv4: keel
+/// serves no other), the same in both; none for an ExternalName.
+fn validate_cluster_ips(
+    spec: &serde_json::Map<String, Value>,
+    kind: &str,
+    causes: &mut Vec<FieldCause>,
+) {
+    let ip = spec.get("clusterIP").and_then(Value::as_str).unwrap_or("");
+    if kind == "ExternalName" {
+        if !ip.is_empty() {
+            causes.push(FieldCause::forbidden(
+                "spec.clusterIPs",
+                "may not be set for ExternalName services",
+            ));
+        }
+        return;
+    }
+    if !ip.is_empty() && ip != "None" && ip.parse::<std::net::IpAddr>().is_err() {
+        causes.push(FieldCause::invalid(
+            "spec.clusterIPs[0]",
+            ip,
+            "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+        ));
+    }
+    let ips = spec.get("clusterIPs").and_then(Value::as_array);
+    if let Some(first) = ips.and_then(|ips| ips.first()).and_then(Value::as_str)
+        && first != ip
+    {
+        causes.push(FieldCause::invalid(
+            "spec.clusterIPs[0]",
+            first,
+            "must be the same as spec.clusterIP",
+        ));
+    }
+    if ips.is_some_and(|ips| ips.len() > 1) {
+        causes.push(FieldCause::invalid(
+            "spec.clusterIPs",
+            &Value::from(ips.cloned().unwrap_or_default()).to_string(),
+            "this cluster is not configured for dual-stack services",
+        ));
+    }
+    if spec.get("ipFamilyPolicy").and_then(Value::as_str) == Some("RequireDualStack") {
+        causes.push(FieldCause::invalid(
+            "spec.ipFamilyPolicy",
+            "RequireDualStack",
+            "this cluster is not configured for dual-stack services",
+        ));
+    }
+    for (i, family) in spec
+        .get("ipFamilies")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if family.as_str() != Some("IPv4") {
+            causes.push(FieldCause::invalid(
+                format!("spec.ipFamilies[{i}]"),
+                &family
+                    .as_str()
+                    .map_or_else(|| family.to_string(), str::to_string),
+                "not configured on this cluster (keel serves IPv4 only)",
+            ));
+        }
+    }
+}
+
+/// On a change of type, what the old type had and the new one does not take, left as it was
+/// by the client (Kubernetes' `dropTypeDependentFields`): the cluster IP and its families when
+/// it becomes an ExternalName, the node ports when it stops being a NodePort or LoadBalancer.
+/// The registry then releases them.
+fn drop_type_dependent_fields(
+    spec: &mut serde_json::Map<String, Value>,
+    old: &serde_json::Map<String, Value>,
+) {
+    let type_of = |s: &serde_json::Map<String, Value>| {
+        s.get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("ClusterIP")
+            .to_string()
+    };
+    let (was, is) = (type_of(old), type_of(spec));
+    let same = |field: &str, s: &serde_json::Map<String, Value>| s.get(field) == old.get(field);
+    if was != "ExternalName" && is == "ExternalName" {
+        if same("clusterIP", spec) && same("clusterIPs", spec) {
+            spec.remove("clusterIP");
+            spec.remove("clusterIPs");
+        }
+        for field in ["ipFamilies", "ipFamilyPolicy"] {
+            if same(field, spec) {
+                spec.remove(field);
+            }
+        }
+    }
+    let node_ports = |t: &str| t == "NodePort" || t == "LoadBalancer";
+    let ports = |s: &serde_json::Map<String, Value>| -> Vec<Value> {
+        s.get("ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|p| p.get("nodePort").cloned().unwrap_or(Value::Null))
+            .collect()
+    };
+    if node_ports(&was) && !node_ports(&is) && ports(spec) == ports(old) {
+        for p in spec
+            .get_mut("ports")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object_mut)
+        {
+            p.remove("nodePort");
+        }
     }
 }
