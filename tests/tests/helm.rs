@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use keel_client::{Client, ListParams, gvr};
+use keel_client::{Client, ListParams, Reason, gvr};
 use keel_tests::{ApiServer, ControllerManager, Etcd, eventually};
 use serde_json::Value;
 
@@ -197,13 +197,21 @@ async fn helm_installs_upgrades_rolls_back_and_uninstalls_the_scaffold_chart() {
     let out = helm.ok(&["uninstall", "demo", "--wait", "--timeout", "120s"]);
     assert!(out.contains("release \"demo\" uninstalled"), "{out}");
     assert!(releases(&c).await.is_empty());
-    for (group, resource) in [("", "services"), ("apps", "deployments")] {
-        assert_eq!(count(&c, group, resource).await, 0, "{resource}");
+    for (group, resource) in [
+        ("", "services"),
+        ("apps", "deployments"),
+        ("", "serviceaccounts"),
+    ] {
+        let e = c
+            .get(&gvr(group, "v1", resource), "default", "demo")
+            .await
+            .unwrap_err();
+        assert_eq!(e.reason, Reason::NotFound, "{resource}: {e}");
     }
-    let sa = c
-        .get(&gvr("", "v1", "serviceaccounts"), "default", "demo")
-        .await;
-    assert!(sa.is_err(), "the chart's ServiceAccount is gone");
+    // What is left in default is what Kubernetes puts there: the kubernetes Service and
+    // the default ServiceAccount.
+    assert_eq!(count(&c, "", "services").await, 1);
+    assert_eq!(count(&c, "apps", "deployments").await, 0);
     eventually(
         Duration::from_secs(60),
         "the Deployment's ReplicaSets and Pods collected",

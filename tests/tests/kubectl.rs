@@ -536,6 +536,22 @@ async fn kubectl_creates_secrets_service_accounts_and_services() {
         field(&k, &["service", "web"], "/spec/ports/0/targetPort"),
         80
     );
+    // Each gets its own cluster IP from the default range, 10.96.0.0/12.
+    let ip = |name: &str| field(&k, &["service", name], "/spec/clusterIP");
+    let (db_ip, web_ip) = (ip("db"), ip("web"));
+    for ip in [&db_ip, &web_ip] {
+        let ip: std::net::Ipv4Addr = ip.as_str().unwrap().parse().unwrap();
+        assert_eq!(
+            u32::from(ip) >> 20,
+            u32::from(std::net::Ipv4Addr::new(10, 96, 0, 0)) >> 20,
+            "{ip}"
+        );
+    }
+    assert_ne!(db_ip, web_ip);
+    assert_eq!(
+        field(&k, &["service", "web"], "/spec/ipFamilies"),
+        json!(["IPv4"])
+    );
     let pod_spec = "/spec/template/spec";
     assert_eq!(
         field(
