@@ -6,7 +6,7 @@
 use keel_api::{FieldCause, Object};
 use serde_json::{Value, json};
 
-use super::{Kind, MergeKeys, builtin_merge_keys, set_default, spec_mut};
+use super::{Kind, MergeKeys, builtin_merge_keys, items_mut, set_default, spec_mut};
 use crate::registry::allocator::{Allocations, Claim, Pool};
 
 pub const TYPES: &[&str] = &["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"];
@@ -30,11 +30,7 @@ impl Kind for Service {
     }
 
     fn defaults(&self, obj: &mut Object) {
-        let Some(spec) = obj
-            .as_map_mut()
-            .get_mut("spec")
-            .and_then(Value::as_object_mut)
-        else {
+        let Some(spec) = spec_mut(obj) else {
             return;
         };
         set_default(spec, "type", json!("ClusterIP"));
@@ -62,13 +58,7 @@ impl Kind for Service {
         if kind == "LoadBalancer" {
             set_default(spec, "allocateLoadBalancerNodePorts", json!(true));
         }
-        for p in spec
-            .get_mut("ports")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_object_mut)
-        {
+        for p in items_mut(spec, "ports") {
             set_default(p, "protocol", json!("TCP"));
             let port = p.get("port").cloned().unwrap_or(Value::Null);
             let target = p.entry("targetPort").or_insert(Value::Null);
@@ -190,11 +180,7 @@ impl Kind for Service {
         let Some(old_spec) = old.as_map().get("spec").and_then(Value::as_object) else {
             return;
         };
-        let Some(spec) = new
-            .as_map_mut()
-            .get_mut("spec")
-            .and_then(Value::as_object_mut)
-        else {
+        let Some(spec) = spec_mut(new) else {
             return;
         };
         drop_type_dependent_fields(spec, old_spec);
@@ -218,13 +204,7 @@ impl Kind for Service {
             return;
         }
         let old_ports = old_spec.get("ports").and_then(Value::as_array);
-        for p in spec
-            .get_mut("ports")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_object_mut)
-        {
+        for p in items_mut(spec, "ports") {
             if p.get("nodePort")
                 .is_some_and(|n| !n.is_null() && *n != json!(0))
             {
@@ -464,13 +444,7 @@ fn drop_type_dependent_fields(
             .collect()
     };
     if node_ports(&was) && !node_ports(&is) && ports(spec) == ports(old) {
-        for p in spec
-            .get_mut("ports")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_object_mut)
-        {
+        for p in items_mut(spec, "ports") {
             p.remove("nodePort");
         }
     }
