@@ -54,10 +54,17 @@ impl Kind for Pod {
             .get_mut("spec")
             .and_then(Value::as_object_mut)
         {
-            let name = match spec.get("serviceAccountName").and_then(Value::as_str) {
-                Some(n) if !n.is_empty() => n.to_string(),
-                _ => "default".to_string(),
+            // `serviceAccount` is the deprecated alias Kubernetes still reads when the name is
+            // not given.
+            let given = |f: &str| {
+                spec.get(f)
+                    .and_then(Value::as_str)
+                    .filter(|n| !n.is_empty())
             };
+            let name = given("serviceAccountName")
+                .or_else(|| given("serviceAccount"))
+                .unwrap_or("default")
+                .to_string();
             spec.insert("serviceAccountName".into(), json!(name));
             spec.insert("serviceAccount".into(), json!(name));
         }
@@ -294,6 +301,24 @@ fn volume_defaults(v: &mut Map<String, Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_pod_runs_as_the_account_it_names_by_either_field_or_as_default() {
+        for (spec, want) in [
+            (json!({"serviceAccountName": "a"}), "a"),
+            (json!({"serviceAccount": "b"}), "b"),
+            (json!({}), "default"),
+        ] {
+            let mut pod =
+                Object::from_value(json!({"metadata": {"name": "p"}, "spec": spec})).unwrap();
+            Pod::new().prepare_for_create(&mut pod);
+            let spec = &pod.as_map()["spec"];
+            assert_eq!(
+                (&spec["serviceAccountName"], &spec["serviceAccount"]),
+                (&json!(want), &json!(want))
+            );
+        }
+    }
 
     #[test]
     fn a_pod_spec_gets_kubernetes_defaults_and_keeps_what_it_says() {

@@ -12,6 +12,21 @@ use super::{Kind, MergeKeys, builtin_merge_keys, configmap};
 const MAX_SIZE: usize = 1024 * 1024;
 
 const BASE64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+/// What Go's `StdEncoding` reads, as Kubernetes decodes a Secret's `[]byte` values: line
+/// breaks ignored (base64 tools wrap at 76 columns) and stray low bits of the last character
+/// tolerated.
+const LENIENT: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+);
+
+fn decode(s: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    if s.contains(['\r', '\n']) {
+        LENIENT.decode(s.replace(['\r', '\n'], ""))
+    } else {
+        LENIENT.decode(s)
+    }
+}
 
 pub struct Secret {
     merge: Option<MergeKeys>,
@@ -52,7 +67,7 @@ impl Kind for Secret {
         let mut size = 0;
         for (k, v) in data.into_iter().flatten() {
             let Some(s) = v.as_str() else { continue };
-            match BASE64.decode(s) {
+            match decode(s) {
                 Ok(bytes) => size += bytes.len(),
                 Err(e) => causes.push(FieldCause::invalid(
                     format!("data[{k}]"),
@@ -68,7 +83,7 @@ impl Kind for Secret {
         let decoded = |key: &str| {
             data.and_then(|d| d.get(key))
                 .and_then(Value::as_str)
-                .and_then(|s| BASE64.decode(s).ok())
+                .and_then(|s| decode(s).ok())
         };
         let secret_type = o.get("type").and_then(Value::as_str).unwrap_or("Opaque");
         let require = |key: &str, causes: &mut Vec<FieldCause>| {
@@ -145,8 +160,23 @@ impl Kind for Secret {
 }
 
 /// `stringData` is write-only: each of its keys goes into `data`, base64 encoded, over any
-/// value `data` had for it (Kubernetes' v1 conversion).
+/// value `data` had for it (Kubernetes' v1 conversion). And `data` is stored as Kubernetes
+/// stores bytes: a value Go reads (wrapped lines, say) in its canonical encoding.
 fn fold_string_data(o: &mut Map<String, Value>) {
+    for v in o
+        .get_mut("data")
+        .and_then(Value::as_object_mut)
+        .into_iter()
+        .flat_map(|d| d.values_mut())
+    {
+        let canonical = v
+            .as_str()
+            .and_then(|s| decode(s).ok())
+            .map(|bytes| BASE64.encode(bytes));
+        if let Some(c) = canonical {
+            *v = Value::String(c);
+        }
+    }
     let Some(Value::Object(strings)) = o.remove("stringData") else {
         return;
     };
@@ -193,6 +223,18 @@ mod tests {
             s.as_map()["data"],
             json!({"a": "eA==", "b": "dHdv", "c": "dGhyZWU="})
         );
+    }
+
+    #[test]
+    fn wrapped_base64_is_read_as_go_reads_it_and_stored_canonical() {
+        let mut s = secret(json!({"metadata": {"name": "s"},
+            "data": {"crt": "aGVsbG8g\nd29ybGQ=\n", "odd": "eR=="}}));
+        Secret::new().prepare_for_create(&mut s);
+        assert_eq!(
+            s.as_map()["data"],
+            json!({"crt": BASE64.encode("hello world"), "odd": "eQ=="})
+        );
+        assert!(causes(&s).is_empty());
     }
 
     #[test]

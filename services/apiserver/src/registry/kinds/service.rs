@@ -3,6 +3,8 @@
 //! The cluster IP and node ports themselves are allocated by the registry's allocators, from
 //! the claims this module reads off a Service ([`Allocations`]).
 
+use std::collections::{HashMap, HashSet};
+
 use keel_api::{FieldCause, Object};
 use serde_json::{Value, json};
 
@@ -117,8 +119,9 @@ impl Kind for Service {
             causes.push(FieldCause::required("spec.ports"));
         }
         let many = ports.is_some_and(|p| p.len() > 1);
-        let mut names: Vec<&str> = Vec::new();
-        let mut seen: Vec<(i64, &str)> = Vec::new();
+        let mut names: HashSet<&str> = HashSet::new();
+        let mut seen: HashSet<(i64, &str)> = HashSet::new();
+        let mut node_ports: HashSet<(i64, &str)> = HashSet::new();
         for (i, p) in ports.into_iter().flatten().enumerate() {
             let path = format!("spec.ports[{i}]");
             let Some(p) = p.as_object() else {
@@ -128,10 +131,10 @@ impl Kind for Service {
             match p.get("name").and_then(Value::as_str).unwrap_or("") {
                 "" if many => causes.push(FieldCause::required(format!("{path}.name"))),
                 "" => {}
-                n if names.contains(&n) => {
+                n if !names.insert(n) => {
                     causes.push(FieldCause::duplicate(format!("{path}.name"), n))
                 }
-                n => names.push(n),
+                _ => {}
             }
             let port = p.get("port").and_then(Value::as_i64);
             match port {
@@ -151,14 +154,24 @@ impl Kind for Service {
                     PROTOCOLS,
                 ));
             }
-            if let Some(n) = port {
-                if seen.contains(&(n, protocol)) {
-                    causes.push(FieldCause::duplicate(
-                        path.clone(),
-                        &format!("{{{n}, {protocol}}}"),
-                    ));
-                }
-                seen.push((n, protocol));
+            if let Some(n) = port
+                && !seen.insert((n, protocol))
+            {
+                causes.push(FieldCause::duplicate(
+                    path.clone(),
+                    &format!("{{{n}, {protocol}}}"),
+                ));
+            }
+            if let Some(n) = p
+                .get("nodePort")
+                .and_then(Value::as_i64)
+                .filter(|n| *n != 0)
+                && !node_ports.insert((n, protocol))
+            {
+                causes.push(FieldCause::duplicate(
+                    format!("{path}.nodePort"),
+                    &n.to_string(),
+                ));
             }
             if p.get("nodePort")
                 .is_some_and(|n| n != &json!(0) && !n.is_null())
@@ -203,23 +216,40 @@ impl Kind for Service {
         if !node_ports {
             return;
         }
-        let old_ports = old_spec.get("ports").and_then(Value::as_array);
-        for p in items_mut(spec, "ports") {
-            if p.get("nodePort")
-                .is_some_and(|n| !n.is_null() && *n != json!(0))
-            {
+        // As Kubernetes: a port without a node port gets the one the stored port of the
+        // same name had, unless another port of the update already uses it (a port whose
+        // number changed keeps its node port).
+        let node_port = |p: &Value| {
+            p.get("nodePort")
+                .and_then(Value::as_i64)
+                .filter(|n| *n != 0)
+        };
+        let name = |p: &Value| {
+            p.get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let old_node_ports: HashMap<String, i64> = old_spec
+            .get("ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|p| Some((name(p), node_port(p)?)))
+            .collect();
+        let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) else {
+            return;
+        };
+        let mut used: HashSet<i64> = ports.iter().filter_map(node_port).collect();
+        for p in ports.iter_mut() {
+            if node_port(p).is_some() {
                 continue;
             }
-            let same = old_ports.into_iter().flatten().find(|o| {
-                o.get("port") == p.get("port")
-                    && o.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
-                        == p.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
-            });
-            if let Some(n) = same
-                .and_then(|o| o.get("nodePort"))
-                .filter(|n| !n.is_null())
+            if let Some(&n) = old_node_ports.get(&name(p))
+                && used.insert(n)
+                && let Some(p) = p.as_object_mut()
             {
-                p.insert("nodePort".into(), n.clone());
+                p.insert("nodePort".into(), json!(n));
             }
         }
     }

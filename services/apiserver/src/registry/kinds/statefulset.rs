@@ -52,7 +52,7 @@ impl Kind for StatefulSet {
     }
 
     /// Kubernetes lets an update change replicas, ordinals, the template, the update
-    /// strategy, the retention policy and minReadySeconds only.
+    /// strategy, the revision history limit, the retention policy and minReadySeconds only.
     fn validate_update(&self, new: &Object, old: &Object, causes: &mut Vec<FieldCause>) {
         let fixed = |o: &Object| {
             let mut spec = o.as_map().get("spec").cloned().unwrap_or(json!({}));
@@ -64,6 +64,7 @@ impl Kind for StatefulSet {
                     "updateStrategy",
                     "persistentVolumeClaimRetentionPolicy",
                     "minReadySeconds",
+                    "revisionHistoryLimit",
                 ] {
                     m.remove(f);
                 }
@@ -80,5 +81,26 @@ impl Kind for StatefulSet {
 
     fn merge_schema(&self) -> Option<MergeKeys> {
         self.merge.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_update_may_change_the_history_limit_but_not_the_service_name() {
+        let sts = |history: i64, service: &str| {
+            let mut o = Object::from_value(json!({"metadata": {"name": "db"},
+                "spec": {"serviceName": service, "revisionHistoryLimit": history}}))
+            .unwrap();
+            StatefulSet::new().defaults(&mut o);
+            o
+        };
+        let mut causes = Vec::new();
+        StatefulSet::new().validate_update(&sts(5, "db"), &sts(10, "db"), &mut causes);
+        assert!(causes.is_empty(), "{causes:?}");
+        StatefulSet::new().validate_update(&sts(10, "other"), &sts(10, "db"), &mut causes);
+        assert_eq!(causes.len(), 1);
     }
 }

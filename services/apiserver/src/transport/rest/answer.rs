@@ -68,7 +68,7 @@ impl Format {
     /// A JSON value naming its own `apiVersion` and `kind` (a `Status`, a `Scale`, a list).
     pub fn value(self, code: StatusCode, v: &Value) -> Result<Response<Body>, ApiError> {
         if self == Format::Protobuf
-            && let Some(body) = protobuf::value(v)?
+            && let Some(body) = fallible(protobuf::value(v))
         {
             return Ok(protobuf_response(code, body));
         }
@@ -78,7 +78,11 @@ impl Format {
     /// An object.
     pub fn object(self, code: StatusCode, obj: &Object) -> Result<Response<Body>, ApiError> {
         if self == Format::Protobuf
-            && let Some(body) = protobuf::object(obj.api_version(), obj.kind(), obj.as_map())?
+            && let Some(body) = fallible(protobuf::object(
+                obj.api_version(),
+                obj.kind(),
+                obj.as_map(),
+            ))
         {
             return Ok(protobuf_response(code, body));
         }
@@ -100,12 +104,23 @@ impl Format {
             metadata["remainingItemCount"] = list.remaining.into();
         }
         if self == Format::Protobuf
-            && let Some(body) = protobuf::list(api_version, kind, &metadata, &list.items)?
+            && let Some(body) = fallible(protobuf::list(api_version, kind, &metadata, &list.items))
         {
             return Ok(protobuf_response(StatusCode::OK, body));
         }
         Ok(json_list(kind, api_version, &metadata, list.items))
     }
+}
+
+/// A protobuf body, or `None` (answer JSON) when its kind has no message or the object does
+/// not fit it: a stored value of another type than Kubernetes' field (which its JSON decoder
+/// would have refused). Clients read the answer by its `Content-Type`, and client-go's typed
+/// clients accept JSON too, so one such object does not make its whole resource unreadable.
+fn fallible(encoded: Result<Option<Vec<u8>>, ApiError>) -> Option<Vec<u8>> {
+    encoded
+        .inspect_err(|e| tracing::warn!(error = %e.message, "answering JSON: no protobuf form"))
+        .ok()
+        .flatten()
 }
 
 /// One media range of `Accept` (`type/subtype;param=value;q=0.5`): its quality and the form
@@ -201,6 +216,28 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(header::ACCEPT, HeaderValue::from_str(value).unwrap());
         Format::of(&h)
+    }
+
+    #[test]
+    fn an_object_that_does_not_fit_its_message_is_answered_as_json() {
+        let content_type = |obj: serde_json::Value| {
+            let obj = Object::from_value(obj).unwrap();
+            let r = Format::Protobuf.object(StatusCode::OK, &obj).unwrap();
+            r.headers()[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .to_string()
+        };
+        let pod = |port: serde_json::Value| {
+            serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "i",
+                    "ports": [{"containerPort": port}]}]}})
+        };
+        assert_eq!(
+            content_type(pod(serde_json::json!(80))),
+            protobuf::MEDIA_TYPE
+        );
+        assert!(content_type(pod(serde_json::json!("80"))).starts_with("application/json"));
     }
 
     #[test]

@@ -438,3 +438,34 @@ async fn what_keel_cannot_allocate_is_invalid_before_anything_is_allocated() {
     }
     assert!(marked(&f, Pool::ClusterIps).await.is_empty());
 }
+
+#[tokio::test]
+async fn a_port_whose_number_changes_keeps_its_node_port_by_name() {
+    let f = Fixture::new().await;
+    let a = f.create(node_port("a", None)).await.unwrap();
+    let before = node_ports_of(&a);
+    // A Helm upgrade of the chart's port number: the list is replaced, no node ports given.
+    let moved = f
+        .patch(
+            &a,
+            Subresource::Main,
+            PatchType::Merge,
+            json!({"spec": {"ports": [{"name": "http", "port": 8080}, {"name": "https", "port": 443}]}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(node_ports_of(&moved), before);
+    assert_eq!(marked(&f, Pool::NodePorts).await.len(), 2);
+    // Two ports may not share one node port of one protocol.
+    let e = f
+        .patch(
+            &moved,
+            Subresource::Main,
+            PatchType::Json,
+            json!([{"op": "replace", "path": "/spec/ports/1/nodePort", "value": before[0]}]),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Invalid);
+    assert_eq!(e.causes[0].field, "spec.ports[1].nodePort");
+}
