@@ -99,6 +99,16 @@ impl Kind for Service {
         if !TYPES.contains(&kind) {
             causes.push(FieldCause::not_supported("spec.type", kind, TYPES));
         }
+        if let Some(n) = spec.get("healthCheckNodePort").and_then(Value::as_i64)
+            && n != 0
+            && !needs_health_check(spec)
+        {
+            causes.push(FieldCause::invalid(
+                "spec.healthCheckNodePort",
+                &n.to_string(),
+                "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'",
+            ));
+        }
         let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
         if kind == "ExternalName" {
             match spec.get("externalName").and_then(Value::as_str) {
@@ -212,6 +222,14 @@ impl Kind for Service {
             if unset && let Some(v) = old_spec.get(field) {
                 spec.insert(field.into(), v.clone());
             }
+        }
+        if needs_health_check(spec)
+            && spec
+                .get("healthCheckNodePort")
+                .is_none_or(|v| v.is_null() || *v == json!(0))
+            && let Some(n) = old_spec.get("healthCheckNodePort").filter(|n| !n.is_null())
+        {
+            spec.insert("healthCheckNodePort".into(), n.clone());
         }
         if !node_ports {
             return;
@@ -344,6 +362,18 @@ impl Allocations for Service {
                 });
             }
         }
+        if needs_health_check(spec) {
+            claims.push(Claim {
+                pool: Pool::NodePorts,
+                field: HEALTH_CHECK.into(),
+                at: usize::MAX,
+                value: spec
+                    .get("healthCheckNodePort")
+                    .and_then(Value::as_i64)
+                    .filter(|n| *n != 0)
+                    .map(|n| n.to_string()),
+            });
+        }
         claims
     }
 
@@ -355,6 +385,11 @@ impl Allocations for Service {
             Pool::ClusterIps => {
                 spec.insert("clusterIP".into(), json!(value));
                 spec.insert("clusterIPs".into(), json!([value]));
+            }
+            Pool::NodePorts if claim.field == HEALTH_CHECK => {
+                if let Ok(n) = value.parse::<i64>() {
+                    spec.insert("healthCheckNodePort".into(), json!(n));
+                }
             }
             Pool::NodePorts => {
                 if let (Some(port), Ok(n)) = (
@@ -368,6 +403,16 @@ impl Allocations for Service {
             }
         }
     }
+}
+
+/// Where a LoadBalancer Service that keeps traffic on its nodes (`externalTrafficPolicy:
+/// Local`) has the node port its load balancer checks nodes' health on.
+const HEALTH_CHECK: &str = "spec.healthCheckNodePort";
+
+/// Whether a Service has a health check node port (Kubernetes' `needsHCHealthCheck`).
+fn needs_health_check(spec: &serde_json::Map<String, Value>) -> bool {
+    spec.get("type").and_then(Value::as_str) == Some("LoadBalancer")
+        && spec.get("externalTrafficPolicy").and_then(Value::as_str) == Some("Local")
 }
 
 /// `spec.clusterIP` and `clusterIPs`: an IP, or `None` (headless), one family (IPv4: keel
@@ -473,6 +518,11 @@ fn drop_type_dependent_fields(
             .map(|p| p.get("nodePort").cloned().unwrap_or(Value::Null))
             .collect()
     };
+    if !needs_health_check(spec)
+        && spec.get("healthCheckNodePort") == old.get("healthCheckNodePort")
+    {
+        spec.remove("healthCheckNodePort");
+    }
     if node_ports(&was) && !node_ports(&is) && ports(spec) == ports(old) {
         for p in items_mut(spec, "ports") {
             p.remove("nodePort");

@@ -469,3 +469,36 @@ async fn a_port_whose_number_changes_keeps_its_node_port_by_name() {
     assert_eq!(e.reason, Reason::Invalid);
     assert_eq!(e.causes[0].field, "spec.ports[1].nodePort");
 }
+
+#[tokio::test]
+async fn a_local_load_balancer_holds_a_health_check_node_port_until_it_is_no_longer_local() {
+    let f = Fixture::new().await;
+    let lb = f
+        .create(service(
+            "lb",
+            json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+                   "ports": [{"name": "http", "port": 80}]}),
+        ))
+        .await
+        .unwrap();
+    let health = spec(&lb)["healthCheckNodePort"].as_i64().unwrap();
+    assert_ne!(Some(health), node_ports_of(&lb).first().copied());
+    assert_eq!(marked(&f, Pool::NodePorts).await.len(), 2);
+    // Another Service may not take it.
+    let mut taken = node_port("np", None);
+    taken["spec"]["ports"][1]["nodePort"] = json!(health);
+    let e = f.create(taken).await.unwrap_err();
+    assert_eq!(e.reason, Reason::Invalid, "{e:?}");
+    // Cluster traffic policy: the port is given back.
+    let cluster = f
+        .patch(
+            &lb,
+            Subresource::Main,
+            PatchType::Merge,
+            json!({"spec": {"externalTrafficPolicy": "Cluster"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(spec(&cluster).get("healthCheckNodePort"), None);
+    assert_eq!(marked(&f, Pool::NodePorts).await.len(), 1);
+}
