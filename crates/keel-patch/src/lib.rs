@@ -10,6 +10,9 @@
 //!   custom ones), and its diffs [`create_two_way_merge_patch`] and
 //!   [`create_three_way_merge_patch`] (`kubectl apply`).
 //!
+//! - [`fieldpath`]: sets of field paths and their wire form, `FieldsV1`: what server-side
+//!   apply records each manager as owning.
+//!
 //! The strategic functions and the merge-patch diffs refuse documents nested deeper than
 //! [`MAX_DEPTH`], so no input can exhaust the stack; parsed JSON never is (serde_json stops at
 //! the same depth).
@@ -17,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+pub mod fieldpath;
 mod json;
 mod limits;
 mod merge;

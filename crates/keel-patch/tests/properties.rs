@@ -559,3 +559,63 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Field path sets (server-side apply's managedFields).
+
+mod field_sets {
+    use keel_patch::fieldpath::{PathElement, Set};
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    fn element() -> impl Strategy<Value = PathElement> {
+        prop_oneof![
+            prop::sample::select(&["spec", "metadata", "labels", "a.b/c", "x"][..])
+                .prop_map(|s| PathElement::Field(s.to_string())),
+            (0i64..3, prop::sample::select(&["TCP", "UDP"][..])).prop_map(|(port, p)| {
+                let Value::Object(m) = json!({"port": port, "protocol": p}) else {
+                    unreachable!()
+                };
+                PathElement::key(m)
+            }),
+            prop::sample::select(&["a", "b"][..]).prop_map(|v| PathElement::Value(json!(v))),
+            (0usize..3).prop_map(PathElement::Index),
+        ]
+    }
+
+    fn set() -> impl Strategy<Value = Set> {
+        prop::collection::vec(prop::collection::vec(element(), 1..4), 0..6).prop_map(|paths| {
+            let mut s = Set::new();
+            for p in paths {
+                s.insert(&p);
+            }
+            s
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn fields_v1_round_trips(s in set()) {
+            let text = s.to_fields_v1();
+            let back = Set::from_fields_v1(&serde_json::from_str(&text).unwrap()).unwrap();
+            prop_assert_eq!(back.paths(), s.paths());
+            prop_assert_eq!(back.to_fields_v1(), text);
+        }
+
+        #[test]
+        fn set_operations_agree_with_their_paths(a in set(), b in set()) {
+            let union = a.union(&b);
+            for p in a.paths().iter().chain(b.paths().iter()) {
+                prop_assert!(union.has(&p.0));
+            }
+            let only_a = a.difference(&b);
+            let both = a.intersection(&b);
+            for p in a.paths() {
+                prop_assert_eq!(only_a.has(&p.0), !b.has(&p.0));
+                prop_assert_eq!(both.has(&p.0), b.has(&p.0));
+            }
+            prop_assert!(only_a.intersection(&b).is_empty());
+            prop_assert_eq!(only_a.union(&both).paths(), a.paths());
+        }
+    }
+}

@@ -1,0 +1,512 @@
+//! Sets of field paths: what server-side apply records each manager as owning
+//! (structured-merge-diff's `fieldpath` package), and their wire form, `FieldsV1`
+//! (`metadata.managedFields[].fieldsV1`). docs/server-side-apply.md §2.2 has the format.
+//!
+//! A path is a list of [`PathElement`]s from the object's root: a field or map key, an
+//! associative list item by its key fields, a set item by its value, or a list index. A
+//! [`Set`] is a trie of paths: a node's *members* are the paths that end there; its
+//! *children* are the subtrees below. In `FieldsV1` a member is `{}`, a child is an object of
+//! its own elements, and a path that is both opens its object with `".": {}`.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+/// One step of a path.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PathElement {
+    /// A struct field or map key (`f:name`).
+    Field(String),
+    /// An associative list's item by its key fields, sorted by name (`k:{"name":"nginx"}`).
+    Key(Vec<(String, Value)>),
+    /// A set's item by its value (`v:"x"`).
+    Value(Value),
+    /// A list item by its index (`i:3`): atomic lists are owned whole, so built-in kinds never
+    /// write one.
+    Index(usize),
+}
+
+/// Why a `FieldsV1` value could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldsV1Error {
+    #[error("{at}: expected an object, found {found}")]
+    NotAnObject { at: String, found: String },
+    #[error("{at}: {key:?} is not a path element ({why})")]
+    BadKey {
+        at: String,
+        key: String,
+        why: String,
+    },
+}
+
+impl PathElement {
+    /// The element a `FieldsV1` key names: `f:`, `k:`, `v:` or `i:` and its content; `None`
+    /// for a key of another type, which readers skip (structured-merge-diff's `readIterV1`).
+    pub fn parse(key: &str) -> Result<Option<PathElement>, String> {
+        let Some((kind, content)) = key.split_once(':') else {
+            return Err("no type prefix".into());
+        };
+        Ok(Some(match kind {
+            "f" => PathElement::Field(content.to_string()),
+            "k" => {
+                let Value::Object(fields) = serde_json::from_str::<Value>(content)
+                    .map_err(|e| format!("key fields are not JSON: {e}"))?
+                else {
+                    return Err("key fields are not a JSON object".into());
+                };
+                PathElement::key(fields)
+            }
+            "v" => PathElement::Value(
+                serde_json::from_str(content).map_err(|e| format!("value is not JSON: {e}"))?,
+            ),
+            "i" => PathElement::Index(
+                content
+                    .parse()
+                    .map_err(|_| "index is not a non-negative integer".to_string())?,
+            ),
+            _ => return Ok(None),
+        }))
+    }
+
+    /// An item's key from its key fields, in the order paths compare them (by name).
+    pub fn key(fields: Map<String, Value>) -> PathElement {
+        let mut fields: Vec<(String, Value)> = fields.into_iter().collect();
+        fields.sort_by(|a, b| a.0.cmp(&b.0));
+        PathElement::Key(fields)
+    }
+
+    /// The element as a `FieldsV1` key.
+    pub fn to_key(&self) -> String {
+        match self {
+            PathElement::Field(name) => format!("f:{name}"),
+            PathElement::Key(fields) => {
+                let body: Vec<String> = fields
+                    .iter()
+                    .map(|(k, v)| format!("{}:{v}", Value::String(k.clone())))
+                    .collect();
+                format!("k:{{{}}}", body.join(","))
+            }
+            PathElement::Value(v) => format!("v:{v}"),
+            PathElement::Index(i) => format!("i:{i}"),
+        }
+    }
+
+    fn rank(&self) -> u8 {
+        match self {
+            PathElement::Field(_) => 0,
+            PathElement::Key(_) => 1,
+            PathElement::Value(_) => 2,
+            PathElement::Index(_) => 3,
+        }
+    }
+}
+
+/// Paths' order, as structured-merge-diff's `PathElement.Compare`: fields, then keys, then
+/// values, then indexes; fields by name, keys field by field, values as
+/// [`compare_values`] orders them.
+impl Ord for PathElement {
+    fn cmp(&self, other: &Self) -> Ordering {
+        match (self, other) {
+            (PathElement::Field(a), PathElement::Field(b)) => a.cmp(b),
+            (PathElement::Key(a), PathElement::Key(b)) => {
+                for ((an, av), (bn, bv)) in a.iter().zip(b) {
+                    let c = an.cmp(bn).then_with(|| compare_values(av, bv));
+                    if c != Ordering::Equal {
+                        return c;
+                    }
+                }
+                a.len().cmp(&b.len())
+            }
+            (PathElement::Value(a), PathElement::Value(b)) => compare_values(a, b),
+            (PathElement::Index(a), PathElement::Index(b)) => a.cmp(b),
+            (a, b) => a.rank().cmp(&b.rank()),
+        }
+    }
+}
+
+impl PartialOrd for PathElement {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Eq for PathElement {}
+
+/// JSON values in structured-merge-diff's order: numbers (compared numerically, integers and
+/// floats alike), then strings, booleans, lists, maps, and null last.
+pub fn compare_values(a: &Value, b: &Value) -> Ordering {
+    fn rank(v: &Value) -> u8 {
+        match v {
+            Value::Number(_) => 0,
+            Value::String(_) => 1,
+            Value::Bool(_) => 2,
+            Value::Array(_) => 3,
+            Value::Object(_) => 4,
+            Value::Null => 5,
+        }
+    }
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            _ => {
+                let (x, y) = (x.as_f64().unwrap_or(0.0), y.as_f64().unwrap_or(0.0));
+                x.total_cmp(&y)
+            }
+        },
+        (Value::String(x), Value::String(y)) => x.cmp(y),
+        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        (Value::Array(x), Value::Array(y)) => {
+            for (a, b) in x.iter().zip(y) {
+                let c = compare_values(a, b);
+                if c != Ordering::Equal {
+                    return c;
+                }
+            }
+            x.len().cmp(&y.len())
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            let mut xs: Vec<(&String, &Value)> = x.iter().collect();
+            let mut ys: Vec<(&String, &Value)> = y.iter().collect();
+            xs.sort_by(|a, b| a.0.cmp(b.0));
+            ys.sort_by(|a, b| a.0.cmp(b.0));
+            for ((xk, xv), (yk, yv)) in xs.iter().zip(&ys) {
+                let c = xk.cmp(yk).then_with(|| compare_values(xv, yv));
+                if c != Ordering::Equal {
+                    return c;
+                }
+            }
+            xs.len().cmp(&ys.len())
+        }
+        (a, b) => rank(a).cmp(&rank(b)),
+    }
+}
+
+/// How a path reads in a conflict message: `.spec.replicas`,
+/// `.spec.containers[name="nginx"].image`, `[="x"]`, `[3]` (structured-merge-diff's
+/// `Path.String`).
+impl fmt::Display for PathElement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathElement::Field(name) => write!(f, ".{name}"),
+            PathElement::Key(fields) => {
+                let parts: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                write!(f, "[{}]", parts.join(","))
+            }
+            PathElement::Value(v) => write!(f, "[={v}]"),
+            PathElement::Index(i) => write!(f, "[{i}]"),
+        }
+    }
+}
+
+/// A path from the object's root.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Path(pub Vec<PathElement>);
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|e| write!(f, "{e}"))
+    }
+}
+
+/// A set of paths, as a trie.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Set {
+    /// Elements ending a path here (a leaf, or a node that is itself owned: `"."`).
+    members: BTreeSet<PathElement>,
+    /// Subtrees below an element.
+    children: BTreeMap<PathElement, Set>,
+}
+
+impl Set {
+    pub fn new() -> Set {
+        Set::default()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty() && self.children.values().all(Set::is_empty)
+    }
+
+    /// Adds `path` (the empty path adds nothing: the root is never owned).
+    pub fn insert(&mut self, path: &[PathElement]) {
+        match path {
+            [] => {}
+            [last] => {
+                self.members.insert(last.clone());
+            }
+            [first, rest @ ..] => self.children.entry(first.clone()).or_default().insert(rest),
+        }
+    }
+
+    pub fn has(&self, path: &[PathElement]) -> bool {
+        match path {
+            [] => false,
+            [last] => self.members.contains(last),
+            [first, rest @ ..] => self.children.get(first).is_some_and(|c| c.has(rest)),
+        }
+    }
+
+    /// Every path in the set, in order.
+    pub fn paths(&self) -> Vec<Path> {
+        let mut out = Vec::new();
+        self.walk(&mut Vec::new(), &mut out);
+        out.sort();
+        out
+    }
+
+    fn walk(&self, prefix: &mut Vec<PathElement>, out: &mut Vec<Path>) {
+        for e in &self.members {
+            prefix.push(e.clone());
+            out.push(Path(prefix.clone()));
+            prefix.pop();
+        }
+        for (e, child) in &self.children {
+            prefix.push(e.clone());
+            child.walk(prefix, out);
+            prefix.pop();
+        }
+    }
+
+    /// The paths in either set.
+    pub fn union(&self, other: &Set) -> Set {
+        let mut out = self.clone();
+        for e in &other.members {
+            out.members.insert(e.clone());
+        }
+        for (e, child) in &other.children {
+            let merged = match out.children.get(e) {
+                Some(mine) => mine.union(child),
+                None => child.clone(),
+            };
+            out.children.insert(e.clone(), merged);
+        }
+        out
+    }
+
+    /// The paths of `self` not in `other`.
+    pub fn difference(&self, other: &Set) -> Set {
+        let mut out = Set::new();
+        for e in &self.members {
+            if !other.members.contains(e) {
+                out.members.insert(e.clone());
+            }
+        }
+        for (e, child) in &self.children {
+            let rest = match other.children.get(e) {
+                Some(theirs) => child.difference(theirs),
+                None => child.clone(),
+            };
+            if !rest.is_empty() {
+                out.children.insert(e.clone(), rest);
+            }
+        }
+        out
+    }
+
+    /// The paths in both sets.
+    pub fn intersection(&self, other: &Set) -> Set {
+        let mut out = Set::new();
+        for e in &self.members {
+            if other.members.contains(e) {
+                out.members.insert(e.clone());
+            }
+        }
+        for (e, child) in &self.children {
+            if let Some(theirs) = other.children.get(e) {
+                let both = child.intersection(theirs);
+                if !both.is_empty() {
+                    out.children.insert(e.clone(), both);
+                }
+            }
+        }
+        out
+    }
+
+    /// The set a `FieldsV1` value holds. Keys of unknown types are skipped, as Kubernetes'
+    /// reader skips them.
+    pub fn from_fields_v1(v: &Value) -> Result<Set, FieldsV1Error> {
+        let mut out = Set::new();
+        read(v, "", &mut out)?;
+        Ok(out)
+    }
+
+    /// The set as `FieldsV1` text, byte for byte as Kubernetes writes it: `"."` first, then the
+    /// elements in path order (a JSON map would sort them by their text instead).
+    pub fn to_fields_v1(&self) -> String {
+        let mut out = String::new();
+        self.write(&mut out, false);
+        out
+    }
+
+    fn write(&self, out: &mut String, member: bool) {
+        out.push('{');
+        let mut first = true;
+        let mut comma = |out: &mut String| {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+        };
+        if member {
+            comma(out);
+            out.push_str("\".\":{}");
+        }
+        let mut elements: Vec<&PathElement> = self
+            .members
+            .iter()
+            .chain(self.children.keys().filter(|e| !self.members.contains(*e)))
+            .collect();
+        elements.sort();
+        elements.dedup();
+        for e in elements {
+            let child = self.children.get(e).filter(|c| !c.is_empty());
+            comma(out);
+            out.push_str(&Value::String(e.to_key()).to_string());
+            out.push(':');
+            match child {
+                Some(c) => c.write(out, self.members.contains(e)),
+                None => out.push_str("{}"),
+            }
+        }
+        out.push('}');
+    }
+}
+
+fn read(v: &Value, at: &str, out: &mut Set) -> Result<(), FieldsV1Error> {
+    let Value::Object(m) = v else {
+        return Err(FieldsV1Error::NotAnObject {
+            at: at.to_string(),
+            found: v.to_string(),
+        });
+    };
+    for (key, child) in m {
+        if key == "." {
+            continue;
+        }
+        let here = format!("{at}/{key}");
+        let element = PathElement::parse(key).map_err(|why| FieldsV1Error::BadKey {
+            at: at.to_string(),
+            key: key.clone(),
+            why,
+        })?;
+        let Some(element) = element else { continue };
+        let Value::Object(inner) = child else {
+            return Err(FieldsV1Error::NotAnObject {
+                at: here,
+                found: child.to_string(),
+            });
+        };
+        if inner.is_empty() || inner.contains_key(".") {
+            out.members.insert(element.clone());
+        }
+        if inner.keys().any(|k| k != ".") {
+            let mut sub = Set::new();
+            read(child, &here, &mut sub)?;
+            out.children.insert(element, sub);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn f(name: &str) -> PathElement {
+        PathElement::Field(name.into())
+    }
+
+    fn key(v: Value) -> PathElement {
+        let Value::Object(m) = v else {
+            panic!("not an object")
+        };
+        PathElement::key(m)
+    }
+
+    /// docs/server-side-apply.md §2.2's example: a Deployment applied by kubectl.
+    const DEPLOYMENT: &str = r#"{"f:metadata":{"f:labels":{"f:app":{}}},"f:spec":{"f:replicas":{},"f:selector":{},"f:template":{"f:metadata":{"f:labels":{"f:app":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"nginx\"}":{".":{},"f:image":{},"f:name":{},"f:ports":{"k:{\"containerPort\":80,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{}}}}}}}}}"#;
+
+    #[test]
+    fn fields_v1_reads_and_writes_back_byte_for_byte() {
+        let v: Value = serde_json::from_str(DEPLOYMENT).unwrap();
+        let set = Set::from_fields_v1(&v).unwrap();
+        assert_eq!(set.to_fields_v1(), DEPLOYMENT);
+        let nginx = key(json!({"name": "nginx"}));
+        let container = [
+            f("spec"),
+            f("template"),
+            f("spec"),
+            f("containers"),
+            nginx.clone(),
+        ];
+        assert!(set.has(&container), "the item itself is owned (\".\")");
+        assert!(set.has(&[&container[..], &[f("image")]].concat()));
+        assert!(
+            !set.has(&[f("spec"), f("template")]),
+            "intermediate structs are not"
+        );
+        assert!(set.has(&[f("spec"), f("selector")]));
+        let paths: Vec<String> = set.paths().iter().map(Path::to_string).collect();
+        assert!(paths.contains(&".spec.template.spec.containers[name=\"nginx\"].ports[containerPort=80,protocol=\"TCP\"].containerPort".to_string()), "{paths:?}");
+        assert_eq!(paths.len(), 9, "{paths:?}");
+    }
+
+    #[test]
+    fn elements_sort_fields_keys_values_indexes_and_numbers_numerically() {
+        let mut set = Set::new();
+        for e in [
+            PathElement::Index(0),
+            PathElement::Value(json!("a")),
+            key(json!({"port": 443})),
+            key(json!({"port": 80})),
+            f("b"),
+            f("a"),
+        ] {
+            set.insert(&[f("x"), e]);
+        }
+        assert_eq!(
+            set.to_fields_v1(),
+            r#"{"f:x":{"f:a":{},"f:b":{},"k:{\"port\":80}":{},"k:{\"port\":443}":{},"v:\"a\"":{},"i:0":{}}}"#
+        );
+        assert!(compare_values(&json!(2), &json!(10.5)).is_lt());
+        assert!(compare_values(&json!(10), &json!("1")).is_lt());
+        assert!(compare_values(&json!("z"), &json!(false)).is_lt());
+    }
+
+    #[test]
+    fn union_difference_and_intersection_follow_paths() {
+        let path = |p: &[&str]| p.iter().map(|s| f(s)).collect::<Vec<_>>();
+        let mut a = Set::new();
+        a.insert(&path(&["spec", "replicas"]));
+        a.insert(&path(&["spec", "template", "image"]));
+        let mut b = Set::new();
+        b.insert(&path(&["spec", "replicas"]));
+        b.insert(&path(&["metadata", "labels", "app"]));
+        let both = a.intersection(&b);
+        assert_eq!(both.to_fields_v1(), r#"{"f:spec":{"f:replicas":{}}}"#);
+        let only_a = a.difference(&b);
+        assert_eq!(
+            only_a.to_fields_v1(),
+            r#"{"f:spec":{"f:template":{"f:image":{}}}}"#
+        );
+        assert_eq!(a.union(&b).paths().len(), 3);
+        assert!(a.difference(&a).is_empty());
+        assert_eq!(a.difference(&a).to_fields_v1(), "{}");
+    }
+
+    #[test]
+    fn bad_fields_v1_is_an_error_naming_where_and_unknown_key_types_are_skipped() {
+        let e = Set::from_fields_v1(&json!({"f:spec": {"k:[1]": {}}})).unwrap_err();
+        assert!(
+            matches!(e, FieldsV1Error::BadKey { ref at, .. } if at == "/f:spec"),
+            "{e}"
+        );
+        let e = Set::from_fields_v1(&json!({"f:spec": 1})).unwrap_err();
+        assert!(matches!(e, FieldsV1Error::NotAnObject { .. }), "{e}");
+        let set = Set::from_fields_v1(&json!({"f:a": {}, "x:future": {}})).unwrap();
+        assert_eq!(set.to_fields_v1(), r#"{"f:a":{}}"#);
+        assert!(Set::from_fields_v1(&json!({"f:a": {}, "nocolon": {}})).is_err());
+    }
+}
