@@ -373,6 +373,166 @@ impl Set {
     }
 }
 
+/// Paths no manager ever owns (Kubernetes' `StripMeta`): the kind, and the metadata the
+/// server keeps.
+const NEVER_OWNED: &[&[&str]] = &[
+    &["apiVersion"],
+    &["kind"],
+    &["metadata"],
+    &["metadata", "name"],
+    &["metadata", "namespace"],
+    &["metadata", "creationTimestamp"],
+    &["metadata", "selfLink"],
+    &["metadata", "uid"],
+    &["metadata", "clusterName"],
+    &["metadata", "generation"],
+    &["metadata", "managedFields"],
+    &["metadata", "resourceVersion"],
+];
+
+/// Why a configuration has no field set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {why}")]
+pub struct FieldSetError {
+    pub path: String,
+    pub why: String,
+}
+
+/// The fields an applier owns for sending `config` (structured-merge-diff's `ToFieldSet`):
+/// every scalar and atomic list it sent, every item of a keyed list (by its key, with the
+/// schema's defaults for omitted key fields) or of a set (by value) and what it sent inside,
+/// every map key it sent; an empty map or a null as itself; but the structs on the way are not
+/// owned, and neither is what [`NEVER_OWNED`] names. Lists merge as `schema` says. Maps are
+/// granular: a [`crate::MergeSchema`] does not say which structs Kubernetes makes atomic
+/// (`LabelSelector`), whose fields this owns one by one where Kubernetes owns the struct.
+pub fn to_field_set(config: &Value, schema: &dyn crate::MergeSchema) -> Result<Set, FieldSetError> {
+    let mut out = Set::new();
+    let Value::Object(m) = config else {
+        return Err(FieldSetError {
+            path: String::new(),
+            why: "a configuration is an object".into(),
+        });
+    };
+    let mut at = Vec::new();
+    visit_map(
+        m,
+        schema,
+        &mut Vec::new(),
+        &mut at,
+        &mut out,
+        crate::MAX_DEPTH,
+    )?;
+    for never in NEVER_OWNED {
+        let path: Vec<PathElement> = never
+            .iter()
+            .map(|f| PathElement::Field(f.to_string()))
+            .collect();
+        out = out.difference(&single(&path));
+    }
+    Ok(out)
+}
+
+fn single(path: &[PathElement]) -> Set {
+    let mut s = Set::new();
+    s.insert(path);
+    s
+}
+
+fn visit_map(
+    m: &Map<String, Value>,
+    schema: &dyn crate::MergeSchema,
+    fields: &mut Vec<String>,
+    at: &mut Vec<PathElement>,
+    out: &mut Set,
+    depth: usize,
+) -> Result<(), FieldSetError> {
+    if depth == 0 {
+        return Err(FieldSetError {
+            path: Path(at.clone()).to_string(),
+            why: format!("nested deeper than {}", crate::MAX_DEPTH),
+        });
+    }
+    for (k, v) in m {
+        at.push(PathElement::Field(k.clone()));
+        fields.push(k.clone());
+        visit_value(v, schema, fields, at, out, depth - 1)?;
+        fields.pop();
+        at.pop();
+    }
+    Ok(())
+}
+
+fn visit_value(
+    v: &Value,
+    schema: &dyn crate::MergeSchema,
+    fields: &mut Vec<String>,
+    at: &mut Vec<PathElement>,
+    out: &mut Set,
+    depth: usize,
+) -> Result<(), FieldSetError> {
+    match v {
+        Value::Object(m) if !m.is_empty() => visit_map(m, schema, fields, at, out, depth),
+        Value::Array(items) => {
+            let strategy = {
+                let names: Vec<&str> = fields.iter().map(String::as_str).collect();
+                schema.list_strategy(&names)
+            };
+            match strategy {
+                crate::ListStrategy::Replace => out.insert(at),
+                crate::ListStrategy::Set => {
+                    for item in items {
+                        at.push(PathElement::Value(item.clone()));
+                        out.insert(at);
+                        at.pop();
+                    }
+                }
+                crate::ListStrategy::MergeByKeys(keys) => {
+                    for item in items {
+                        let Value::Object(fields_of_item) = item else {
+                            return Err(FieldSetError {
+                                path: Path(at.clone()).to_string(),
+                                why: "an item of a keyed list is an object".into(),
+                            });
+                        };
+                        let mut key = Map::new();
+                        for k in &keys {
+                            let value = fields_of_item.get(k).cloned().or_else(|| {
+                                let names: Vec<&str> = fields.iter().map(String::as_str).collect();
+                                schema.merge_key_default(&names, k)
+                            });
+                            match value {
+                                Some(v) => key.insert(k.clone(), v),
+                                None => {
+                                    return Err(FieldSetError {
+                                        path: Path(at.clone()).to_string(),
+                                        why: format!("an item omits its key field {k:?}"),
+                                    });
+                                }
+                            };
+                        }
+                        at.push(PathElement::key(key));
+                        out.insert(at);
+                        visit_map(
+                            fields_of_item,
+                            schema,
+                            fields,
+                            at,
+                            out,
+                            depth.saturating_sub(1),
+                        )?;
+                        at.pop();
+                    }
+                }
+            }
+            Ok(())
+        }
+        _ => {
+            out.insert(at);
+            Ok(())
+        }
+    }
+}
+
 fn read(v: &Value, at: &str, out: &mut Set) -> Result<(), FieldsV1Error> {
     let Value::Object(m) = v else {
         return Err(FieldsV1Error::NotAnObject {
@@ -451,6 +611,43 @@ mod tests {
         let paths: Vec<String> = set.paths().iter().map(Path::to_string).collect();
         assert!(paths.contains(&".spec.template.spec.containers[name=\"nginx\"].ports[containerPort=80,protocol=\"TCP\"].containerPort".to_string()), "{paths:?}");
         assert_eq!(paths.len(), 9, "{paths:?}");
+    }
+
+    #[test]
+    fn an_appliers_fields_are_what_it_sent_keyed_as_the_schema_says() {
+        let config = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "nginx", "labels": {"app": "nginx"}},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "nginx"}},
+                "template": {"metadata": {"labels": {"app": "nginx"}},
+                    "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27",
+                        "ports": [{"containerPort": 80}], "args": ["-g", "daemon off;"]}]}}},
+        });
+        let schema = crate::BuiltinSchema::for_kind("apps/v1", "Deployment").unwrap();
+        let set = to_field_set(&config, &schema).unwrap();
+        let paths: Vec<String> = set.paths().iter().map(Path::to_string).collect();
+        let c = ".spec.template.spec.containers[name=\"nginx\"]";
+        for want in [
+            ".metadata.labels.app".to_string(),
+            ".spec.replicas".into(),
+            ".spec.selector.matchLabels.app".into(),
+            c.to_string(),
+            format!("{c}.image"),
+            format!("{c}.args"),
+            format!("{c}.ports[containerPort=80,protocol=\"TCP\"]"),
+            format!("{c}.ports[containerPort=80,protocol=\"TCP\"].containerPort"),
+        ] {
+            assert!(paths.contains(&want), "{want} in {paths:?}");
+        }
+        assert!(
+            !paths
+                .iter()
+                .any(|p| p.starts_with(".apiVersion") || p == ".metadata.name")
+        );
+        assert!(!set.has(&[f("spec")]), "structs on the way are not owned");
+        let bad = json!({"spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}});
+        let e = to_field_set(&bad, &schema).unwrap_err();
+        assert!(e.why.contains("\"name\""), "{e}");
     }
 
     #[test]
