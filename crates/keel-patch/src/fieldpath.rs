@@ -432,6 +432,154 @@ pub fn to_field_set(config: &Value, schema: &dyn crate::MergeSchema) -> Result<S
     Ok(out)
 }
 
+/// What a write from `live` to `new` changed (structured-merge-diff's `Compare`: added and
+/// modified, not removed): what an Update manager comes to own. A map or list item that is new
+/// is owned itself (`"."`) with what it holds; a scalar or atomic list that differs is owned;
+/// the server's metadata never is. Not yet checked against Kubernetes: whether a keyed list
+/// that is new is owned itself too (`"f:ports":{".":{}, ...}`); here it is not.
+pub fn changed(
+    live: &Value,
+    new: &Value,
+    schema: &dyn crate::MergeSchema,
+) -> Result<Set, FieldSetError> {
+    let mut out = Set::new();
+    diff(
+        new,
+        Some(live),
+        schema,
+        &mut Vec::new(),
+        &mut Vec::new(),
+        &mut out,
+        crate::MAX_DEPTH,
+    )?;
+    for never in NEVER_OWNED {
+        let path: Vec<PathElement> = never
+            .iter()
+            .map(|f| PathElement::Field(f.to_string()))
+            .collect();
+        out = out.difference(&single(&path));
+    }
+    Ok(out)
+}
+
+fn diff(
+    new: &Value,
+    live: Option<&Value>,
+    schema: &dyn crate::MergeSchema,
+    fields: &mut Vec<String>,
+    at: &mut Vec<PathElement>,
+    out: &mut Set,
+    depth: usize,
+) -> Result<(), FieldSetError> {
+    if depth == 0 {
+        return Err(FieldSetError {
+            path: Path(at.clone()).to_string(),
+            why: format!("nested deeper than {}", crate::MAX_DEPTH),
+        });
+    }
+    match new {
+        Value::Object(m) if !m.is_empty() => {
+            let live = live.and_then(Value::as_object);
+            if live.is_none() {
+                out.insert(at);
+            }
+            for (k, v) in m {
+                at.push(PathElement::Field(k.clone()));
+                fields.push(k.clone());
+                diff(
+                    v,
+                    live.and_then(|l| l.get(k)),
+                    schema,
+                    fields,
+                    at,
+                    out,
+                    depth - 1,
+                )?;
+                fields.pop();
+                at.pop();
+            }
+            Ok(())
+        }
+        Value::Array(items) => {
+            let names: Vec<String> = fields.clone();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let live_items = live.and_then(Value::as_array);
+            match schema.list_strategy(&names) {
+                crate::ListStrategy::Replace => {
+                    if live != Some(new) {
+                        out.insert(at);
+                    }
+                }
+                crate::ListStrategy::Set => {
+                    for item in items {
+                        if !live_items.is_some_and(|l| l.contains(item)) {
+                            at.push(PathElement::Value(item.clone()));
+                            out.insert(at);
+                            at.pop();
+                        }
+                    }
+                }
+                crate::ListStrategy::MergeByKeys(keys) => {
+                    let key_of = |item: &Value| -> Option<Map<String, Value>> {
+                        let item = item.as_object()?;
+                        keys.iter()
+                            .map(|k| {
+                                let v = item
+                                    .get(k)
+                                    .cloned()
+                                    .or_else(|| schema.merge_key_default(&names, k))?;
+                                Some((k.clone(), v))
+                            })
+                            .collect()
+                    };
+                    for item in items {
+                        let Some(key) = key_of(item) else {
+                            return Err(FieldSetError {
+                                path: Path(at.clone()).to_string(),
+                                why: "an item of a keyed list omits a key field".into(),
+                            });
+                        };
+                        let before = live_items
+                            .into_iter()
+                            .flatten()
+                            .find(|l| key_of(l).as_ref() == Some(&key));
+                        at.push(PathElement::key(key));
+                        if before.is_none() {
+                            out.insert(at);
+                        }
+                        if let Value::Object(m) = item {
+                            let before = before.and_then(Value::as_object);
+                            for (k, v) in m {
+                                at.push(PathElement::Field(k.clone()));
+                                fields.push(k.clone());
+                                diff(
+                                    v,
+                                    before.and_then(|b| b.get(k)),
+                                    schema,
+                                    fields,
+                                    at,
+                                    out,
+                                    depth - 1,
+                                )?;
+                                fields.pop();
+                                at.pop();
+                            }
+                        }
+                        at.pop();
+                    }
+                }
+            }
+            Ok(())
+        }
+        _ => {
+            if live != Some(new) {
+                out.insert(at);
+            }
+            Ok(())
+        }
+    }
+}
+
 fn single(path: &[PathElement]) -> Set {
     let mut s = Set::new();
     s.insert(path);
@@ -648,6 +796,25 @@ mod tests {
         let bad = json!({"spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}});
         let e = to_field_set(&bad, &schema).unwrap_err();
         assert!(e.why.contains("\"name\""), "{e}");
+    }
+
+    #[test]
+    fn an_update_owns_what_it_added_or_changed() {
+        let schema = crate::BuiltinSchema::for_kind("apps/v1", "Deployment").unwrap();
+        let live = json!({"metadata": {"name": "web", "resourceVersion": "7"},
+            "spec": {"replicas": 1, "template": {"spec": {"containers": [
+                {"name": "a", "image": "a:1"}]}}}});
+        let new = json!({"metadata": {"name": "web", "resourceVersion": "8",
+                "labels": {"team": "x"}},
+            "spec": {"replicas": 3, "template": {"spec": {"containers": [
+                {"name": "a", "image": "a:1"},
+                {"name": "b", "image": "b:1", "ports": [{"containerPort": 80}]}]}}}});
+        let set = changed(&live, &new, &schema).unwrap();
+        assert_eq!(
+            set.to_fields_v1(),
+            r#"{"f:metadata":{"f:labels":{".":{},"f:team":{}}},"f:spec":{"f:replicas":{},"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"b\"}":{".":{},"f:image":{},"f:name":{},"f:ports":{"k:{\"containerPort\":80,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{}}}}}}}}}"#
+        );
+        assert!(changed(&new, &new, &schema).unwrap().is_empty());
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //!   [`create_three_way_merge_patch`] (`kubectl apply`).
 //!
 //! - [`fieldpath`]: sets of field paths and their wire form, `FieldsV1`: what server-side
-//!   apply records each manager as owning.
+//!   apply records each manager as owning; [`managed`]: the entries of `managedFields` and
+//!   the words of an apply's conflicts.
 //!
 //! The strategic functions and the merge-patch diffs refuse documents nested deeper than
 //! [`MAX_DEPTH`], so no input can exhaust the stack; parsed JSON never is (serde_json stops at
@@ -23,6 +24,7 @@ mod error;
 pub mod fieldpath;
 mod json;
 mod limits;
+pub mod managed;
 mod merge;
 mod schema;
 mod strategic;

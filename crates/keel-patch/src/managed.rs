@@ -1,0 +1,355 @@
+//! `metadata.managedFields`: who owns which fields of an object, as Kubernetes records it for
+//! server-side apply (docs/server-side-apply.md §2 and §4): the entries, their identity and
+//! order, and the words of an apply's conflicts.
+
+use std::cmp::Ordering;
+
+use serde_json::{Map, Value, json};
+
+use crate::fieldpath::{FieldsV1Error, Path, Set};
+
+/// How a manager came to own its fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Operation {
+    /// A server-side apply: the manager owns what its configuration says.
+    Apply,
+    /// Any other write: the manager owns what it changed.
+    Update,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Apply => "Apply",
+            Operation::Update => "Update",
+        }
+    }
+}
+
+/// One entry of `metadata.managedFields`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub manager: String,
+    pub operation: Operation,
+    /// The group/version the manager wrote in (`apps/v1`, `v1`).
+    pub api_version: String,
+    /// RFC 3339, to the second; absent when the entry's fields were never changed by it.
+    pub time: Option<String>,
+    /// `status` or `scale` for a write through that subresource.
+    pub subresource: String,
+    pub fields: Set,
+}
+
+/// Why `metadata.managedFields` could not be read: the field's path and what is wrong, in
+/// Kubernetes' words where it has them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("metadata.managedFields[{index}]{field}: {why}")]
+pub struct ManagedFieldsError {
+    pub index: usize,
+    /// `.operation`, `.fieldsType`, ... (empty: the entry itself).
+    pub field: String,
+    pub why: String,
+}
+
+impl Entry {
+    /// What makes two entries one (Kubernetes' `BuildManagerIdentifier`): manager, operation,
+    /// subresource, and for an Update the apiVersion. One applier has one entry per
+    /// subresource whatever version it applies in.
+    pub fn identity(&self) -> (String, Operation, String, String) {
+        let version = match self.operation {
+            Operation::Apply => String::new(),
+            Operation::Update => self.api_version.clone(),
+        };
+        (
+            self.manager.clone(),
+            self.operation,
+            version,
+            self.subresource.clone(),
+        )
+    }
+
+    /// The manager as a conflict names it: `"kubectl"`, `"kube-controller-manager" using
+    /// apps/v1` for an Update, with ` with subresource "status"` after a subresource's.
+    pub fn describe(&self) -> String {
+        let mut s = format!("{:?}", self.manager);
+        if !self.subresource.is_empty() {
+            s.push_str(&format!(" with subresource {:?}", self.subresource));
+        }
+        if self.operation == Operation::Update {
+            s.push_str(&format!(" using {}", self.api_version));
+        }
+        s
+    }
+
+    /// The entry as JSON, in Kubernetes' field order.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("manager".into(), json!(self.manager));
+        m.insert("operation".into(), json!(self.operation.as_str()));
+        m.insert("apiVersion".into(), json!(self.api_version));
+        if let Some(t) = &self.time {
+            m.insert("time".into(), json!(t));
+        }
+        m.insert("fieldsType".into(), json!("FieldsV1"));
+        let fields: Value = serde_json::from_str(&self.fields.to_fields_v1()).unwrap_or(json!({}));
+        m.insert("fieldsV1".into(), fields);
+        if !self.subresource.is_empty() {
+            m.insert("subresource".into(), json!(self.subresource));
+        }
+        Value::Object(m)
+    }
+}
+
+/// The entries of a `metadata.managedFields` value (absent or null: none).
+pub fn parse(v: Option<&Value>) -> Result<Vec<Entry>, ManagedFieldsError> {
+    let items = match v {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(_) => {
+            return Err(ManagedFieldsError {
+                index: 0,
+                field: String::new(),
+                why: "must be a list of entries".into(),
+            });
+        }
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (index, item) in items.iter().enumerate() {
+        let bad = |field: &str, why: String| ManagedFieldsError {
+            index,
+            field: field.to_string(),
+            why,
+        };
+        let text = |f: &str| {
+            item.get(f)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let operation = match text("operation").as_str() {
+            "Apply" => Operation::Apply,
+            "Update" => Operation::Update,
+            other => {
+                return Err(bad(
+                    ".operation",
+                    format!(
+                        "Unsupported value: {other:?}: supported values: \"Apply\", \"Update\""
+                    ),
+                ));
+            }
+        };
+        let fields_type = text("fieldsType");
+        if fields_type != "FieldsV1" {
+            return Err(bad(
+                ".fieldsType",
+                format!("Unsupported value: {fields_type:?}: supported values: \"FieldsV1\""),
+            ));
+        }
+        let fields = match item.get("fieldsV1") {
+            None | Some(Value::Null) => Set::new(),
+            Some(v) => Set::from_fields_v1(v)
+                .map_err(|e: FieldsV1Error| bad(".fieldsV1", e.to_string()))?,
+        };
+        out.push(Entry {
+            manager: text("manager"),
+            operation,
+            api_version: text("apiVersion"),
+            time: item.get("time").and_then(Value::as_str).map(str::to_string),
+            subresource: text("subresource"),
+            fields,
+        });
+    }
+    Ok(out)
+}
+
+/// Kubernetes' order of entries (`sortEncodedManagedFields`): Apply before Update, then the
+/// oldest first (no time counts as the oldest), then by manager, apiVersion, subresource.
+pub fn sort(entries: &mut [Entry]) {
+    entries.sort_by(|a, b| {
+        a.operation
+            .cmp(&b.operation)
+            .then_with(|| compare_times(a.time.as_deref(), b.time.as_deref()))
+            .then_with(|| a.manager.cmp(&b.manager))
+            .then_with(|| a.api_version.cmp(&b.api_version))
+            .then_with(|| a.subresource.cmp(&b.subresource))
+    });
+}
+
+fn compare_times(a: Option<&str>, b: Option<&str>) -> Ordering {
+    // RFC 3339 in UTC to the second (`2025-01-02T03:04:05Z`) sorts as text.
+    a.unwrap_or("").cmp(b.unwrap_or(""))
+}
+
+/// The entries as `metadata.managedFields`, sorted; empty entries are left out.
+pub fn to_value(entries: &[Entry]) -> Value {
+    let mut entries: Vec<Entry> = entries
+        .iter()
+        .filter(|e| !e.fields.is_empty())
+        .cloned()
+        .collect();
+    sort(&mut entries);
+    Value::Array(entries.iter().map(Entry::to_value).collect())
+}
+
+/// One manager's fields an apply would take from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    /// [`Entry::describe`] of the owner.
+    pub manager: String,
+    pub paths: Vec<Path>,
+}
+
+/// The message of an apply refused for its conflicts, in Kubernetes' words
+/// (`conflict.go`): `Apply failed with 1 conflict: conflict with "kubectl": .spec.replicas`,
+/// or a line per path when there are several; and a cause per path, as the 409's
+/// `details.causes` lists them (`FieldManagerConflict`, `conflict with <manager>`, the path).
+pub fn conflict_message(conflicts: &[Conflict]) -> (String, Vec<(String, String)>) {
+    let mut sorted: Vec<&Conflict> = conflicts.iter().filter(|c| !c.paths.is_empty()).collect();
+    sorted.sort_by(|a, b| a.manager.cmp(&b.manager));
+    let total: usize = sorted.iter().map(|c| c.paths.len()).sum();
+    let causes: Vec<(String, String)> = sorted
+        .iter()
+        .flat_map(|c| {
+            c.paths
+                .iter()
+                .map(|p| (format!("conflict with {}", c.manager), p.to_string()))
+        })
+        .collect();
+    let message = if total == 1 {
+        let (m, p) = &causes[0];
+        format!("Apply failed with 1 conflict: {m}: {p}")
+    } else {
+        let mut s = format!("Apply failed with {total} conflicts: ");
+        let blocks: Vec<String> = sorted
+            .iter()
+            .map(|c| {
+                let lines: Vec<String> = c.paths.iter().map(|p| format!("- {p}")).collect();
+                format!("conflicts with {}:\n{}", c.manager, lines.join("\n"))
+            })
+            .collect();
+        s.push_str(&blocks.join("\n"));
+        s
+    };
+    (message, causes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fieldpath::PathElement;
+
+    fn path(fields: &[&str]) -> Vec<PathElement> {
+        fields
+            .iter()
+            .map(|f| PathElement::Field(f.to_string()))
+            .collect()
+    }
+
+    fn entry(manager: &str, op: Operation, time: Option<&str>, field: &[&str]) -> Entry {
+        let mut fields = Set::new();
+        fields.insert(&path(field));
+        Entry {
+            manager: manager.into(),
+            operation: op,
+            api_version: "apps/v1".into(),
+            time: time.map(str::to_string),
+            subresource: String::new(),
+            fields,
+        }
+    }
+
+    #[test]
+    fn entries_read_write_and_sort_as_kubernetes_has_them() {
+        let live = json!([
+            {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "apps/v1",
+             "time": "2025-01-02T03:04:05Z", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:status": {"f:replicas": {}}}, "subresource": "status"},
+            {"manager": "kubectl", "operation": "Apply", "apiVersion": "apps/v1",
+             "time": "2025-01-02T03:04:09Z", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+        ]);
+        let entries = parse(Some(&live)).unwrap();
+        assert_eq!(entries[1].operation, Operation::Apply);
+        assert_eq!(to_value(&entries), json!([live[1], live[0]]), "Apply first");
+        assert_eq!(
+            entries[0].describe(),
+            r#""kube-controller-manager" with subresource "status" using apps/v1"#
+        );
+        assert_eq!(entries[1].describe(), r#""kubectl""#);
+        let mut bad = live.clone();
+        bad[1]["operation"] = json!("Patch");
+        let e = parse(Some(&bad)).unwrap_err();
+        assert_eq!((e.index, e.field.as_str()), (1, ".operation"));
+        bad[1]["operation"] = json!("Apply");
+        bad[1]["fieldsType"] = json!("FieldsV2");
+        assert_eq!(parse(Some(&bad)).unwrap_err().field, ".fieldsType");
+    }
+
+    #[test]
+    fn an_applier_is_one_entry_whatever_its_version_an_updater_one_per_version() {
+        let mut a = entry("kubectl", Operation::Apply, None, &["spec"]);
+        let mut b = a.clone();
+        b.api_version = "apps/v1beta1".into();
+        assert_eq!(a.identity(), b.identity());
+        a.operation = Operation::Update;
+        b.operation = Operation::Update;
+        assert_ne!(a.identity(), b.identity());
+    }
+
+    #[test]
+    fn empty_entries_go_and_the_oldest_update_comes_first() {
+        let entries = vec![
+            entry("b", Operation::Update, Some("2025-01-02T03:04:06Z"), &["x"]),
+            entry("a", Operation::Update, Some("2025-01-02T03:04:07Z"), &["y"]),
+            Entry {
+                fields: Set::new(),
+                ..entry("gone", Operation::Apply, None, &["z"])
+            },
+        ];
+        let out = to_value(&entries);
+        let managers: Vec<&str> = out
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["manager"].as_str().unwrap())
+            .collect();
+        assert_eq!(managers, ["b", "a"]);
+    }
+
+    #[test]
+    fn conflicts_are_worded_as_kubernetes_words_them() {
+        let replicas = Path(path(&["spec", "replicas"]));
+        let one = [Conflict {
+            manager: r#""kubectl""#.into(),
+            paths: vec![replicas.clone()],
+        }];
+        let (message, causes) = conflict_message(&one);
+        assert_eq!(
+            message,
+            r#"Apply failed with 1 conflict: conflict with "kubectl": .spec.replicas"#
+        );
+        assert_eq!(
+            causes,
+            [(
+                r#"conflict with "kubectl""#.to_string(),
+                ".spec.replicas".to_string()
+            )]
+        );
+        let image = Path(path(&["spec", "image"]));
+        let two = [
+            Conflict {
+                manager: r#""other" using apps/v1"#.into(),
+                paths: vec![image],
+            },
+            Conflict {
+                manager: r#""kubectl""#.into(),
+                paths: vec![replicas],
+            },
+        ];
+        assert_eq!(
+            conflict_message(&two).0,
+            "Apply failed with 2 conflicts: conflicts with \"kubectl\":\n- .spec.replicas\n\
+             conflicts with \"other\" using apps/v1:\n- .spec.image"
+        );
+    }
+}
