@@ -402,9 +402,8 @@ pub struct FieldSetError {
 /// every scalar and atomic list it sent, every item of a keyed list (by its key, with the
 /// schema's defaults for omitted key fields) or of a set (by value) and what it sent inside,
 /// every map key it sent; an empty map or a null as itself; but the structs on the way are not
-/// owned, and neither is what [`NEVER_OWNED`] names. Lists merge as `schema` says. Maps are
-/// granular: a [`crate::MergeSchema`] does not say which structs Kubernetes makes atomic
-/// (`LabelSelector`), whose fields this owns one by one where Kubernetes owns the struct.
+/// owned, and neither is what [`NEVER_OWNED`] names. Lists merge, and maps are atomic or
+/// granular, as `schema` says.
 pub fn to_field_set(config: &Value, schema: &dyn crate::MergeSchema) -> Result<Set, FieldSetError> {
     let mut out = Set::new();
     let Value::Object(m) = config else {
@@ -478,7 +477,7 @@ fn diff(
         });
     }
     match new {
-        Value::Object(m) if !m.is_empty() => {
+        Value::Object(m) if !m.is_empty() && !atomic(schema, fields) => {
             let live = live.and_then(Value::as_object);
             if live.is_none() {
                 out.insert(at);
@@ -544,10 +543,11 @@ fn diff(
                             .flatten()
                             .find(|l| key_of(l).as_ref() == Some(&key));
                         at.push(PathElement::key(key));
-                        if before.is_none() {
+                        let whole = atomic(schema, fields);
+                        if before.is_none() || (whole && before != Some(item)) {
                             out.insert(at);
                         }
-                        if let Value::Object(m) = item {
+                        if let (Value::Object(m), false) = (item, whole) {
                             let before = before.and_then(Value::as_object);
                             for (k, v) in m {
                                 at.push(PathElement::Field(k.clone()));
@@ -578,6 +578,12 @@ fn diff(
             Ok(())
         }
     }
+}
+
+/// Whether the map at the field path `fields` is one value to apply.
+fn atomic(schema: &dyn crate::MergeSchema, fields: &[String]) -> bool {
+    let names: Vec<&str> = fields.iter().map(String::as_str).collect();
+    schema.map_atomic(&names)
 }
 
 fn single(path: &[PathElement]) -> Set {
@@ -619,7 +625,9 @@ fn visit_value(
     depth: usize,
 ) -> Result<(), FieldSetError> {
     match v {
-        Value::Object(m) if !m.is_empty() => visit_map(m, schema, fields, at, out, depth),
+        Value::Object(m) if !m.is_empty() && !atomic(schema, fields) => {
+            visit_map(m, schema, fields, at, out, depth)
+        }
         Value::Array(items) => {
             let strategy = {
                 let names: Vec<&str> = fields.iter().map(String::as_str).collect();
@@ -660,6 +668,10 @@ fn visit_value(
                         }
                         at.push(PathElement::key(key));
                         out.insert(at);
+                        if atomic(schema, fields) {
+                            at.pop();
+                            continue;
+                        }
                         visit_map(
                             fields_of_item,
                             schema,
@@ -778,7 +790,7 @@ mod tests {
         for want in [
             ".metadata.labels.app".to_string(),
             ".spec.replicas".into(),
-            ".spec.selector.matchLabels.app".into(),
+            ".spec.selector".into(),
             c.to_string(),
             format!("{c}.image"),
             format!("{c}.args"),
@@ -793,6 +805,10 @@ mod tests {
                 .any(|p| p.starts_with(".apiVersion") || p == ".metadata.name")
         );
         assert!(!set.has(&[f("spec")]), "structs on the way are not owned");
+        assert!(
+            !paths.iter().any(|p| p.starts_with(".spec.selector.")),
+            "a LabelSelector is atomic: {paths:?}"
+        );
         let bad = json!({"spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}});
         let e = to_field_set(&bad, &schema).unwrap_err();
         assert!(e.why.contains("\"name\""), "{e}");
@@ -815,6 +831,33 @@ mod tests {
             r#"{"f:metadata":{"f:labels":{".":{},"f:team":{}}},"f:spec":{"f:replicas":{},"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"b\"}":{".":{},"f:image":{},"f:name":{},"f:ports":{"k:{\"containerPort\":80,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{}}}}}}}}}"#
         );
         assert!(changed(&new, &new, &schema).unwrap().is_empty());
+    }
+
+    #[test]
+    fn atomic_structs_and_maps_are_owned_and_changed_whole() {
+        let rs = crate::BuiltinSchema::for_kind("apps/v1", "ReplicaSet").unwrap();
+        let config = json!({"metadata": {"ownerReferences": [
+            {"uid": "u1", "name": "web", "kind": "Deployment", "apiVersion": "apps/v1"}]}});
+        let paths: Vec<String> = to_field_set(&config, &rs)
+            .unwrap()
+            .paths()
+            .iter()
+            .map(Path::to_string)
+            .collect();
+        assert_eq!(paths, [".metadata.ownerReferences[uid=\"u1\"]"]);
+        let svc = crate::BuiltinSchema::for_kind("v1", "Service").unwrap();
+        let live = json!({"spec": {"selector": {"app": "web", "tier": "a"}}});
+        let new = json!({"spec": {"selector": {"app": "web", "tier": "b"}}});
+        assert_eq!(
+            changed(&live, &new, &svc).unwrap().to_fields_v1(),
+            r#"{"f:spec":{"f:selector":{}}}"#
+        );
+        let mut renamed = config.clone();
+        renamed["metadata"]["ownerReferences"][0]["name"] = json!("other");
+        assert_eq!(
+            changed(&config, &renamed, &rs).unwrap().to_fields_v1(),
+            r#"{"f:metadata":{"f:ownerReferences":{"k:{\"uid\":\"u1\"}":{}}}}"#
+        );
     }
 
     #[test]

@@ -182,7 +182,52 @@ impl BuiltinSchema {
     }
 }
 
+/// Atomic structs and maps of a pod spec, by the field's own name wherever it is below the
+/// spec (an env var's `secretKeyRef`, ...), and their paths from the spec.
+const POD_SPEC_ATOMIC_FIELDS: &[&str] = &[
+    "secretKeyRef",
+    "configMapKeyRef",
+    "fieldRef",
+    "resourceFieldRef",
+    "imagePullSecrets",
+    "requiredDuringSchedulingIgnoredDuringExecution",
+    "labelSelector",
+    "namespaceSelector",
+];
+const POD_SPEC_ATOMIC_PATHS: &[&[&str]] = &[&["nodeSelector"]];
+
 impl MergeSchema for BuiltinSchema {
+    /// docs/server-side-apply.md §5.4: `LabelSelector`s, `OwnerReference`s, object
+    /// references, key selectors, a pod's `nodeSelector`, a Service's `selector`.
+    fn map_atomic(&self, path: &[&str]) -> bool {
+        for meta in self.object_metas() {
+            if let Some(rest) = path.strip_prefix(*meta) {
+                return rest == ["ownerReferences"];
+            }
+        }
+        let workload_selector = matches!(
+            self.kind,
+            Kind::Deployment
+                | Kind::ReplicaSet
+                | Kind::StatefulSet
+                | Kind::DaemonSet
+                | Kind::Job
+                | Kind::Service
+        ) && path == ["spec", "selector"];
+        if workload_selector {
+            return true;
+        }
+        match self.pod_spec().and_then(|p| path.strip_prefix(p)) {
+            Some(rest) => {
+                POD_SPEC_ATOMIC_PATHS.contains(&rest)
+                    || rest
+                        .last()
+                        .is_some_and(|name| POD_SPEC_ATOMIC_FIELDS.contains(name))
+            }
+            None => false,
+        }
+    }
+
     fn list_strategy(&self, path: &[&str]) -> ListStrategy {
         for meta in self.object_metas() {
             if let Some(rest) = path.strip_prefix(*meta) {

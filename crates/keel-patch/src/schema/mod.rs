@@ -43,6 +43,14 @@ pub trait MergeSchema {
     fn merge_key_default(&self, _path: &[&str], _key: &str) -> Option<Value> {
         None
     }
+
+    /// Whether the map at `path` (or each element of the list of maps at `path`) is one value
+    /// to server-side apply: owned, compared and replaced whole (Kubernetes'
+    /// `+structType=atomic` and `+mapType=atomic`: a `LabelSelector`, an `OwnerReference`, a
+    /// Service's `selector`). Strategic merge patches still merge it key by key.
+    fn map_atomic(&self, _path: &[&str]) -> bool {
+        false
+    }
 }
 
 /// The list rules of `ObjectMeta`, which every kind shares: `rest` is the path below
