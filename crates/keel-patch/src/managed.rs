@@ -191,6 +191,116 @@ pub fn to_value(entries: &[Entry]) -> Value {
     Value::Array(entries.iter().map(Entry::to_value).collect())
 }
 
+/// Who writes: a manager, how, in which version, through which subresource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Writer {
+    pub manager: String,
+    pub operation: Operation,
+    pub api_version: String,
+    pub subresource: String,
+}
+
+impl Writer {
+    fn entry(&self, fields: Set, time: Option<String>) -> Entry {
+        Entry {
+            manager: self.manager.clone(),
+            operation: self.operation,
+            api_version: self.api_version.clone(),
+            time,
+            subresource: self.subresource.clone(),
+            fields,
+        }
+    }
+}
+
+/// The fields each other manager owns among `changed` (what the write adds or modifies):
+/// an apply's conflicts (docs/server-side-apply.md §4.1). An Update never conflicts: it takes
+/// them ([`record_update`]).
+pub fn conflicts(entries: &[Entry], writer: &Writer, changed: &Set) -> Vec<Conflict> {
+    let me = writer.entry(Set::new(), None).identity();
+    entries
+        .iter()
+        .filter(|e| e.identity() != me)
+        .filter_map(|e| {
+            let taken = e.fields.intersection(changed);
+            (!taken.is_empty()).then(|| Conflict {
+                manager: e.describe(),
+                paths: taken.paths(),
+            })
+        })
+        .collect()
+}
+
+/// The entries after an Update by `writer` that changed `changed` and removed `removed`
+/// (§2.4): every other manager loses what it changed, removed fields leave every set, and the
+/// writer's entry gains what it changed, its time `now`. A write that changed nothing leaves
+/// the entries as they were.
+pub fn record_update(
+    entries: &[Entry],
+    writer: &Writer,
+    changed: &Set,
+    removed: &Set,
+    now: &str,
+) -> Vec<Entry> {
+    if changed.is_empty() && removed.is_empty() {
+        return entries.to_vec();
+    }
+    let me = writer.entry(Set::new(), None).identity();
+    let mut out: Vec<Entry> = Vec::with_capacity(entries.len() + 1);
+    let mut mine: Option<Entry> = None;
+    for e in entries {
+        let mut e = e.clone();
+        if e.identity() == me {
+            e.fields = e.fields.union(changed).difference(removed);
+            e.api_version = writer.api_version.clone();
+            if !changed.is_empty() {
+                e.time = Some(now.to_string());
+            }
+            mine = Some(e);
+            continue;
+        }
+        e.fields = e.fields.difference(changed).difference(removed);
+        out.push(e);
+    }
+    let mine = mine.unwrap_or_else(|| writer.entry(changed.clone(), Some(now.to_string())));
+    out.push(mine);
+    out.retain(|e| !e.fields.is_empty());
+    sort(&mut out);
+    out
+}
+
+/// The entries after an apply by `writer` of a configuration whose fields are `applied`, taking
+/// `forced` (the conflicts it overrode with `force`) from their owners (§2.4, §4.1): the
+/// applier's set is replaced, not unioned, and its time is `now` when the object changed.
+pub fn record_apply(
+    entries: &[Entry],
+    writer: &Writer,
+    applied: &Set,
+    forced: &Set,
+    object_changed: bool,
+    now: &str,
+) -> Vec<Entry> {
+    let me = writer.entry(Set::new(), None).identity();
+    let mut out: Vec<Entry> = Vec::with_capacity(entries.len() + 1);
+    let mut time = None;
+    for e in entries {
+        if e.identity() == me {
+            time = e.time.clone();
+            continue;
+        }
+        let mut e = e.clone();
+        e.fields = e.fields.difference(forced);
+        out.push(e);
+    }
+    if object_changed {
+        time = Some(now.to_string());
+    }
+    out.push(writer.entry(applied.clone(), time));
+    out.retain(|e| !e.fields.is_empty());
+    sort(&mut out);
+    out
+}
+
 /// One manager's fields an apply would take from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
@@ -314,6 +424,102 @@ mod tests {
             .map(|e| e["manager"].as_str().unwrap())
             .collect();
         assert_eq!(managers, ["b", "a"]);
+    }
+
+    fn set(paths: &[&[&str]]) -> Set {
+        let mut s = Set::new();
+        for p in paths {
+            s.insert(&path(p));
+        }
+        s
+    }
+
+    fn writer(manager: &str, operation: Operation) -> Writer {
+        Writer {
+            manager: manager.into(),
+            operation,
+            api_version: "apps/v1".into(),
+            subresource: String::new(),
+        }
+    }
+
+    /// The seeds' walkthrough with `--server-side` (issue 32's "Done when"), as bookkeeping.
+    #[test]
+    fn two_appliers_conflict_force_takes_over_and_the_loser_keeps_the_rest() {
+        let now = "2025-01-02T03:04:05Z";
+        let kubectl = writer("kubectl", Operation::Apply);
+        let mine = set(&[&["spec", "replicas"], &["spec", "image"]]);
+        let entries = record_apply(&[], &kubectl, &mine, &Set::new(), true, now);
+        // `other` sets replicas to another value: a conflict naming kubectl.
+        let other = writer("other", Operation::Apply);
+        let replicas = set(&[&["spec", "replicas"]]);
+        let found = conflicts(&entries, &other, &replicas);
+        assert_eq!(
+            conflict_message(&found).0,
+            r#"Apply failed with 1 conflict: conflict with "kubectl": .spec.replicas"#
+        );
+        // Forced: other owns replicas, kubectl only the image.
+        let entries = record_apply(&entries, &other, &replicas, &replicas, true, now);
+        let owners: Vec<(String, String)> = entries
+            .iter()
+            .map(|e| (e.manager.clone(), e.fields.to_fields_v1()))
+            .collect();
+        assert_eq!(
+            owners,
+            [
+                (
+                    "kubectl".to_string(),
+                    r#"{"f:spec":{"f:image":{}}}"#.to_string()
+                ),
+                (
+                    "other".to_string(),
+                    r#"{"f:spec":{"f:replicas":{}}}"#.to_string()
+                ),
+            ]
+        );
+        // kubectl applies again without replicas: no conflict, replicas stays other's.
+        let image = set(&[&["spec", "image"]]);
+        assert!(conflicts(&entries, &kubectl, &Set::new()).is_empty());
+        let entries = record_apply(&entries, &kubectl, &image, &Set::new(), false, now);
+        assert!(
+            entries
+                .iter()
+                .any(|e| e.manager == "other" && e.fields == replicas)
+        );
+    }
+
+    #[test]
+    fn an_update_takes_what_it_changes_and_removed_fields_leave_every_set() {
+        let now = "2025-01-02T03:04:05Z";
+        let applied = set(&[&["spec", "replicas"], &["spec", "paused"]]);
+        let entries = record_apply(
+            &[],
+            &writer("kubectl", Operation::Apply),
+            &applied,
+            &Set::new(),
+            true,
+            now,
+        );
+        let hpa = writer("hpa", Operation::Update);
+        let after = record_update(
+            &entries,
+            &hpa,
+            &set(&[&["spec", "replicas"]]),
+            &set(&[&["spec", "paused"]]),
+            "2025-01-02T03:04:09Z",
+        );
+        assert_eq!(
+            after.len(),
+            1,
+            "kubectl's entry is empty and goes: {after:?}"
+        );
+        assert_eq!(after[0].manager, "hpa");
+        assert_eq!(after[0].time.as_deref(), Some("2025-01-02T03:04:09Z"));
+        let unchanged = record_update(&after, &hpa, &Set::new(), &Set::new(), "later");
+        assert_eq!(
+            unchanged, after,
+            "a write that changes nothing keeps the entries"
+        );
     }
 
     #[test]
