@@ -12,7 +12,7 @@
 //!
 //! - [`fieldpath`]: sets of field paths and their wire form, `FieldsV1`: what server-side
 //!   apply records each manager as owning; [`managed`]: the entries of `managedFields` and
-//!   the words of an apply's conflicts.
+//!   the words of an apply's conflicts; [`apply`]: server-side apply itself.
 //!
 //! The strategic functions and the merge-patch diffs refuse documents nested deeper than
 //! [`MAX_DEPTH`], so no input can exhaust the stack; parsed JSON never is (serde_json stops at
@@ -20,6 +20,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod apply;
 mod error;
 pub mod fieldpath;
 mod json;

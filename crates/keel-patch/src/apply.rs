@@ -1,0 +1,532 @@
+//! Server-side apply over JSON objects (structured-merge-diff's `Apply`,
+//! docs/server-side-apply.md §4 and §5): a manager's configuration merged into the live object
+//! as the kind's schema says, the fields it applied before and no longer does removed unless
+//! another manager owns them, conflicts with other owners found, and `managedFields`
+//! brought up to date.
+
+use serde_json::Value;
+
+use crate::fieldpath::{FieldSetError, Path, PathElement, Set, changed, to_field_set};
+use crate::managed::{Conflict, Entry, Operation, Writer, conflicts, record_apply};
+use crate::{ListStrategy, MergeSchema};
+
+/// What an apply made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// The object (without `metadata.managedFields`, which `entries` are).
+    pub object: Value,
+    pub entries: Vec<Entry>,
+}
+
+/// Why an apply was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApplyError {
+    /// Fields other managers own and the configuration would change (without `force`).
+    #[error("{} conflict(s)", .0.len())]
+    Conflicts(Vec<Conflict>),
+    /// A configuration the schema cannot key (an item without its key field, ...).
+    #[error(transparent)]
+    Invalid(#[from] FieldSetError),
+}
+
+/// Applies `config` by `writer` (its operation is Apply) to `live`, whose managers are
+/// `entries`, at time `now`; `force` takes conflicting fields from their owners.
+pub fn apply(
+    live: &Value,
+    config: &Value,
+    schema: &dyn MergeSchema,
+    entries: &[Entry],
+    writer: &Writer,
+    force: bool,
+    now: &str,
+) -> Result<Applied, ApplyError> {
+    let applied = to_field_set(config, schema)?;
+    let mut merged = merge(Some(live), config, schema, &mut Vec::new());
+    let me = Entry {
+        manager: writer.manager.clone(),
+        operation: Operation::Apply,
+        api_version: writer.api_version.clone(),
+        time: None,
+        subresource: writer.subresource.clone(),
+        fields: Set::new(),
+    }
+    .identity();
+    let last = entries
+        .iter()
+        .find(|e| e.identity() == me)
+        .map(|e| e.fields.clone())
+        .unwrap_or_default();
+    let kept = entries
+        .iter()
+        .filter(|e| e.identity() != me)
+        .fold(applied.clone(), |all, e| all.union(&e.fields));
+    for path in last.difference(&applied).paths() {
+        if !kept.has(&path.0) {
+            remove(&mut merged, &path.0, schema, &mut Vec::new());
+        }
+    }
+    let change = changed(live, &merged, schema)?;
+    let found = conflicts(entries, writer, &change);
+    if !found.is_empty() && !force {
+        return Err(ApplyError::Conflicts(found));
+    }
+    let forced = entries
+        .iter()
+        .filter(|e| e.identity() != me)
+        .fold(Set::new(), |all, e| {
+            all.union(&e.fields.intersection(&change))
+        });
+    let mut entries = record_apply(entries, writer, &applied, &forced, &merged != live, now);
+    // What left the object leaves every manager's set (an item that went with what another
+    // manager owned inside it).
+    if let (Ok(before), Ok(after)) = (to_field_set(live, schema), to_field_set(&merged, schema)) {
+        let gone = before.difference(&after);
+        if !gone.is_empty() {
+            for e in &mut entries {
+                e.fields = e.fields.difference(&gone);
+            }
+            entries.retain(|e| !e.fields.is_empty());
+        }
+    }
+    Ok(Applied {
+        object: merged,
+        entries,
+    })
+}
+
+/// `config` merged into `live`: the configuration's scalars, atomic lists and atomic maps win;
+/// maps merge key by key; keyed lists and sets merge item by item, the items both have in the
+/// configuration's order in the places they held, the live object's own items where they
+/// were, a new item before the next item of the configuration the live list has (or last).
+pub fn merge(
+    live: Option<&Value>,
+    config: &Value,
+    schema: &dyn MergeSchema,
+    fields: &mut Vec<String>,
+) -> Value {
+    let names = |fields: &Vec<String>| -> Vec<String> { fields.clone() };
+    match (live, config) {
+        (Some(Value::Object(l)), Value::Object(c)) if !atomic(schema, fields) => {
+            let mut out = l.clone();
+            for (k, v) in c {
+                fields.push(k.clone());
+                let merged = merge(l.get(k), v, schema, fields);
+                fields.pop();
+                out.insert(k.clone(), merged);
+            }
+            Value::Object(out)
+        }
+        (Some(Value::Array(l)), Value::Array(c)) => {
+            let owned = names(fields);
+            let path: Vec<&str> = owned.iter().map(String::as_str).collect();
+            let identity: Box<dyn Fn(&Value) -> Value> = match schema.list_strategy(&path) {
+                ListStrategy::Replace => return config.clone(),
+                ListStrategy::Set => Box::new(|v: &Value| v.clone()),
+                ListStrategy::MergeByKeys(keys) => {
+                    let defaults: Vec<Option<Value>> = keys
+                        .iter()
+                        .map(|k| schema.merge_key_default(&path, k))
+                        .collect();
+                    Box::new(move |v: &Value| {
+                        Value::Array(
+                            keys.iter()
+                                .zip(&defaults)
+                                .map(|(k, d)| {
+                                    v.get(k)
+                                        .cloned()
+                                        .or_else(|| d.clone())
+                                        .unwrap_or(Value::Null)
+                                })
+                                .collect(),
+                        )
+                    })
+                }
+            };
+            let config_ids: Vec<Value> = c.iter().map(&identity).collect();
+            let live_ids: Vec<Value> = l.iter().map(&identity).collect();
+            let item = |fields: &mut Vec<String>, i: usize| {
+                let before = live_ids
+                    .iter()
+                    .position(|id| *id == config_ids[i])
+                    .map(|j| &l[j]);
+                merge(before, &c[i], schema, fields)
+            };
+            // The live list's slots: its own items stay, the shared ones take the
+            // configuration's order.
+            let mut shared = (0..c.len()).filter(|i| live_ids.contains(&config_ids[*i]));
+            let mut out: Vec<Value> = Vec::with_capacity(l.len() + c.len());
+            let mut placed: Vec<Option<usize>> = Vec::with_capacity(l.len());
+            for id in &live_ids {
+                if config_ids.contains(id) {
+                    let i = shared.next();
+                    placed.push(i);
+                    out.push(i.map_or(Value::Null, |i| item(fields, i)));
+                } else {
+                    placed.push(None);
+                    out.push(l[placed.len() - 1].clone());
+                }
+            }
+            // New items: before the next configuration item the list has, else last.
+            for (i, id) in config_ids.iter().enumerate() {
+                if live_ids.contains(id) {
+                    continue;
+                }
+                let next = (i + 1..c.len()).find_map(|j| placed.iter().position(|p| *p == Some(j)));
+                let value = item(fields, i);
+                match next {
+                    Some(at) => {
+                        out.insert(at, value);
+                        placed.insert(at, Some(i));
+                    }
+                    None => {
+                        out.push(value);
+                        placed.push(Some(i));
+                    }
+                }
+            }
+            Value::Array(out)
+        }
+        _ => config.clone(),
+    }
+}
+
+/// Removes `path` from `obj`: a field, a keyed item with all it holds, a set's value.
+fn remove(
+    obj: &mut Value,
+    path: &[PathElement],
+    schema: &dyn MergeSchema,
+    fields: &mut Vec<String>,
+) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    match (first, obj) {
+        (PathElement::Field(k), Value::Object(m)) => {
+            if rest.is_empty() {
+                m.remove(k);
+            } else if let Some(child) = m.get_mut(k) {
+                fields.push(k.clone());
+                remove(child, rest, schema, fields);
+                fields.pop();
+            }
+        }
+        (PathElement::Key(key), Value::Array(items)) => {
+            let names: Vec<&str> = fields.iter().map(String::as_str).collect();
+            let matches = |item: &Value| {
+                key.iter().all(|(k, v)| {
+                    item.get(k)
+                        .cloned()
+                        .or_else(|| schema.merge_key_default(&names, k))
+                        .as_ref()
+                        == Some(v)
+                })
+            };
+            if let Some(i) = items.iter().position(matches) {
+                if rest.is_empty() {
+                    items.remove(i);
+                } else if let Some(item) = items.get_mut(i) {
+                    remove(item, rest, schema, fields);
+                }
+            }
+        }
+        (PathElement::Value(v), Value::Array(items)) if rest.is_empty() => {
+            items.retain(|item| item != v);
+        }
+        (PathElement::Index(i), Value::Array(items)) if rest.is_empty() && *i < items.len() => {
+            items.remove(*i);
+        }
+        _ => {}
+    }
+}
+
+fn atomic(schema: &dyn MergeSchema, fields: &[String]) -> bool {
+    let names: Vec<&str> = fields.iter().map(String::as_str).collect();
+    schema.map_atomic(&names)
+}
+
+/// The paths of a conflict list, for tests and messages.
+pub fn conflict_paths(conflicts: &[Conflict]) -> Vec<(String, Path)> {
+    conflicts
+        .iter()
+        .flat_map(|c| c.paths.iter().map(|p| (c.manager.clone(), p.clone())))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A schema of structured-merge-diff's fixtures: `list` keyed by `name`, `set` a set,
+    /// `atomicMap` atomic, everything else granular maps and atomic lists.
+    struct Fixture;
+
+    impl MergeSchema for Fixture {
+        fn list_strategy(&self, path: &[&str]) -> ListStrategy {
+            match path {
+                ["list"] => ListStrategy::MergeByKeys(vec!["name".into()]),
+                ["set"] | ["list", "value"] => ListStrategy::Set,
+                ["ports"] => ListStrategy::MergeByKeys(vec!["port".into(), "protocol".into()]),
+                _ => ListStrategy::Replace,
+            }
+        }
+
+        fn merge_key_default(&self, path: &[&str], key: &str) -> Option<Value> {
+            (path == ["ports"] && key == "protocol").then(|| json!("TCP"))
+        }
+
+        fn map_atomic(&self, path: &[&str]) -> bool {
+            path == ["atomicMap"]
+        }
+    }
+
+    const NOW: &str = "2025-01-02T03:04:05Z";
+
+    fn writer(manager: &str, operation: Operation) -> Writer {
+        Writer {
+            manager: manager.into(),
+            operation,
+            api_version: "v1".into(),
+            subresource: String::new(),
+        }
+    }
+
+    /// A sequence of applies and updates over one object, as SMD's fixtures run them.
+    struct State {
+        object: Value,
+        entries: Vec<Entry>,
+    }
+
+    impl State {
+        fn new() -> State {
+            State {
+                object: json!({}),
+                entries: Vec::new(),
+            }
+        }
+
+        fn apply(&mut self, manager: &str, config: Value, force: bool) -> Result<(), ApplyError> {
+            let w = writer(manager, Operation::Apply);
+            let a = apply(
+                &self.object,
+                &config,
+                &Fixture,
+                &self.entries,
+                &w,
+                force,
+                NOW,
+            )?;
+            self.object = a.object;
+            self.entries = a.entries;
+            Ok(())
+        }
+
+        fn update(&mut self, manager: &str, new: Value) {
+            let w = writer(manager, Operation::Update);
+            let change = changed(&self.object, &new, &Fixture).unwrap();
+            let before = to_field_set(&self.object, &Fixture).unwrap();
+            let after = to_field_set(&new, &Fixture).unwrap();
+            let removed = before.difference(&after);
+            self.entries = crate::managed::record_update(&self.entries, &w, &change, &removed, NOW);
+            self.object = new;
+        }
+
+        fn owns(&self, manager: &str) -> String {
+            self.entries
+                .iter()
+                .find(|e| e.manager == manager)
+                .map_or(String::new(), |e| e.fields.to_fields_v1())
+        }
+    }
+
+    #[test]
+    fn a_leaf_conflict_is_refused_and_forced() {
+        let mut s = State::new();
+        s.apply("default", json!({"numeric": 1, "string": "string"}), false)
+            .unwrap();
+        s.update(
+            "controller",
+            json!({"numeric": 1, "string": "controller string", "bool": true}),
+        );
+        let e = s
+            .apply(
+                "default",
+                json!({"numeric": 2, "string": "user string"}),
+                false,
+            )
+            .unwrap_err();
+        let ApplyError::Conflicts(c) = e else {
+            panic!("{e:?}")
+        };
+        let paths: Vec<String> = conflict_paths(&c)
+            .iter()
+            .map(|(m, p)| format!("{m} {p}"))
+            .collect();
+        assert_eq!(paths, [r#""controller" using v1 .string"#]);
+        assert_eq!(s.object["string"], "controller string", "nothing changed");
+        s.apply(
+            "default",
+            json!({"numeric": 2, "string": "user string"}),
+            true,
+        )
+        .unwrap();
+        assert_eq!(
+            s.object,
+            json!({"numeric": 2, "string": "user string", "bool": true})
+        );
+        assert_eq!(s.owns("default"), r#"{"f:numeric":{},"f:string":{}}"#);
+        assert_eq!(s.owns("controller"), r#"{"f:bool":{}}"#);
+    }
+
+    #[test]
+    fn the_sole_owner_removes_what_it_no_longer_applies_and_an_updaters_field_stays() {
+        let mut s = State::new();
+        s.apply(
+            "default",
+            json!({"numeric": 1, "string": "s", "bool": false}),
+            false,
+        )
+        .unwrap();
+        s.apply("default", json!({"string": "new string"}), false)
+            .unwrap();
+        assert_eq!(s.object, json!({"string": "new string"}));
+        let mut s = State::new();
+        s.apply("default", json!({"numeric": 2}), false).unwrap();
+        s.update("controller", json!({"numeric": 1}));
+        s.apply("default", json!({}), false).unwrap();
+        assert_eq!(s.object, json!({"numeric": 1}));
+        assert_eq!(s.owns("default"), "");
+        assert_eq!(s.owns("controller"), r#"{"f:numeric":{}}"#);
+    }
+
+    #[test]
+    fn sets_keep_the_live_items_places_and_a_reorder_is_not_ownership() {
+        let mut s = State::new();
+        s.apply("default", json!({"set": ["a", "c"]}), false)
+            .unwrap();
+        s.update("controller", json!({"set": ["a", "b", "c", "d"]}));
+        s.apply(
+            "default",
+            json!({"set": ["a", "aprime", "c", "cprime"]}),
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            s.object["set"],
+            json!(["a", "b", "aprime", "c", "d", "cprime"])
+        );
+        assert_eq!(
+            s.owns("default"),
+            r#"{"f:set":{"v:\"a\"":{},"v:\"aprime\"":{},"v:\"c\"":{},"v:\"cprime\"":{}}}"#
+        );
+        assert_eq!(
+            s.owns("controller"),
+            r#"{"f:set":{"v:\"b\"":{},"v:\"d\"":{}}}"#
+        );
+
+        let mut s = State::new();
+        s.apply("default", json!({"set": ["a", "b", "c", "d"]}), false)
+            .unwrap();
+        s.update("controller", json!({"set": ["a", "d", "c", "b"]}));
+        s.apply("default", json!({"set": ["a", "b", "c", "d"]}), false)
+            .unwrap();
+        assert_eq!(s.object["set"], json!(["a", "b", "c", "d"]));
+        assert_eq!(s.owns("controller"), "");
+    }
+
+    #[test]
+    fn appliers_share_equal_values_conflict_on_others_and_keep_each_others_items() {
+        let mut s = State::new();
+        s.apply("one", json!({"list": [{"name": "a", "value": 0}]}), false)
+            .unwrap();
+        s.apply("two", json!({"list": [{"name": "a", "value": 0}]}), false)
+            .unwrap();
+        assert_eq!(s.owns("one"), s.owns("two"));
+        let e = s
+            .apply("two", json!({"list": [{"name": "a", "value": 1}]}), false)
+            .unwrap_err();
+        let ApplyError::Conflicts(c) = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(
+            conflict_paths(&c)[0].1.to_string(),
+            r#".list[name="a"].value"#
+        );
+
+        let mut s = State::new();
+        let items = |names: &[&str]| json!({"list": names.iter().map(|n| json!({"name": n})).collect::<Vec<_>>()});
+        s.apply("one", items(&["a", "b", "c"]), false).unwrap();
+        s.apply("two", items(&["c", "d"]), false).unwrap();
+        s.apply("one", items(&["a"]), false).unwrap();
+        assert_eq!(s.object, items(&["a", "c", "d"]));
+        assert_eq!(
+            s.owns("one"),
+            r#"{"f:list":{"k:{\"name\":\"a\"}":{".":{},"f:name":{}}}}"#
+        );
+    }
+
+    #[test]
+    fn an_atomic_map_conflicts_whole_and_a_defaulted_key_names_one_item() {
+        let mut s = State::new();
+        s.apply("one", json!({"atomicMap": {"field1": "a"}}), false)
+            .unwrap();
+        let e = s
+            .apply("two", json!({"atomicMap": {"field2": "b"}}), false)
+            .unwrap_err();
+        let ApplyError::Conflicts(c) = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(conflict_paths(&c)[0].1.to_string(), ".atomicMap");
+        s.apply("two", json!({"atomicMap": {"field2": "b"}}), true)
+            .unwrap();
+        assert_eq!(s.object, json!({"atomicMap": {"field2": "b"}}));
+        assert_eq!(s.owns("one"), "");
+
+        let mut s = State::new();
+        s.apply(
+            "one",
+            json!({"ports": [{"port": 80, "protocol": "TCP", "name": "foo"}]}),
+            false,
+        )
+        .unwrap();
+        let e = s
+            .apply(
+                "two",
+                json!({"ports": [{"port": 80, "name": "bar"}]}),
+                false,
+            )
+            .unwrap_err();
+        let ApplyError::Conflicts(c) = e else {
+            panic!("{e:?}")
+        };
+        let paths: Vec<String> = conflict_paths(&c)
+            .iter()
+            .map(|(_, p)| p.to_string())
+            .collect();
+        assert_eq!(paths, [r#".ports[port=80,protocol="TCP"].name"#]);
+    }
+
+    #[test]
+    fn an_item_goes_with_an_updaters_field_inside_it() {
+        let mut s = State::new();
+        s.apply(
+            "one",
+            json!({"list": [{"name": "a"}, {"name": "b", "value": ["c"]}]}),
+            false,
+        )
+        .unwrap();
+        s.apply(
+            "two",
+            json!({"list": [{"name": "a", "value": ["b"]}]}),
+            false,
+        )
+        .unwrap();
+        let mut updated = s.object.clone();
+        updated["list"][1]["value"] = json!(["c", "d"]);
+        s.update("controller", updated);
+        s.apply("one", json!({"list": [{"name": "a"}]}), false)
+            .unwrap();
+        assert_eq!(s.object, json!({"list": [{"name": "a", "value": ["b"]}]}));
+        assert_eq!(s.owns("controller"), "", "its field went with the item");
+    }
+}
