@@ -191,6 +191,28 @@ pub fn to_value(entries: &[Entry]) -> Value {
     Value::Array(entries.iter().map(Entry::to_value).collect())
 }
 
+/// The manager of a write that is not an apply (Kubernetes' `managerOrUserAgent`): its
+/// `fieldManager`, else its User-Agent up to the first `/`, printable characters only, at most
+/// 128 bytes; `unknown` when nothing is left. `kubectl/v1.32.9 (linux/amd64) ...` is `kubectl`.
+pub fn manager_of(field_manager: Option<&str>, user_agent: &str) -> String {
+    if let Some(m) = field_manager.filter(|m| !m.is_empty()) {
+        return m.to_string();
+    }
+    let head = user_agent.split('/').next().unwrap_or("");
+    let mut out = String::new();
+    for c in head.chars().filter(|c| !c.is_control()) {
+        if out.len() + c.len_utf8() > 128 {
+            break;
+        }
+        out.push(c);
+    }
+    if out.is_empty() {
+        "unknown".into()
+    } else {
+        out
+    }
+}
+
 /// Who writes: a manager, how, in which version, through which subresource.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Writer {
@@ -520,6 +542,17 @@ mod tests {
             unchanged, after,
             "a write that changes nothing keeps the entries"
         );
+    }
+
+    #[test]
+    fn a_manager_is_its_field_manager_or_its_user_agents_name() {
+        let kubectl = "kubectl/v1.32.9 (linux/amd64) kubernetes/abc";
+        assert_eq!(manager_of(None, kubectl), "kubectl");
+        assert_eq!(manager_of(Some("helm"), kubectl), "helm");
+        assert_eq!(manager_of(Some(""), "curl/8.0"), "curl");
+        assert_eq!(manager_of(None, ""), "unknown");
+        assert_eq!(manager_of(None, "a\u{7}b"), "ab");
+        assert_eq!(manager_of(None, &"é".repeat(100)).len(), 128);
     }
 
     #[test]
