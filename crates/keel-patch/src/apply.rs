@@ -282,6 +282,17 @@ mod tests {
 
     const NOW: &str = "2025-01-02T03:04:05Z";
 
+    /// The conflicts of a refused apply, as `<manager> <path>`.
+    fn conflicted(result: Result<(), ApplyError>) -> Vec<String> {
+        match result {
+            Err(ApplyError::Conflicts(c)) => conflict_paths(&c)
+                .iter()
+                .map(|(m, p)| format!("{m} {p}"))
+                .collect(),
+            other => panic!("not a conflict: {other:?}"),
+        }
+    }
+
     fn writer(manager: &str, operation: Operation) -> Writer {
         Writer {
             manager: manager.into(),
@@ -348,21 +359,11 @@ mod tests {
             "controller",
             json!({"numeric": 1, "string": "controller string", "bool": true}),
         );
-        let e = s
-            .apply(
-                "default",
-                json!({"numeric": 2, "string": "user string"}),
-                false,
-            )
-            .unwrap_err();
-        let ApplyError::Conflicts(c) = e else {
-            panic!("{e:?}")
-        };
-        let paths: Vec<String> = conflict_paths(&c)
-            .iter()
-            .map(|(m, p)| format!("{m} {p}"))
-            .collect();
-        assert_eq!(paths, [r#""controller" using v1 .string"#]);
+        let user = json!({"numeric": 2, "string": "user string"});
+        assert_eq!(
+            conflicted(s.apply("default", user, false)),
+            [r#""controller" using v1 .string"#]
+        );
         assert_eq!(s.object["string"], "controller string", "nothing changed");
         s.apply(
             "default",
@@ -442,15 +443,9 @@ mod tests {
         s.apply("two", json!({"list": [{"name": "a", "value": 0}]}), false)
             .unwrap();
         assert_eq!(s.owns("one"), s.owns("two"));
-        let e = s
-            .apply("two", json!({"list": [{"name": "a", "value": 1}]}), false)
-            .unwrap_err();
-        let ApplyError::Conflicts(c) = e else {
-            panic!("{e:?}")
-        };
         assert_eq!(
-            conflict_paths(&c)[0].1.to_string(),
-            r#".list[name="a"].value"#
+            conflicted(s.apply("two", json!({"list": [{"name": "a", "value": 1}]}), false)),
+            [r#""one" .list[name="a"].value"#]
         );
 
         let mut s = State::new();
@@ -470,13 +465,10 @@ mod tests {
         let mut s = State::new();
         s.apply("one", json!({"atomicMap": {"field1": "a"}}), false)
             .unwrap();
-        let e = s
-            .apply("two", json!({"atomicMap": {"field2": "b"}}), false)
-            .unwrap_err();
-        let ApplyError::Conflicts(c) = e else {
-            panic!("{e:?}")
-        };
-        assert_eq!(conflict_paths(&c)[0].1.to_string(), ".atomicMap");
+        assert_eq!(
+            conflicted(s.apply("two", json!({"atomicMap": {"field2": "b"}}), false)),
+            [r#""one" .atomicMap"#]
+        );
         s.apply("two", json!({"atomicMap": {"field2": "b"}}), true)
             .unwrap();
         assert_eq!(s.object, json!({"atomicMap": {"field2": "b"}}));
@@ -489,21 +481,11 @@ mod tests {
             false,
         )
         .unwrap();
-        let e = s
-            .apply(
-                "two",
-                json!({"ports": [{"port": 80, "name": "bar"}]}),
-                false,
-            )
-            .unwrap_err();
-        let ApplyError::Conflicts(c) = e else {
-            panic!("{e:?}")
-        };
-        let paths: Vec<String> = conflict_paths(&c)
-            .iter()
-            .map(|(_, p)| p.to_string())
-            .collect();
-        assert_eq!(paths, [r#".ports[port=80,protocol="TCP"].name"#]);
+        let bar = json!({"ports": [{"port": 80, "name": "bar"}]});
+        assert_eq!(
+            conflicted(s.apply("two", bar, false)),
+            [r#""one" .ports[port=80,protocol="TCP"].name"#]
+        );
     }
 
     #[test]

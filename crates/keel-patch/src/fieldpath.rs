@@ -461,6 +461,35 @@ pub fn changed(
     Ok(out)
 }
 
+/// [`diff`] of each field of `new` against the same field of `live`.
+fn diff_fields(
+    new: &Map<String, Value>,
+    live: Option<&Map<String, Value>>,
+    schema: &dyn crate::MergeSchema,
+    fields: &mut Vec<String>,
+    at: &mut Vec<PathElement>,
+    out: &mut Set,
+    depth: usize,
+) -> Result<(), FieldSetError> {
+    for (k, v) in new {
+        at.push(PathElement::Field(k.clone()));
+        fields.push(k.clone());
+        let result = diff(
+            v,
+            live.and_then(|l| l.get(k)),
+            schema,
+            fields,
+            at,
+            out,
+            depth - 1,
+        );
+        fields.pop();
+        at.pop();
+        result?;
+    }
+    Ok(())
+}
+
 fn diff(
     new: &Value,
     live: Option<&Value>,
@@ -482,22 +511,7 @@ fn diff(
             if live.is_none() {
                 out.insert(at);
             }
-            for (k, v) in m {
-                at.push(PathElement::Field(k.clone()));
-                fields.push(k.clone());
-                diff(
-                    v,
-                    live.and_then(|l| l.get(k)),
-                    schema,
-                    fields,
-                    at,
-                    out,
-                    depth - 1,
-                )?;
-                fields.pop();
-                at.pop();
-            }
-            Ok(())
+            diff_fields(m, live, schema, fields, at, out, depth)
         }
         Value::Array(items) => {
             let names: Vec<String> = fields.clone();
@@ -549,21 +563,7 @@ fn diff(
                         }
                         if let (Value::Object(m), false) = (item, whole) {
                             let before = before.and_then(Value::as_object);
-                            for (k, v) in m {
-                                at.push(PathElement::Field(k.clone()));
-                                fields.push(k.clone());
-                                diff(
-                                    v,
-                                    before.and_then(|b| b.get(k)),
-                                    schema,
-                                    fields,
-                                    at,
-                                    out,
-                                    depth - 1,
-                                )?;
-                                fields.pop();
-                                at.pop();
-                            }
+                            diff_fields(m, before, schema, fields, at, out, depth)?;
                         }
                         at.pop();
                     }
