@@ -269,10 +269,13 @@ async fn get_watch_prints_each_change_as_it_happens() {
             }
         })
     };
+    // Whole lines only: a read may end in the middle of a row.
     let rows = |s: &Arc<Mutex<String>>| {
         let s = s.clone();
         move || {
-            let rows: Vec<String> = s.lock().unwrap().lines().map(String::from).collect();
+            let text = s.lock().unwrap().clone();
+            let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+            let rows: Vec<String> = whole.lines().map(String::from).collect();
             async move { Some(rows) }
         }
     };
