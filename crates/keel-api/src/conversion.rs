@@ -77,6 +77,19 @@ pub fn served<'a>(info: &ResourceInfo, obj: &'a Object) -> Cow<'a, Object> {
     }
 }
 
+/// `obj` in its stored form, copied only when it is in `info`'s served form and that differs
+/// (a patch's current object is read in the version the request names).
+pub fn stored<'a>(info: &ResourceInfo, obj: &'a Object) -> Cow<'a, Object> {
+    let converts = is_crd_v1beta1(info) || is_hpa_v1(info);
+    if converts && is_served(info, obj) {
+        let mut owned = obj.clone();
+        to_stored(info, &mut owned);
+        Cow::Owned(owned)
+    } else {
+        Cow::Borrowed(obj)
+    }
+}
+
 /// An object sent at `info`'s version, in the form it is stored in: for a v1beta1 CRD, the v1
 /// form (apiVersion included). Other resources' objects are unchanged here (a custom
 /// resource's storage version is the registry's to apply).

@@ -36,16 +36,19 @@ pub fn validate_create(
 }
 
 /// The update pipeline: `new`, as a client sent it or a patch made it, made a valid successor
-/// of `current` (the subresource's part of it), validated, admitted, in its stored form.
+/// of `current` (the subresource's part of it), validated, admitted, in its stored form. The
+/// kind's rules see both in the stored form, the version they are written for, whichever
+/// version the request names.
 pub fn admit_update(
     info: &ResourceInfo,
     kind: &dyn Kind,
-    new: Object,
+    mut new: Object,
     current: &Object,
     sub: Subresource,
 ) -> Result<Object, ApiError> {
-    let mut new = strategy::prepare_for_update(info, kind, new, current, sub)?;
     keel_api::conversion::to_stored(info, &mut new);
+    let current = keel_api::conversion::stored(info, current);
+    let mut new = strategy::prepare_for_update(info, kind, new, &current, sub)?;
     kind.prune(info, &mut new);
     validate(info, kind, &new)?;
     kind.admit(&mut new)?;

@@ -24,17 +24,14 @@ impl Kind for HorizontalPodAutoscaler {
     }
 
     /// autoscaling/v2 `SetDefaults_HorizontalPodAutoscaler`: one replica at least, and a CPU
-    /// utilization target of 80% when no metric is named. An update through autoscaling/v1
-    /// is defaulted in its v1 form (no metrics there: the v1 target stands for them).
+    /// utilization target of 80% when no metric is named.
     fn defaults(&self, obj: &mut Object) {
-        let v2 = obj.api_version() != "autoscaling/v1";
         if let Some(spec) = spec_mut(obj) {
             set_default(spec, "minReplicas", json!(1));
-            if v2
-                && spec
-                    .get("metrics")
-                    .and_then(Value::as_array)
-                    .is_none_or(Vec::is_empty)
+            if spec
+                .get("metrics")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty)
             {
                 spec.insert(
                     "metrics".into(),

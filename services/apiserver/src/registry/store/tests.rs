@@ -1101,3 +1101,51 @@ async fn a_watch_with_a_label_selector_sees_objects_enter_and_leave_it() {
         (Added, "a".into(), "web".into(), rv(&back))
     );
 }
+
+#[tokio::test]
+async fn an_update_through_a_served_version_is_defaulted_and_compared_in_the_stored_one() {
+    let f = Fixture::new().await;
+    f.create(
+        json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 5}}),
+    )
+    .await
+    .unwrap();
+    let v1 = f
+        .registry
+        .resources()
+        .into_iter()
+        .find(|r| r.gvr.resource == "horizontalpodautoscalers" && r.gvr.version == "v1")
+        .unwrap();
+    let patch = |body: Value| {
+        let (registry, v1) = (f.registry.clone(), v1.clone());
+        async move {
+            let body = serde_json::to_vec(&body).unwrap();
+            registry
+                .patch(
+                    &v1,
+                    "default",
+                    "web",
+                    Subresource::Main,
+                    PatchType::Merge,
+                    &body,
+                    None,
+                    false,
+                    far(),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    // A label through v1: the spec is the same, the generation too.
+    let labelled = patch(json!({"metadata": {"labels": {"team": "a"}}})).await;
+    assert_eq!(labelled.generation(), 1);
+    assert_eq!(
+        labelled.as_map()["spec"]["targetCPUUtilizationPercentage"],
+        80
+    );
+    // A spec change through v1 is one.
+    let raised = patch(json!({"spec": {"maxReplicas": 6}})).await;
+    assert_eq!(raised.generation(), 2);
+}
