@@ -6,8 +6,8 @@
 
 use serde_json::Value;
 
-use crate::fieldpath::{FieldSetError, Path, PathElement, Set, changed, to_field_set};
-use crate::managed::{Conflict, Entry, Operation, Writer, conflicts, record_apply};
+use crate::fieldpath::{FieldSetError, PathElement, Set, atomic, changed, to_field_set};
+use crate::managed::{Conflict, Entry, Writer, conflicts, record_apply};
 use crate::{ListStrategy, MergeSchema};
 
 /// What an apply made.
@@ -42,15 +42,7 @@ pub fn apply(
 ) -> Result<Applied, ApplyError> {
     let applied = to_field_set(config, schema)?;
     let mut merged = merge(Some(live), config, schema, &mut Vec::new());
-    let me = Entry {
-        manager: writer.manager.clone(),
-        operation: Operation::Apply,
-        api_version: writer.api_version.clone(),
-        time: None,
-        subresource: writer.subresource.clone(),
-        fields: Set::new(),
-    }
-    .identity();
+    let me = writer.identity();
     let last = entries
         .iter()
         .find(|e| e.identity() == me)
@@ -104,7 +96,6 @@ pub fn merge(
     schema: &dyn MergeSchema,
     fields: &mut Vec<String>,
 ) -> Value {
-    let names = |fields: &Vec<String>| -> Vec<String> { fields.clone() };
     match (live, config) {
         (Some(Value::Object(l)), Value::Object(c)) if !atomic(schema, fields) => {
             let mut out = l.clone();
@@ -117,7 +108,7 @@ pub fn merge(
             Value::Object(out)
         }
         (Some(Value::Array(l)), Value::Array(c)) => {
-            let owned = names(fields);
+            let owned = fields.clone();
             let path: Vec<&str> = owned.iter().map(String::as_str).collect();
             let identity: Box<dyn Fn(&Value) -> Value> = match schema.list_strategy(&path) {
                 ListStrategy::Replace => return config.clone(),
@@ -239,22 +230,10 @@ fn remove(
     }
 }
 
-fn atomic(schema: &dyn MergeSchema, fields: &[String]) -> bool {
-    let names: Vec<&str> = fields.iter().map(String::as_str).collect();
-    schema.map_atomic(&names)
-}
-
-/// The paths of a conflict list, for tests and messages.
-pub fn conflict_paths(conflicts: &[Conflict]) -> Vec<(String, Path)> {
-    conflicts
-        .iter()
-        .flat_map(|c| c.paths.iter().map(|p| (c.manager.clone(), p.clone())))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::managed::Operation;
     use serde_json::json;
 
     /// A schema of structured-merge-diff's fixtures: `list` keyed by `name`, `set` a set,
@@ -285,9 +264,9 @@ mod tests {
     /// The conflicts of a refused apply, as `<manager> <path>`.
     fn conflicted(result: Result<(), ApplyError>) -> Vec<String> {
         match result {
-            Err(ApplyError::Conflicts(c)) => conflict_paths(&c)
+            Err(ApplyError::Conflicts(c)) => c
                 .iter()
-                .map(|(m, p)| format!("{m} {p}"))
+                .flat_map(|c| c.paths.iter().map(move |p| format!("{} {p}", c.manager)))
                 .collect(),
             other => panic!("not a conflict: {other:?}"),
         }

@@ -421,14 +421,7 @@ pub fn to_field_set(config: &Value, schema: &dyn crate::MergeSchema) -> Result<S
         &mut out,
         crate::MAX_DEPTH,
     )?;
-    for never in NEVER_OWNED {
-        let path: Vec<PathElement> = never
-            .iter()
-            .map(|f| PathElement::Field(f.to_string()))
-            .collect();
-        out = out.difference(&single(&path));
-    }
-    Ok(out)
+    Ok(out.difference(&never_owned()))
 }
 
 /// What a write from `live` to `new` changed (structured-merge-diff's `Compare`: added and
@@ -451,14 +444,7 @@ pub fn changed(
         &mut out,
         crate::MAX_DEPTH,
     )?;
-    for never in NEVER_OWNED {
-        let path: Vec<PathElement> = never
-            .iter()
-            .map(|f| PathElement::Field(f.to_string()))
-            .collect();
-        out = out.difference(&single(&path));
-    }
-    Ok(out)
+    Ok(out.difference(&never_owned()))
 }
 
 /// [`diff`] of each field of `new` against the same field of `live`.
@@ -581,14 +567,21 @@ fn diff(
 }
 
 /// Whether the map at the field path `fields` is one value to apply.
-fn atomic(schema: &dyn crate::MergeSchema, fields: &[String]) -> bool {
+pub(crate) fn atomic(schema: &dyn crate::MergeSchema, fields: &[String]) -> bool {
     let names: Vec<&str> = fields.iter().map(String::as_str).collect();
     schema.map_atomic(&names)
 }
 
-fn single(path: &[PathElement]) -> Set {
+/// [`NEVER_OWNED`] as a set.
+fn never_owned() -> Set {
     let mut s = Set::new();
-    s.insert(path);
+    for path in NEVER_OWNED {
+        let path: Vec<PathElement> = path
+            .iter()
+            .map(|f| PathElement::Field(f.to_string()))
+            .collect();
+        s.insert(&path);
+    }
     s
 }
 

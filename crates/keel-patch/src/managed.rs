@@ -223,6 +223,11 @@ pub struct Writer {
 }
 
 impl Writer {
+    /// The identity of its entry ([`Entry::identity`]).
+    pub fn identity(&self) -> (String, Operation, String, String) {
+        self.entry(Set::new(), None).identity()
+    }
+
     fn entry(&self, fields: Set, time: Option<String>) -> Entry {
         Entry {
             manager: self.manager.clone(),
@@ -239,7 +244,7 @@ impl Writer {
 /// an apply's conflicts (docs/server-side-apply.md §4.1). An Update never conflicts: it takes
 /// them ([`record_update`]).
 pub fn conflicts(entries: &[Entry], writer: &Writer, changed: &Set) -> Vec<Conflict> {
-    let me = writer.entry(Set::new(), None).identity();
+    let me = writer.identity();
     entries
         .iter()
         .filter(|e| e.identity() != me)
@@ -267,7 +272,7 @@ pub fn record_update(
     if changed.is_empty() && removed.is_empty() {
         return entries.to_vec();
     }
-    let me = writer.entry(Set::new(), None).identity();
+    let me = writer.identity();
     let mut out: Vec<Entry> = Vec::with_capacity(entries.len() + 1);
     let mut mine: Option<Entry> = None;
     for e in entries {
@@ -302,7 +307,7 @@ pub fn record_apply(
     object_changed: bool,
     now: &str,
 ) -> Vec<Entry> {
-    let me = writer.entry(Set::new(), None).identity();
+    let me = writer.identity();
     let mut out: Vec<Entry> = Vec::with_capacity(entries.len() + 1);
     let mut time = None;
     for e in entries {

@@ -74,7 +74,7 @@ pub(crate) fn cells(layout: Layout, o: &Value, now: SystemTime) -> Vec<String> {
                     String::new()
                 },
                 storage_class(o, &spec["storageClassName"]),
-                unset(&spec["volumeAttributesClassName"]),
+                or(&spec["volumeAttributesClassName"], "<unset>"),
                 age(),
             ]
         }
@@ -93,7 +93,7 @@ pub(crate) fn cells(layout: Layout, o: &Value, now: SystemTime) -> Vec<String> {
                 text(&status["phase"]),
                 claim,
                 storage_class(o, &spec["storageClassName"]),
-                unset(&spec["volumeAttributesClassName"]),
+                or(&spec["volumeAttributesClassName"], "<unset>"),
                 text(&status["reason"]),
                 age(),
             ]
@@ -212,8 +212,8 @@ pub(crate) fn cells(layout: Layout, o: &Value, now: SystemTime) -> Vec<String> {
             age(),
         ],
         Layout::PodDisruptionBudget => vec![
-            na(&spec["minAvailable"]),
-            na(&spec["maxUnavailable"]),
+            or(&spec["minAvailable"], "N/A"),
+            or(&spec["maxUnavailable"], "N/A"),
             int(&status["disruptionsAllowed"]).to_string(),
             age(),
         ],
@@ -274,9 +274,9 @@ pub(crate) fn wide_cells(layout: Layout, o: &Value) -> Vec<String> {
             vec![
                 address("InternalIP"),
                 address("ExternalIP"),
-                or_unknown(&info["osImage"]),
-                or_unknown(&info["kernelVersion"]),
-                or_unknown(&info["containerRuntimeVersion"]),
+                or(&info["osImage"], "<unknown>"),
+                or(&info["kernelVersion"], "<unknown>"),
+                or(&info["containerRuntimeVersion"], "<unknown>"),
             ]
         }
         _ => Vec::new(),
@@ -299,29 +299,13 @@ fn containers(pod_spec: &Value) -> Vec<String> {
 }
 
 fn or_none(v: &Value) -> String {
-    match text(v) {
-        s if s.is_empty() => "<none>".into(),
-        s => s,
-    }
+    or(v, "<none>")
 }
 
-fn or_unknown(v: &Value) -> String {
+/// The value's text, or `placeholder` when it has none (`<unset>`, `<unknown>`, `N/A`).
+fn or(v: &Value, placeholder: &str) -> String {
     match text(v) {
-        s if s.is_empty() => "<unknown>".into(),
-        s => s,
-    }
-}
-
-fn unset(v: &Value) -> String {
-    match text(v) {
-        s if s.is_empty() => "<unset>".into(),
-        s => s,
-    }
-}
-
-fn na(v: &Value) -> String {
-    match text(v) {
-        s if s.is_empty() => "N/A".into(),
+        s if s.is_empty() => placeholder.into(),
         s => s,
     }
 }

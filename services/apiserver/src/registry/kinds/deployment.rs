@@ -4,7 +4,7 @@
 use keel_api::{FieldCause, Object};
 use serde_json::{Map, Value, json};
 
-use super::{Kind, MergeKeys, builtin_merge_keys, pod, workload};
+use super::{Kind, MergeKeys, builtin_merge_keys, pod, set_default, workload};
 
 pub struct Deployment {
     merge: Option<MergeKeys>,
@@ -68,10 +68,7 @@ fn deployment_defaults(spec: &mut Map<String, Value>) {
             }
             if let Some(rolling) = rolling.as_object_mut() {
                 for field in ["maxUnavailable", "maxSurge"] {
-                    let v = rolling.entry(field).or_insert_with(|| json!("25%"));
-                    if v.is_null() {
-                        *v = json!("25%");
-                    }
+                    set_default(rolling, field, json!("25%"));
                 }
             }
         }
@@ -80,10 +77,7 @@ fn deployment_defaults(spec: &mut Map<String, Value>) {
         ("revisionHistoryLimit", 10),
         ("progressDeadlineSeconds", 600),
     ] {
-        let v = spec.entry(field).or_insert_with(|| json!(default));
-        if v.is_null() {
-            *v = json!(default);
-        }
+        set_default(spec, field, json!(default));
     }
 }
 
