@@ -447,6 +447,42 @@ pub fn changed(
     Ok(out.difference(&never_owned()))
 }
 
+/// [`to_field_set`] of an object's fields, with no copy of the object.
+pub fn field_set_of(
+    obj: &Map<String, Value>,
+    schema: &dyn crate::MergeSchema,
+) -> Result<Set, FieldSetError> {
+    let mut out = Set::new();
+    visit_map(
+        obj,
+        schema,
+        &mut Vec::new(),
+        &mut Vec::new(),
+        &mut out,
+        crate::MAX_DEPTH,
+    )?;
+    Ok(out.difference(&never_owned()))
+}
+
+/// [`changed`] between two objects' fields, with no copy of either.
+pub fn changed_fields(
+    live: &Map<String, Value>,
+    new: &Map<String, Value>,
+    schema: &dyn crate::MergeSchema,
+) -> Result<Set, FieldSetError> {
+    let mut out = Set::new();
+    diff_fields(
+        new,
+        Some(live),
+        schema,
+        &mut Vec::new(),
+        &mut Vec::new(),
+        &mut out,
+        crate::MAX_DEPTH,
+    )?;
+    Ok(out.difference(&never_owned()))
+}
+
 /// [`diff`] of each field of `new` against the same field of `live`.
 fn diff_fields(
     new: &Map<String, Value>,

@@ -328,6 +328,75 @@ pub fn record_apply(
     out
 }
 
+/// The most Update entries an object keeps (Kubernetes' `DefaultMaxUpdateManagers`).
+pub const MAX_UPDATE_MANAGERS: usize = 10;
+
+/// The manager older Update entries are merged into when there are too many.
+pub const ANCIENT_CHANGES: &str = "ancient-changes";
+
+/// Keeps at most [`MAX_UPDATE_MANAGERS`] Update entries (Kubernetes' `capManagers`,
+/// docs/server-side-apply.md §2.7): oldest first, the second entry of an apiVersion starts an
+/// `ancient-changes` entry of that version from the first, and it and later ones of that
+/// version are merged into it, until few enough are left. Its time is the newest merged.
+pub fn cap_updates(entries: &mut Vec<Entry>) {
+    let updates = entries
+        .iter()
+        .filter(|e| e.operation == Operation::Update)
+        .count();
+    if updates <= MAX_UPDATE_MANAGERS {
+        return;
+    }
+    let mut excess = updates - MAX_UPDATE_MANAGERS;
+    let (mut olds, applies): (Vec<Entry>, Vec<Entry>) = std::mem::take(entries)
+        .into_iter()
+        .partition(|e| e.operation == Operation::Update);
+    olds.sort_by(|a, b| {
+        compare_times(a.time.as_deref(), b.time.as_deref())
+            .then_with(|| a.identity().cmp(&b.identity()))
+    });
+    let mut kept: Vec<Entry> = Vec::with_capacity(olds.len());
+    // Per apiVersion: the index in `kept` of the first entry seen, or of its bucket.
+    let mut first: std::collections::HashMap<String, usize> = Default::default();
+    for e in olds {
+        if excess == 0 {
+            kept.push(e);
+            continue;
+        }
+        match first.get(&e.api_version).copied() {
+            None => {
+                first.insert(e.api_version.clone(), kept.len());
+                kept.push(e);
+            }
+            Some(i) => {
+                let bucket = &mut kept[i];
+                bucket.manager = ANCIENT_CHANGES.into();
+                bucket.subresource = String::new();
+                bucket.fields = bucket.fields.union(&e.fields);
+                if compare_times(bucket.time.as_deref(), e.time.as_deref()) == Ordering::Less {
+                    bucket.time = e.time.clone();
+                }
+                excess -= 1;
+            }
+        }
+    }
+    // A bucket made now is one with an older bucket of its version.
+    let mut merged: Vec<Entry> = Vec::with_capacity(kept.len());
+    for e in kept {
+        match merged.iter_mut().find(|m| m.identity() == e.identity()) {
+            Some(m) => {
+                m.fields = m.fields.union(&e.fields);
+                if compare_times(m.time.as_deref(), e.time.as_deref()) == Ordering::Less {
+                    m.time = e.time;
+                }
+            }
+            None => merged.push(e),
+        }
+    }
+    entries.extend(applies);
+    entries.extend(merged);
+    sort(entries);
+}
+
 /// One manager's fields an apply would take from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
@@ -393,6 +462,36 @@ mod tests {
             subresource: String::new(),
             fields,
         }
+    }
+
+    #[test]
+    fn more_than_ten_updaters_leave_ancient_changes_as_kubernetes_caps_them() {
+        // TestApplyGroupsManySeparateUpdates: one apply, then twenty updaters.
+        let mut entries = vec![entry(
+            "apply_test",
+            Operation::Apply,
+            Some("2025-01-01T00:00:00Z"),
+            &["data", "a"],
+        )];
+        for i in 0..20 {
+            let time = format!("2025-01-01T00:00:{i:02}Z");
+            let field = format!("k{i}");
+            entries.push(entry(
+                &format!("updater{i}"),
+                Operation::Update,
+                Some(&time),
+                &["data", &field],
+            ));
+            cap_updates(&mut entries);
+        }
+        assert_eq!(entries.len(), 11);
+        assert_eq!(entries[0].manager, "apply_test");
+        assert_eq!(entries[1].manager, ANCIENT_CHANGES);
+        // The bucket holds every field the merged updaters owned, and the newest of their times.
+        assert!(entries[1].fields.has(&path(&["data", "k0"])));
+        assert!(entries[1].fields.has(&path(&["data", "k10"])));
+        assert_eq!(entries[1].time.as_deref(), Some("2025-01-01T00:00:10Z"));
+        assert_eq!(entries[10].manager, "updater19");
     }
 
     #[test]

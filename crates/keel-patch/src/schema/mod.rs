@@ -53,6 +53,20 @@ pub trait MergeSchema {
     }
 }
 
+/// The rules of a kind with no schema (structured-merge-diff's deduced type): every list is
+/// atomic and every map granular, but `ObjectMeta`'s lists are as every kind has them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeducedSchema;
+
+impl MergeSchema for DeducedSchema {
+    fn list_strategy(&self, path: &[&str]) -> ListStrategy {
+        match path {
+            ["metadata", rest @ ..] => object_meta_list(rest).unwrap_or(ListStrategy::Replace),
+            _ => ListStrategy::Replace,
+        }
+    }
+}
+
 /// The list rules of `ObjectMeta`, which every kind shares: `rest` is the path below
 /// `metadata`.
 pub(crate) fn object_meta_list(rest: &[&str]) -> Option<ListStrategy> {

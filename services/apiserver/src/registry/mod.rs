@@ -19,6 +19,7 @@ pub(crate) mod generate_name;
 mod go_regex;
 pub mod initializers;
 pub mod kinds;
+pub mod managed;
 pub mod patch;
 pub mod rbac;
 mod resources;
@@ -34,7 +35,7 @@ pub use deletion::{DeleteOptions, FinalizerRules, Propagation};
 pub use patch::PatchType;
 pub use rbac::{Attributes, Policies, forbidden, policy_resources};
 pub use resources::Resources;
-pub use store::{ListOptions, Registry};
+pub use store::{ListOptions, Registry, Write};
 pub use strategy::Subresource;
 // What the registry's verbs take and return, from storage below it.
 pub use crate::storage::{Filter, ListResult, WatchEvent, WatchEventKind, WatchStream, target};

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::admission::admit_update;
 use super::kinds::Kind;
+use super::managed;
 use super::strategy::Subresource;
 use crate::storage::{Change, Mutation, target};
 
@@ -21,6 +22,8 @@ pub enum PatchType {
     Merge,
     /// Kubernetes' strategic merge patch.
     Strategic,
+    /// Server-side apply (`application/apply-patch+yaml`): the manager's configuration.
+    Apply,
     /// The client did not say: refused once the rest of the request has been checked.
     Unspecified,
 }
@@ -48,16 +51,36 @@ fn patch_error(t: &Target, kind: &str, e: PatchError) -> ApiError {
     }
 }
 
-/// Parses a patch body: JSON of bounded size and depth.
-pub fn parse(t: &Target, bytes: &[u8]) -> Result<Value, ApiError> {
+/// Parses a patch body: JSON of bounded size and depth; an apply's may be YAML too.
+pub fn parse(t: &Target, kind: PatchType, bytes: &[u8]) -> Result<Value, ApiError> {
     if bytes.len() > keel_api::object::MAX_OBJECT_BYTES {
         return Err(ApiError::too_large(
             t.clone(),
             format!("the patch is {} bytes, more than the limit", bytes.len()),
         ));
     }
-    serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::bad_request(t.clone(), format!("malformed patch: {e}")))
+    match serde_json::from_slice(bytes) {
+        Ok(v) => Ok(v),
+        Err(e) if kind != PatchType::Apply => Err(ApiError::bad_request(
+            t.clone(),
+            format!("malformed patch: {e}"),
+        )),
+        Err(_) => {
+            let text = std::str::from_utf8(bytes).map_err(|e| {
+                ApiError::bad_request(t.clone(), format!("error decoding YAML: {e}"))
+            })?;
+            let v: Value = serde_saphyr::from_str(text).map_err(|e| {
+                ApiError::bad_request(t.clone(), format!("error decoding YAML: {e}"))
+            })?;
+            if keel_api::object::depth(&v) > keel_patch::MAX_DEPTH {
+                return Err(ApiError::bad_request(
+                    t.clone(),
+                    "error decoding YAML: nested too deeply",
+                ));
+            }
+            Ok(v)
+        }
+    }
 }
 
 /// The `resourceVersion` a patch pins, if any: such a patch is a precondition, answered with
@@ -79,15 +102,31 @@ pub fn precondition(kind: PatchType, patch: &Value) -> Option<String> {
     }
 }
 
-/// The mutation applying `patch` of type `kind` to the current object.
+/// The mutation applying `patch` of type `kind` by `manager` to the current object, and
+/// recording it in `managedFields` (`force`: an apply takes fields other managers own).
 pub fn mutation(
     info: &Arc<ResourceInfo>,
     rules: Arc<dyn Kind>,
     kind: PatchType,
     sub: Subresource,
     patch: Value,
+    manager: &str,
+    force: bool,
 ) -> Result<Mutation, ApiError> {
     let t = target(info, "");
+    let manager = manager.to_string();
+    if kind == PatchType::Apply {
+        return Ok(apply_mutation(
+            info,
+            rules,
+            managed::Apply {
+                manager,
+                force,
+                sub,
+                config: patch,
+            },
+        ));
+    }
     if kind == PatchType::Merge && !patch.is_object() {
         return Err(ApiError::bad_request(
             t,
@@ -122,7 +161,8 @@ pub fn mutation(
             })?;
             Box::new(move |doc| keel_patch::apply_strategic_merge_patch(doc, &patch, &*schema))
         }
-        PatchType::Unspecified => {
+        // (An apply was handed to `apply_mutation` above.)
+        PatchType::Apply | PatchType::Unspecified => {
             return Err(ApiError::bad_request(
                 t,
                 "the patch type is not set (json, merge or strategic)",
@@ -130,8 +170,8 @@ pub fn mutation(
         }
     };
     let info = info.clone();
-    Ok(Box::new(move |current: &Object| {
-        let current = keel_api::conversion::served(&info, current);
+    Ok(Box::new(move |stored: &Object| {
+        let current = keel_api::conversion::served(&info, stored);
         let current: &Object = &current;
         let t = target(&info, current.name());
         if sub == Subresource::Scale {
@@ -147,7 +187,8 @@ pub fn mutation(
             if let Some(spec) = spec.as_object_mut() {
                 spec.insert("replicas".into(), replicas.into());
             }
-            let new = admit_update(&info, &*rules, scaled, current, Subresource::Main)?;
+            let mut new = admit_update(&info, &*rules, scaled, current, Subresource::Main)?;
+            managed::record_update(&*rules, &manager, sub, stored, &mut new);
             return Ok(Change::Put(new));
         }
         let patched = apply(&Value::Object(current.as_map().clone()))
@@ -160,26 +201,59 @@ pub fn mutation(
             e => ApiError::bad_request(t.clone(), e.to_string()),
         })?;
         in_place_of(&mut patched, current);
-        if patched.name() != current.name() {
-            return Err(ApiError::bad_request(
-                t.clone(),
-                format!(
-                    "the name of the object ({}) does not match the name on the URL ({})",
-                    keel_api::shorten_name(patched.name()),
-                    keel_api::shorten_name(current.name())
-                ),
-            ));
-        }
-        if patched.api_version() != current.api_version() || patched.kind() != current.kind() {
-            return Err(ApiError::bad_request(
-                t.clone(),
-                "a patch may not change apiVersion or kind",
-            ));
-        }
-        Ok(Change::Put(admit_update(
-            &info, &*rules, patched, current, sub,
-        )?))
+        check_identity(&t, &patched, current)?;
+        let mut new = admit_update(&info, &*rules, patched, current, sub)?;
+        managed::record_update(&*rules, &manager, sub, stored, &mut new);
+        Ok(Change::Put(new))
     }))
+}
+
+/// The mutation of a server-side apply: the configuration merged into the current object
+/// (served at the request's version), then the update's rules, then the entries it made.
+pub fn apply_mutation(
+    info: &Arc<ResourceInfo>,
+    rules: Arc<dyn Kind>,
+    apply: managed::Apply,
+) -> Mutation {
+    let info = info.clone();
+    Box::new(move |stored: &Object| {
+        let current = keel_api::conversion::served(&info, stored);
+        let current: &Object = &current;
+        let t = target(&info, current.name());
+        let applied = managed::apply(&info, &*rules, &t, &apply, Some(current))?;
+        let mut patched = applied.object;
+        in_place_of(&mut patched, current);
+        check_identity(&t, &patched, current)?;
+        // The update's rules see the object itself: a scale's replicas are already in it.
+        let sub = match apply.sub {
+            Subresource::Scale => Subresource::Main,
+            sub => sub,
+        };
+        let mut new = admit_update(&info, &*rules, patched, current, sub)?;
+        managed::set_applied_entries(&mut new, &applied.entries);
+        Ok(Change::Put(new))
+    })
+}
+
+/// A patched object keeps its name, apiVersion and kind.
+fn check_identity(t: &Target, patched: &Object, current: &Object) -> Result<(), ApiError> {
+    if patched.name() != current.name() {
+        return Err(ApiError::bad_request(
+            t.clone(),
+            format!(
+                "the name of the object ({}) does not match the name on the URL ({})",
+                keel_api::shorten_name(patched.name()),
+                keel_api::shorten_name(current.name())
+            ),
+        ));
+    }
+    if patched.api_version() != current.api_version() || patched.kind() != current.kind() {
+        return Err(ApiError::bad_request(
+            t.clone(),
+            "a patch may not change apiVersion or kind",
+        ));
+    }
+    Ok(())
 }
 
 /// What Kubernetes' decoding of a patched object into the request's kind fills in: an
@@ -227,6 +301,8 @@ mod tests {
             PatchType::Strategic,
             Subresource::Main,
             json!({"spec": {}}),
+            "test",
+            false,
         )
         .err()
         .unwrap();
@@ -243,7 +319,9 @@ mod tests {
                 kind("Pod"),
                 PatchType::Strategic,
                 Subresource::Main,
-                json!({"spec": {}})
+                json!({"spec": {}}),
+                "test",
+                false,
             )
             .is_ok()
         );
@@ -253,7 +331,9 @@ mod tests {
                 kind("Pod"),
                 PatchType::Strategic,
                 Subresource::Main,
-                json!([])
+                json!([]),
+                "test",
+                false,
             )
             .is_err()
         );
@@ -272,6 +352,8 @@ mod tests {
             kind,
             Subresource::Main,
             p,
+            "test",
+            false,
         )?(&current)
     }
 

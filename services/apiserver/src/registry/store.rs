@@ -19,6 +19,7 @@ use super::errors::kind_target;
 use super::generate_name;
 use super::initializers::{self, CONFIG_GROUP, CONFIG_VERSION, Initializers};
 use super::kinds::Kind;
+use super::managed;
 use super::patch::{self, PatchType};
 use super::rbac::{self, GrantCheck, Policies};
 use super::resources::Resources;
@@ -31,6 +32,41 @@ use crate::storage::{
     Change, Coalescer, Filter, ListQuery, ListResult, Mutation, ReadFrom, Store, UpdateOptions,
     WatchStream, target,
 };
+
+/// Who writes, and how: what every write takes besides its object.
+#[derive(Debug, Clone, Copy)]
+pub struct Write<'a> {
+    /// The user, when authorization is on (an RBAC object may grant only what its writer
+    /// holds: `rbac::GrantCheck`).
+    pub user: Option<&'a User>,
+    /// The manager `managedFields` records: the request's `fieldManager`, else its
+    /// User-Agent's product.
+    pub manager: &'a str,
+    /// Answer what would be written, writing nothing (`dryRun=All`).
+    pub dry_run: bool,
+    /// An apply takes the fields other managers own instead of refusing (`force=true`).
+    pub force: bool,
+}
+
+impl Write<'_> {
+    /// A write of the API server's own.
+    pub fn server() -> Write<'static> {
+        Write {
+            user: None,
+            manager: managed::SERVER_MANAGER,
+            dry_run: false,
+            force: false,
+        }
+    }
+
+    /// The same write, answered but not stored.
+    pub fn dry_run(self) -> Self {
+        Write {
+            dry_run: true,
+            ..self
+        }
+    }
+}
 
 /// How long readiness waits for etcd to answer.
 const READINESS_TIMEOUT: Duration = Duration::from_secs(2);
@@ -265,16 +301,87 @@ impl Registry {
     /// Creates an object: the kind's create rules and validation, admission (the namespace
     /// lifecycle; the initializers it gets pending), and, last as in Kubernetes (where storage
     /// checks it), no `resourceVersion` chosen by the client. An object with initializers
-    /// pending is returned at once, uninitialized. `writer`: who asks, when authorization is
-    /// on (an RBAC object may grant only what its writer holds: `rbac::GrantCheck`).
+    /// pending is returned at once, uninitialized. Its manager owns every field it has.
     pub async fn create(
         &self,
         info: &Arc<ResourceInfo>,
-        mut obj: Object,
-        writer: Option<&User>,
-        dry_run: bool,
+        obj: Object,
+        w: Write<'_>,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
+        self.create_recorded(info, obj, w, None, deadline).await
+    }
+
+    /// Creates the object an apply of `body` by `w.manager` makes of nothing (create-on-apply,
+    /// docs/server-side-apply.md §1.3): its manager owns what it applied, and no default.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create_on_apply(
+        &self,
+        info: &Arc<ResourceInfo>,
+        namespace: &str,
+        name: &str,
+        sub: Subresource,
+        body: &[u8],
+        w: Write<'_>,
+        deadline: Instant,
+    ) -> Result<Object, ApiError> {
+        let t = target(info, name);
+        if sub != Subresource::Main {
+            return Err(ApiError::not_found(t));
+        }
+        let config = patch::parse(&t, PatchType::Apply, body)?;
+        let kind = self.resources.kind(&info.gvr);
+        let apply = managed::Apply {
+            manager: w.manager.to_string(),
+            force: w.force,
+            sub,
+            config,
+        };
+        let applied = managed::apply(info, &*kind, &t, &apply, None)?;
+        let mut obj = applied.object;
+        if obj.name() != name {
+            return Err(ApiError::bad_request(
+                t,
+                format!(
+                    "the name of the object ({}) does not match the name on the URL ({})",
+                    keel_api::shorten_name(obj.name()),
+                    keel_api::shorten_name(name)
+                ),
+            ));
+        }
+        if info.namespaced {
+            if obj.namespace().is_empty() {
+                obj.set_meta_str("namespace", namespace);
+            } else if obj.namespace() != namespace {
+                return Err(ApiError::bad_request(
+                    t,
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+        }
+        if !obj.uid().is_empty() {
+            return Err(ApiError::conflict(
+                t,
+                format!(
+                    "uid mismatch: the provided object specified uid {}, and no existing object was found",
+                    obj.uid()
+                ),
+            ));
+        }
+        self.create_recorded(info, obj, w, Some(applied.entries), deadline)
+            .await
+    }
+
+    /// A create whose `managedFields` are `applied` (an apply's), else its manager's Update.
+    async fn create_recorded(
+        &self,
+        info: &Arc<ResourceInfo>,
+        mut obj: Object,
+        w: Write<'_>,
+        applied: Option<Vec<keel_patch::managed::Entry>>,
+        deadline: Instant,
+    ) -> Result<Object, ApiError> {
+        let (writer, dry_run) = (w.user, w.dry_run);
         let t = target(info, obj.name());
         if self
             .resources
@@ -317,6 +424,10 @@ impl Registry {
             check.confirm(&obj, None)?;
         }
         admission::validate_create(info, &*kind, &mut obj)?;
+        match &applied {
+            Some(entries) => managed::set_applied_entries(&mut obj, entries),
+            None => managed::record_create(&*kind, w.manager, &mut obj),
+        }
         let namespace = async {
             if !info.namespaced {
                 return Ok(());
@@ -460,10 +571,10 @@ impl Registry {
         info: &Arc<ResourceInfo>,
         obj: Object,
         sub: Subresource,
-        writer: Option<&User>,
-        dry_run: bool,
+        w: Write<'_>,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
+        let (writer, dry_run) = (w.user, w.dry_run);
         let key = self.store.key(info, obj.namespace(), obj.name());
         let expected_revision = resource_version::parse(obj.resource_version())
             .map_err(|e| e.invalid_field(kind_target(info, obj.name())))?
@@ -491,7 +602,7 @@ impl Registry {
                 deadline,
             )
             .await?;
-        let mutation = guarded(update_mutation(info, kind, obj, sub), check);
+        let mutation = guarded(update_mutation(info, kind, obj, sub, w.manager), check);
         let opts = UpdateOptions {
             expected_revision,
             dry_run,
@@ -513,12 +624,12 @@ impl Registry {
         sub: Subresource,
         kind: PatchType,
         body: &[u8],
-        writer: Option<&User>,
-        dry_run: bool,
+        w: Write<'_>,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
+        let (writer, dry_run) = (w.user, w.dry_run);
         let t = target(info, name);
-        let body = patch::parse(&t, body)?;
+        let body = patch::parse(&t, kind, body)?;
         let expected_revision = match patch::precondition(kind, &body) {
             None => None,
             Some(rv) => resource_version::parse(&rv)
@@ -526,8 +637,8 @@ impl Registry {
                 .filter(|rv| *rv > 0),
         };
         let rules = self.resources.kind(&info.gvr);
-        let mutation =
-            patch::mutation(info, rules.clone(), kind, sub, body).map_err(|e| e.with_target(&t))?;
+        let mutation = patch::mutation(info, rules.clone(), kind, sub, body, w.manager, w.force)
+            .map_err(|e| e.with_target(&t))?;
         let check = self
             .grant_check(info, &*rules, writer, namespace, name, None, deadline)
             .await?;
@@ -719,11 +830,14 @@ fn update_mutation(
     kind: Arc<dyn Kind>,
     obj: Object,
     sub: Subresource,
+    manager: &str,
 ) -> Mutation {
     let info = info.clone();
-    Box::new(move |current: &Object| {
-        let current = keel_api::conversion::served(&info, current);
-        let new = admission::admit_update(&info, &*kind, obj.clone(), &current, sub)?;
+    let manager = manager.to_string();
+    Box::new(move |stored: &Object| {
+        let current = keel_api::conversion::served(&info, stored);
+        let mut new = admission::admit_update(&info, &*kind, obj.clone(), &current, sub)?;
+        managed::record_update(&*kind, &manager, sub, stored, &mut new);
         Ok(Change::Put(new))
     })
 }

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::controllers::service_ranges::ServiceRangeRepair;
 use super::{
     DeleteOptions, FinalizerRules, ListOptions, ListResult, PatchType, Policies, Registry,
-    Resources, ServiceRanges, Subresource,
+    Resources, ServiceRanges, Subresource, Write,
 };
 use crate::metrics::Metrics;
 use crate::storage;
@@ -81,7 +81,9 @@ impl Fixture {
     pub async fn create(&self, obj: Value) -> Result<Object, ApiError> {
         let obj = Object::from_value(obj).unwrap();
         let info = self.info(obj.kind());
-        self.registry.create(&info, obj, None, false, far()).await
+        self.registry
+            .create(&info, obj, Write::server(), far())
+            .await
     }
 
     /// Reads the object `of` names (its kind, namespace and name) from etcd.
@@ -96,7 +98,7 @@ impl Fixture {
     pub async fn update(&self, obj: &Object, sub: Subresource) -> Result<Object, ApiError> {
         let info = self.info(obj.kind());
         self.registry
-            .update(&info, obj.clone(), sub, None, false, far())
+            .update(&info, obj.clone(), sub, Write::server(), far())
             .await
     }
 
@@ -118,8 +120,7 @@ impl Fixture {
                 sub,
                 kind,
                 &body,
-                None,
-                false,
+                Write::server(),
                 far(),
             )
             .await

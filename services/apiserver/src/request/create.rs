@@ -5,8 +5,9 @@ use keel_api::{ApiError, Metadata, Object};
 use super::fields::FieldValidation;
 use super::handler::{Context, Verb};
 use super::limits::Class;
+use super::manager::FieldManager;
 use super::names::resolve_namespace;
-use crate::registry::{strategy, target};
+use crate::registry::{Write, strategy, target};
 
 pub struct Create {
     /// The namespace of the request (may be empty: the object's, else `default`).
@@ -16,6 +17,7 @@ pub struct Create {
     /// Answer what would be created, creating nothing.
     pub dry_run: bool,
     pub field_validation: FieldValidation,
+    pub manager: FieldManager,
 }
 
 impl Verb for Create {
@@ -25,6 +27,7 @@ impl Verb for Create {
     type Output = Object;
 
     async fn run(self, cx: Context<'_>) -> Result<Object, ApiError> {
+        let manager = self.manager.resolve("CreateOptions", false)?;
         let mut obj = strategy::decode(&cx.info, &self.object)?;
         if cx.info.create_only {
             // A review: answered, not stored.
@@ -45,7 +48,17 @@ impl Verb for Create {
             cx.warn(w);
         }
         let made = store
-            .create(&cx.info, obj, cx.user(), self.dry_run, cx.deadline)
+            .create(
+                &cx.info,
+                obj,
+                Write {
+                    user: cx.user(),
+                    manager: &manager,
+                    dry_run: self.dry_run,
+                    force: false,
+                },
+                cx.deadline,
+            )
             .await?;
         cx.made(made.name());
         Ok(made)

@@ -19,6 +19,7 @@ mod handler;
 mod impersonation;
 mod limits;
 mod list;
+mod manager;
 mod names;
 mod patch;
 mod update;
@@ -37,7 +38,8 @@ pub use handler::{
 pub use impersonation::Impersonation;
 pub use limits::{Class, Limits, LimitsConfig};
 pub use list::{List, ListResult};
-pub use patch::Patch;
+pub use manager::FieldManager;
+pub use patch::{Patch, Patched};
 pub use update::Update;
 pub use watch::{OpenWatch, Watch, WatchEvent, WatchEventKind};
 // The parameters verbs take, as the registry defines them.

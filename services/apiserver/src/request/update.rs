@@ -5,8 +5,9 @@ use keel_api::{ApiError, Metadata, Object};
 use super::fields::FieldValidation;
 use super::handler::{Context, Verb};
 use super::limits::Class;
+use super::manager::FieldManager;
 use super::names::{check_names, resolve_namespace};
-use crate::registry::{Subresource, strategy, target};
+use crate::registry::{Subresource, Write, strategy, target};
 
 pub struct Update {
     pub namespace: String,
@@ -17,6 +18,7 @@ pub struct Update {
     /// Answer the replaced object, writing nothing.
     pub dry_run: bool,
     pub field_validation: FieldValidation,
+    pub manager: FieldManager,
 }
 
 impl Verb for Update {
@@ -25,6 +27,7 @@ impl Verb for Update {
     type Output = Object;
 
     async fn run(self, cx: Context<'_>) -> Result<Object, ApiError> {
+        let manager = self.manager.resolve("UpdateOptions", false)?;
         let mut obj = strategy::decode(&cx.info, &self.object)?;
         let ns = resolve_namespace(&cx.info, &self.namespace, &mut obj)?;
         check_names(&cx.info, &ns, obj.name())?;
@@ -47,7 +50,18 @@ impl Verb for Update {
             cx.warn(w);
         }
         store
-            .update(&cx.info, obj, sub, cx.user(), self.dry_run, cx.deadline)
+            .update(
+                &cx.info,
+                obj,
+                sub,
+                Write {
+                    user: cx.user(),
+                    manager: &manager,
+                    dry_run: self.dry_run,
+                    force: false,
+                },
+                cx.deadline,
+            )
             .await
     }
 }

@@ -12,10 +12,10 @@ use keel_api::{GroupVersionResource, Metadata, Object, Reason, ResourceInfo};
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
-use crate::registry::Registry;
 use crate::registry::allocator::Pool;
 use crate::registry::kinds::PROTECTED_NAMESPACES;
 use crate::registry::rbac::defaults::policy_objects;
+use crate::registry::{Registry, Write};
 use crate::storage::{Change, Mutation, UpdateOptions};
 
 /// How long one attempt to create an object may take.
@@ -86,8 +86,7 @@ impl Bootstrap {
                 .create(
                     &info,
                     obj.clone(),
-                    None,
-                    false,
+                    Write::server(),
                     Instant::now() + ATTEMPT_TIMEOUT,
                 )
                 .await

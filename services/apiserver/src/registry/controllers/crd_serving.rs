@@ -16,7 +16,7 @@ use crate::registry::crd::{self, CLEANUP_FINALIZER};
 use crate::registry::deletion::DeleteOptions;
 use crate::registry::patch::PatchType;
 use crate::registry::strategy::Subresource;
-use crate::registry::{ListOptions, Registry};
+use crate::registry::{ListOptions, Registry, Write};
 
 /// The pause between two cleanup steps of one deleted CRD (each lists its objects from etcd).
 const CLEANUP_PAUSE: Duration = Duration::from_secs(1);
@@ -168,8 +168,7 @@ impl CrdServing {
                 Subresource::Main,
                 PatchType::Merge,
                 &serde_json::to_vec(&body).unwrap_or_default(),
-                None,
-                false,
+                Write::server(),
                 deadline,
             )
             .await

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::registry::testing::{Fixture, configmap, deployment, far, names, namespace, rv};
-use crate::registry::{DeleteOptions, PatchType, Propagation, WatchEventKind};
+use crate::registry::{DeleteOptions, PatchType, Propagation, WatchEventKind, Write};
 
 /// `obj` (a new object's JSON) with these labels.
 fn labelled(mut obj: Value, labels: Value) -> Value {
@@ -121,7 +121,7 @@ async fn fields_the_kinds_schema_lacks_are_dropped_on_create_and_update() {
     let info = f.info("ConfigMap");
     let updated = f
         .registry
-        .update(&info, changed, Subresource::Main, None, false, far())
+        .update(&info, changed, Subresource::Main, Write::server(), far())
         .await
         .unwrap();
     assert!(updated.as_map().get("dta").is_none());
@@ -860,7 +860,7 @@ async fn a_dry_run_answers_as_the_write_would_and_writes_nothing() {
     let new = Object::from_value(configmap("new", json!({}))).unwrap();
     let made = f
         .registry
-        .create(&info, new.clone(), None, true, far())
+        .create(&info, new.clone(), Write::server().dry_run(), far())
         .await
         .unwrap();
     assert!(!made.uid().is_empty());
@@ -873,7 +873,7 @@ async fn a_dry_run_answers_as_the_write_would_and_writes_nothing() {
     let taken = Object::from_value(configmap("app", json!({}))).unwrap();
     let e = f
         .registry
-        .create(&info, taken, None, true, far())
+        .create(&info, taken, Write::server().dry_run(), far())
         .await
         .unwrap_err();
     assert_eq!(e.reason, Reason::AlreadyExists, "a dry run checks the name");
@@ -884,8 +884,7 @@ async fn a_dry_run_answers_as_the_write_would_and_writes_nothing() {
             &info,
             with(&cm, "data", json!({"a": "2"})),
             Subresource::Main,
-            None,
-            true,
+            Write::server().dry_run(),
             far(),
         )
         .await
@@ -902,8 +901,7 @@ async fn a_dry_run_answers_as_the_write_would_and_writes_nothing() {
             Subresource::Main,
             PatchType::Merge,
             &body,
-            None,
-            true,
+            Write::server().dry_run(),
             far(),
         )
         .await
@@ -1130,8 +1128,7 @@ async fn an_update_through_a_served_version_is_defaulted_and_compared_in_the_sto
                     Subresource::Main,
                     PatchType::Merge,
                     &body,
-                    None,
-                    false,
+                    Write::server(),
                     far(),
                 )
                 .await

@@ -20,8 +20,8 @@ use tonic::{Response, Status};
 use super::{MAX_MESSAGE_BYTES, deadline};
 use crate::auth::User;
 use crate::request::{
-    Caller, Create, Delete, DeleteOptions, FieldValidation, Get, Handler, Impersonation, List,
-    Patch, PatchType, Propagation, Request, Update, Watch, WatchEvent,
+    Caller, Create, Delete, DeleteOptions, FieldManager, FieldValidation, Get, Handler,
+    Impersonation, List, Patch, PatchType, Propagation, Request, Update, Watch, WatchEvent,
 };
 
 pub struct ObjectsService {
@@ -72,11 +72,22 @@ fn object_response(obj: keel_api::Object) -> Response<ObjectResponse> {
     })
 }
 
+/// The client's `user-agent` (gRPC sends one, as HTTP does): a write's manager when it names
+/// none.
+fn user_agent<T>(req: &tonic::Request<T>) -> String {
+    req.metadata()
+        .get("user-agent")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
 fn patch_type(t: i32) -> PatchType {
     match ProtoPatchType::try_from(t).unwrap_or(ProtoPatchType::Unspecified) {
         ProtoPatchType::Json => PatchType::Json,
         ProtoPatchType::Merge => PatchType::Merge,
         ProtoPatchType::Strategic => PatchType::Strategic,
+        ProtoPatchType::Apply => PatchType::Apply,
         ProtoPatchType::Unspecified => PatchType::Unspecified,
     }
 }
@@ -103,14 +114,20 @@ impl Objects for ObjectsService {
         req: tonic::Request<CreateRequest>,
     ) -> Result<Response<ObjectResponse>, Status> {
         let (timeout, user) = (deadline::timeout(&req), user_of(&req));
+        let user_agent = user_agent(&req);
         let r = req.into_inner();
         let field_validation =
             FieldValidation::parse(&r.field_validation, &Target::default()).map_err(status)?;
+        let manager = FieldManager {
+            field_manager: r.field_manager,
+            user_agent,
+        };
         let verb = Create {
             namespace: r.namespace,
             object: r.object,
             dry_run: r.dry_run,
             field_validation,
+            manager,
         };
         let created = self
             .handler
@@ -189,6 +206,7 @@ impl Objects for ObjectsService {
         req: tonic::Request<UpdateRequest>,
     ) -> Result<Response<ObjectResponse>, Status> {
         let (timeout, user) = (deadline::timeout(&req), user_of(&req));
+        let user_agent = user_agent(&req);
         let r = req.into_inner();
         let field_validation =
             FieldValidation::parse(&r.field_validation, &Target::default()).map_err(status)?;
@@ -198,6 +216,10 @@ impl Objects for ObjectsService {
             object: r.object,
             dry_run: r.dry_run,
             field_validation,
+            manager: FieldManager {
+                field_manager: r.field_manager,
+                user_agent,
+            },
         };
         let updated = self
             .handler
@@ -212,6 +234,7 @@ impl Objects for ObjectsService {
         req: tonic::Request<PatchRequest>,
     ) -> Result<Response<ObjectResponse>, Status> {
         let (timeout, user) = (deadline::timeout(&req), user_of(&req));
+        let user_agent = user_agent(&req);
         let r = req.into_inner();
         let verb = Patch {
             namespace: r.namespace,
@@ -222,13 +245,19 @@ impl Objects for ObjectsService {
             dry_run: r.dry_run,
             field_validation: FieldValidation::parse(&r.field_validation, &Target::default())
                 .map_err(status)?,
+            manager: FieldManager {
+                field_manager: r.field_manager,
+                user_agent,
+            },
+            // proto3 has no absent bool: false is "not given".
+            force: r.force.then_some(true),
         };
         let patched = self
             .handler
             .handle(request(r.resource, timeout, user, verb))
             .await
             .map_err(status)?;
-        Ok(object_response(patched))
+        Ok(object_response(patched.object))
     }
 
     async fn delete(

@@ -19,8 +19,9 @@ use super::table::{self, Printer};
 use super::watch;
 use crate::auth::User;
 use crate::request::{
-    Caller, Create, Delete, DeleteCollection, DeleteOptions, Evict, FieldValidation, Get, Handler,
-    Impersonation, List, Patch, PatchType, Propagation, Request, Update, Warnings, Watch,
+    Caller, Create, Delete, DeleteCollection, DeleteOptions, Evict, FieldManager, FieldValidation,
+    Get, Handler, Impersonation, List, Patch, PatchType, Propagation, Request, Update, Warnings,
+    Watch,
 };
 
 /// What one REST request carries besides its path.
@@ -52,14 +53,11 @@ fn patch_type(headers: &HeaderMap, t: &Target) -> Result<PatchType, ApiError> {
         "application/json-patch+json" => Ok(PatchType::Json),
         "application/merge-patch+json" => Ok(PatchType::Merge),
         "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
-        "application/apply-patch+yaml" | "application/apply-patch+cbor" => Err(unsupported(
-            t,
-            "server-side apply is not supported by keel yet: use client-side apply (kubectl apply --server-side=false) or another patch type",
-        )),
+        "application/apply-patch+yaml" => Ok(PatchType::Apply),
         other => Err(unsupported(
             t,
             &format!(
-                "the body of the request was in an unknown format ({other:?}) - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
+                "the body of the request was in an unknown format ({other:?}) - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml"
             ),
         )),
     }
@@ -218,6 +216,15 @@ async fn run(
     };
     let dry_run = q.dry_run(&t)?;
     let field_validation = FieldValidation::parse(q.get("fieldValidation"), &t)?;
+    let manager = FieldManager {
+        field_manager: q.get("fieldManager").to_string(),
+        user_agent: call
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string(),
+    };
     let timeout = q.timeout(&t)?;
     // The `Impersonate-*` headers (kubectl --as).
     let user = Caller {
@@ -300,6 +307,7 @@ async fn run(
                 object: json_body(&call.headers, &call.body, &t)?,
                 dry_run,
                 field_validation,
+                manager,
             };
             let obj = verb_handler()
                 .handle(request(p, timeout, user, verb))
@@ -337,6 +345,7 @@ async fn run(
                 object: json_body(&call.headers, &call.body, &t)?,
                 dry_run,
                 field_validation,
+                manager,
             };
             let obj = verb_handler()
                 .handle(request(p, timeout, user, verb))
@@ -352,14 +361,21 @@ async fn run(
                 patch: call.body.to_vec(),
                 dry_run,
                 field_validation,
+                manager,
+                force: q.optional_flag("force", &t)?,
             };
-            let obj = verb_handler()
+            let patched = verb_handler()
                 .handle(request(p, timeout, user, verb))
                 .await?;
+            let code = if patched.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
             if p.subresource == "scale" {
-                return format.value(StatusCode::OK, &keel_api::scale::view(&obj));
+                return format.value(code, &keel_api::scale::view(&patched.object));
             }
-            format.object(StatusCode::OK, &obj)
+            format.object(code, &patched.object)
         }
         (&Method::DELETE, Some(name)) => {
             let body = json_body(&call.headers, &call.body, &t)?;

@@ -54,6 +54,15 @@ impl Query {
         }
     }
 
+    /// A boolean the client may leave out (`None`), as Kubernetes' `*bool` options.
+    pub fn optional_flag(&self, name: &str, t: &Target) -> Result<Option<bool>, ApiError> {
+        if self.0.iter().any(|(k, _)| k == name) {
+            self.flag(name, t).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
     /// An integer (absent: 0).
     pub fn int(&self, name: &str, t: &Target) -> Result<i64, ApiError> {
         match self.get(name) {

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::registry::allocator::{Pool, ServiceRanges};
 use crate::registry::testing::{Fixture, far};
-use crate::registry::{DeleteOptions, PatchType, Subresource};
+use crate::registry::{DeleteOptions, PatchType, Subresource, Write};
 
 fn claim(pool: Pool, value: Option<&str>) -> Claim {
     Claim {
@@ -293,7 +293,7 @@ async fn a_dry_run_answers_with_values_and_allocates_nothing() {
     let obj = Object::from_value(node_port("a", Some(30080))).unwrap();
     let answer = f
         .registry
-        .create(&info, obj, None, true, far())
+        .create(&info, obj, Write::server().dry_run(), far())
         .await
         .unwrap();
     assert!(!ip_of(&answer).is_empty());
