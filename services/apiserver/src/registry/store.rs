@@ -875,3 +875,6 @@ fn stored_form(info: &Arc<ResourceInfo>, kind: Arc<dyn Kind>, mutation: Mutation
 mod allocation;
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod apply_tests;

@@ -126,6 +126,52 @@ impl Fixture {
             .await
     }
 
+    /// Patches the object `of` names as `manager` (an apply: as the request layer does, it
+    /// creates the object when it is missing).
+    pub async fn patch_as(
+        &self,
+        manager: &str,
+        of: &Object,
+        sub: Subresource,
+        kind: PatchType,
+        patch: Value,
+        force: bool,
+    ) -> Result<Object, ApiError> {
+        let info = self.info(of.kind());
+        let body = serde_json::to_vec(&patch).unwrap();
+        let w = Write {
+            manager,
+            force,
+            ..Write::server()
+        };
+        let patched = self
+            .registry
+            .patch(&info, of.namespace(), of.name(), sub, kind, &body, w, far())
+            .await;
+        match patched {
+            Err(e) if kind == PatchType::Apply && e.reason == keel_api::Reason::NotFound => {
+                self.registry
+                    .create_on_apply(&info, of.namespace(), of.name(), sub, &body, w, far())
+                    .await
+            }
+            patched => patched,
+        }
+    }
+
+    /// Applies `config` (an object of a built-in kind) as `manager`.
+    pub async fn apply(&self, manager: &str, config: Value) -> Result<Object, ApiError> {
+        let of = Object::from_value(config.clone()).unwrap();
+        self.patch_as(
+            manager,
+            &of,
+            Subresource::Main,
+            PatchType::Apply,
+            config,
+            false,
+        )
+        .await
+    }
+
     /// Deletes the object `of` names; the object as it was last, and whether it is gone.
     pub async fn delete(
         &self,

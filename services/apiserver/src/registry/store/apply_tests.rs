@@ -1,0 +1,576 @@
+//! Server-side apply and managedFields through the registry, on the cases of
+//! docs/server-side-apply.md §10 (structured-merge-diff's and Kubernetes' apply tests).
+
+use keel_api::{Metadata, Object, Reason};
+use serde_json::{Value, json};
+
+use crate::registry::managed::LAST_APPLIED;
+use crate::registry::testing::{Fixture, far};
+use crate::registry::{PatchType, Subresource, Write};
+
+/// The entries of `obj`, as (manager, operation, subresource).
+fn owners(obj: &Object) -> Vec<(String, String, String)> {
+    managed_fields(obj)
+        .iter()
+        .map(|e| {
+            let text = |f: &str| e[f].as_str().unwrap_or("").to_string();
+            (text("manager"), text("operation"), text("subresource"))
+        })
+        .collect()
+}
+
+fn managed_fields(obj: &Object) -> Vec<Value> {
+    obj.metadata()
+        .and_then(|m| m.get("managedFields"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The `fieldsV1` of `manager`'s entry (of operation `op`).
+fn fields_of(obj: &Object, manager: &str, op: &str) -> Value {
+    managed_fields(obj)
+        .into_iter()
+        .find(|e| e["manager"] == manager && e["operation"] == op)
+        .map(|e| e["fieldsV1"].clone())
+        .unwrap_or(Value::Null)
+}
+
+fn owner(manager: &str, op: &str, sub: &str) -> (String, String, String) {
+    (manager.into(), op.into(), sub.into())
+}
+
+/// The seeds' Deployment, as a file holds it.
+fn nginx(replicas: Option<i64>, image: &str) -> Value {
+    let mut d = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "nginx", "namespace": "default"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "nginx"}},
+            "template": {
+                "metadata": {"labels": {"app": "nginx"}},
+                "spec": {"containers": [{"name": "nginx", "image": image,
+                                         "ports": [{"containerPort": 80}]}]},
+            },
+        },
+    });
+    if let Some(r) = replicas {
+        d["spec"]["replicas"] = json!(r);
+    }
+    d
+}
+
+fn configmap(data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": "cm", "namespace": "default"}, "data": data})
+}
+
+fn replicas(obj: &Object) -> i64 {
+    obj.as_map()["spec"]["replicas"].as_i64().unwrap()
+}
+
+fn image(obj: &Object) -> &str {
+    obj.as_map()["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_seeds_walkthrough_applies_conflicts_forces_and_leaves_a_taken_field_alone() {
+    let f = Fixture::new().await;
+    let made = f
+        .apply("kubectl", nginx(Some(2), "nginx:1.14"))
+        .await
+        .unwrap();
+    assert_eq!(owners(&made), vec![owner("kubectl", "Apply", "")]);
+    let mine = fields_of(&made, "kubectl", "Apply");
+    assert_eq!(
+        mine.to_string(),
+        r#"{"f:spec":{"f:replicas":{},"f:selector":{},"f:template":{"f:metadata":{"f:labels":{"f:app":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"nginx\"}":{".":{},"f:image":{},"f:name":{},"f:ports":{"k:{\"containerPort\":80,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{}}}}}}}}}"#,
+        "Kubernetes' FieldsV1; the defaults (strategy, progressDeadlineSeconds, the port's protocol) are nobody's"
+    );
+    assert_eq!(
+        made.as_map()["spec"]["progressDeadlineSeconds"],
+        600,
+        "defaulted"
+    );
+
+    let changed = f
+        .apply("kubectl", nginx(Some(2), "nginx:1.16"))
+        .await
+        .unwrap();
+    assert_eq!(image(&changed), "nginx:1.16");
+    assert_ne!(changed.resource_version(), made.resource_version());
+
+    let e = f
+        .apply("other", nginx(Some(3), "nginx:1.16"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Conflict);
+    assert_eq!(
+        e.message,
+        r#"Apply failed with 1 conflict: conflict with "kubectl": .spec.replicas"#
+    );
+    assert_eq!(e.causes.len(), 1);
+    assert_eq!(
+        (
+            e.causes[0].reason.as_str(),
+            e.causes[0].message.as_str(),
+            e.causes[0].field.as_str()
+        ),
+        (
+            "FieldManagerConflict",
+            r#"conflict with "kubectl""#,
+            ".spec.replicas"
+        )
+    );
+    assert_eq!(replicas(&f.get(&made).await.unwrap()), 2, "nothing changed");
+
+    let of = Object::from_value(nginx(None, "")).unwrap();
+    let forced = f
+        .patch_as(
+            "other",
+            &of,
+            Subresource::Main,
+            PatchType::Apply,
+            nginx(Some(3), "nginx:1.16"),
+            true,
+        )
+        .await
+        .unwrap();
+    assert_eq!(replicas(&forced), 3);
+    assert!(fields_of(&forced, "kubectl", "Apply")["f:spec"]["f:replicas"].is_null());
+    assert_eq!(
+        fields_of(&forced, "other", "Apply")["f:spec"]["f:replicas"],
+        json!({})
+    );
+
+    let again = f.apply("kubectl", nginx(None, "nginx:1.16")).await.unwrap();
+    assert_eq!(replicas(&again), 3, "other's replicas are left alone");
+}
+
+#[tokio::test]
+async fn an_update_takes_the_fields_it_changes_in_kubernetes_own_entries() {
+    // TestApplyManagedFields.
+    let f = Fixture::new().await;
+    let mut config = configmap(json!({"key": "value"}));
+    config["metadata"]["labels"] = json!({"test-label": "test"});
+    let cm = f.apply("apply_test", config).await.unwrap();
+    for patch in [
+        json!({"data": {"new-key": "value"}}),
+        json!({"data": {"key": "new value"}}),
+    ] {
+        f.patch_as(
+            "updater",
+            &cm,
+            Subresource::Main,
+            PatchType::Merge,
+            patch,
+            false,
+        )
+        .await
+        .unwrap();
+    }
+    let got = f.get(&cm).await.unwrap();
+    let mut entries = managed_fields(&got);
+    for e in &mut entries {
+        assert!(e["time"].as_str().is_some_and(|t| t.ends_with('Z')), "{e}");
+        e.as_object_mut().unwrap().remove("time");
+    }
+    assert_eq!(
+        Value::Array(entries),
+        json!([
+            {"manager": "apply_test", "operation": "Apply", "apiVersion": "v1",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:test-label": {}}}}},
+            {"manager": "updater", "operation": "Update", "apiVersion": "v1",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:key": {}, "f:new-key": {}}}},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn what_only_the_applier_owned_goes_when_it_stops_applying_it() {
+    let f = Fixture::new().await;
+    let cm = f
+        .apply("one", configmap(json!({"a": "1", "b": "2", "c": "3"})))
+        .await
+        .unwrap();
+    // The updater takes c; a second applier shares a by applying the same value.
+    f.patch_as(
+        "controller",
+        &cm,
+        Subresource::Main,
+        PatchType::Merge,
+        json!({"data": {"c": "30"}}),
+        false,
+    )
+    .await
+    .unwrap();
+    f.apply("two", configmap(json!({"a": "1"}))).await.unwrap();
+    let mut nothing = configmap(json!({}));
+    nothing.as_object_mut().unwrap().remove("data");
+    let after = f.apply("one", nothing).await.unwrap();
+    assert_eq!(
+        after.as_map()["data"],
+        json!({"a": "1", "c": "30"}),
+        "b was one's alone; a is two's too; c is the controller's"
+    );
+    assert_eq!(
+        owners(&after),
+        vec![owner("two", "Apply", ""), owner("controller", "Update", "")],
+        "an applier that owns nothing has no entry"
+    );
+}
+
+#[tokio::test]
+async fn a_keyed_item_goes_with_its_last_owner_whatever_others_set_inside_it() {
+    // TestApplyCanRemoveMapItemsContributedToByControllers.
+    let f = Fixture::new().await;
+    let d = f
+        .apply("kubectl", nginx(Some(1), "nginx:1.14"))
+        .await
+        .unwrap();
+    f.patch_as(
+        "controller",
+        &d,
+        Subresource::Main,
+        PatchType::Strategic,
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "nginx", "workingDir": "/srv"}]}}}}),
+        false,
+    )
+    .await
+    .unwrap();
+    let mut other = nginx(Some(1), "busybox");
+    other["spec"]["template"]["spec"]["containers"][0]["name"] = json!("other-container");
+    let after = f.apply("kubectl", other).await.unwrap();
+    let containers = &after.as_map()["spec"]["template"]["spec"]["containers"];
+    assert_eq!(containers.as_array().unwrap().len(), 1);
+    assert_eq!(containers[0]["name"], "other-container");
+    assert!(
+        !owners(&after).contains(&owner("controller", "Update", "")),
+        "what the controller owned went with the item"
+    );
+}
+
+#[tokio::test]
+async fn an_apply_that_changes_nothing_writes_nothing() {
+    let f = Fixture::new().await;
+    let first = f
+        .apply("kubectl", nginx(Some(2), "nginx:1.14"))
+        .await
+        .unwrap();
+    let second = f
+        .apply("kubectl", nginx(Some(2), "nginx:1.14"))
+        .await
+        .unwrap();
+    assert_eq!(second.resource_version(), first.resource_version());
+    assert_eq!(managed_fields(&second), managed_fields(&first));
+}
+
+#[tokio::test]
+async fn creates_and_updates_record_their_manager_and_a_reset_stops_it_until_an_apply() {
+    let f = Fixture::new().await;
+    let info = f.info("ConfigMap");
+    let made = f
+        .registry
+        .create(
+            &info,
+            Object::from_value(configmap(json!({"a": "1"}))).unwrap(),
+            Write {
+                manager: "kubectl-create",
+                ..Write::server()
+            },
+            far(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(owners(&made), vec![owner("kubectl-create", "Update", "")]);
+    assert_eq!(
+        fields_of(&made, "kubectl-create", "Update"),
+        json!({"f:data": {".": {}, "f:a": {}}})
+    );
+    for reset in [json!([{}]), json!([])] {
+        let cleared = f
+            .patch_as(
+                "flux",
+                &made,
+                Subresource::Main,
+                PatchType::Merge,
+                json!({"metadata": {"managedFields": reset}}),
+                false,
+            )
+            .await
+            .unwrap();
+        assert!(managed_fields(&cleared).is_empty(), "{reset}");
+    }
+    let untracked = f
+        .patch_as(
+            "updater",
+            &made,
+            Subresource::Main,
+            PatchType::Merge,
+            json!({"data": {"b": "2"}}),
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(managed_fields(&untracked).is_empty(), "tracking stays off");
+    // An apply starts it again; what was there is `before-first-apply`'s, which a change
+    // conflicts with.
+    let e = f
+        .apply("kubectl", configmap(json!({"a": "changed"})))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.message,
+        r#"Apply failed with 1 conflict: conflict with "before-first-apply" using v1: .data.a"#
+    );
+    let applied = f
+        .apply("kubectl", configmap(json!({"a": "1", "c": "3"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        owners(&applied),
+        vec![
+            owner("kubectl", "Apply", ""),
+            owner("before-first-apply", "Update", "")
+        ]
+    );
+}
+
+#[tokio::test]
+async fn status_and_scale_writes_are_recorded_under_their_subresource() {
+    let f = Fixture::new().await;
+    let d = f
+        .apply("kubectl", nginx(Some(1), "nginx:1.14"))
+        .await
+        .unwrap();
+    let scaled = f
+        .patch_as(
+            "scaler",
+            &d,
+            Subresource::Scale,
+            PatchType::Merge,
+            json!({"spec": {"replicas": 4}}),
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(replicas(&scaled), 4);
+    // TestSubresourceField: kubectl's replicas are taken by the scale's writer.
+    assert_eq!(
+        owners(&scaled),
+        vec![
+            owner("kubectl", "Apply", ""),
+            owner("scaler", "Update", "scale")
+        ]
+    );
+    assert_eq!(
+        fields_of(&scaled, "scaler", "Update"),
+        json!({"f:spec": {"f:replicas": {}}})
+    );
+
+    let status = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "nginx", "namespace": "default"},
+        "spec": {"replicas": 9}, "status": {"collisionCount": 1}});
+    let reported = f
+        .patch_as(
+            "ctrl",
+            &d,
+            Subresource::Status,
+            PatchType::Apply,
+            status.clone(),
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(reported.as_map()["status"]["collisionCount"], 1);
+    assert_eq!(replicas(&reported), 4, "a status apply writes only status");
+    assert_eq!(
+        fields_of(&reported, "ctrl", "Apply"),
+        json!({"f:status": {"f:collisionCount": {}}})
+    );
+    assert!(owners(&reported).contains(&owner("ctrl", "Apply", "status")));
+
+    // The object's own apply leaves status to the status writers, and owns none of it.
+    let mut main = nginx(None, "nginx:1.14");
+    main["status"] = json!({"collisionCount": 2});
+    let main = f.apply("kubectl", main).await.unwrap();
+    assert_eq!(main.as_map()["status"]["collisionCount"], 1);
+    assert!(fields_of(&main, "kubectl", "Apply")["f:status"].is_null());
+}
+
+#[tokio::test]
+async fn kubectl_takes_what_its_client_side_apply_set_but_not_what_changed_since() {
+    // TestUpgradeClientSideToServerSideApply.
+    let f = Fixture::new().await;
+    let info = f.info("Deployment");
+    let file = nginx(Some(3), "nginx:1.14");
+    let mut obj = file.clone();
+    obj["metadata"]["annotations"] = json!({LAST_APPLIED: format!("{file}\n")});
+    let made = f
+        .registry
+        .create(
+            &info,
+            Object::from_value(obj).unwrap(),
+            Write {
+                manager: "kubectl-client-side-apply",
+                ..Write::server()
+            },
+            far(),
+        )
+        .await
+        .unwrap();
+    f.patch_as(
+        "scaler",
+        &made,
+        Subresource::Main,
+        PatchType::Merge,
+        json!({"spec": {"replicas": 100000}}),
+        false,
+    )
+    .await
+    .unwrap();
+    // The image was set by client-side apply and is as it left it: forgiven. The replicas
+    // were changed since: a conflict.
+    let e = f
+        .apply("kubectl", nginx(Some(3), "nginx:1.16"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.message,
+        r#"Apply failed with 1 conflict: conflict with "scaler" using apps/v1: .spec.replicas"#
+    );
+    let mut labelled = nginx(None, "nginx:1.16");
+    labelled["metadata"]["labels"] = json!({"new": "label"});
+    let applied = f.apply("kubectl", labelled.clone()).await.unwrap();
+    assert_eq!(image(&applied), "nginx:1.16");
+    assert_eq!(replicas(&applied), 100000);
+    let last: Value = serde_json::from_str(applied.annotation(LAST_APPLIED).unwrap()).unwrap();
+    assert_eq!(
+        last, labelled,
+        "the annotation follows the applied configuration"
+    );
+    // Another manager gets no such forgiveness.
+    let e = f
+        .apply("someone", nginx(None, "nginx:1.17"))
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains(r#"conflict with "kubectl""#),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn twenty_updaters_leave_ten_update_entries() {
+    // TestApplyGroupsManySeparateUpdates.
+    let f = Fixture::new().await;
+    let cm = f
+        .apply("apply_test", configmap(json!({"a": "1"})))
+        .await
+        .unwrap();
+    for i in 0..20 {
+        f.patch_as(
+            &format!("updater{i}"),
+            &cm,
+            Subresource::Main,
+            PatchType::Merge,
+            json!({"data": {format!("k{i}"): "v"}}),
+            false,
+        )
+        .await
+        .unwrap();
+    }
+    let got = f.get(&cm).await.unwrap();
+    let owners = owners(&got);
+    assert_eq!(owners.len(), 11, "{owners:?}");
+    assert_eq!(owners[0], owner("apply_test", "Apply", ""));
+    assert!(owners.contains(&owner("ancient-changes", "Update", "")));
+}
+
+#[tokio::test]
+async fn an_apply_is_refused_for_what_kubernetes_refuses() {
+    let f = Fixture::new().await;
+    let of = Object::from_value(configmap(json!({}))).unwrap();
+    let apply = |config: Value| {
+        f.patch_as(
+            "kubectl",
+            &of,
+            Subresource::Main,
+            PatchType::Apply,
+            config,
+            false,
+        )
+    };
+    let mut untyped = configmap(json!({}));
+    untyped.as_object_mut().unwrap().remove("apiVersion");
+    untyped.as_object_mut().unwrap().remove("kind");
+    let e = apply(untyped).await.unwrap_err();
+    assert_eq!(
+        (e.reason, e.message.as_str()),
+        (Reason::BadRequest, "invalid object type: /, Kind=")
+    );
+    let mut wrong = configmap(json!({}));
+    wrong["apiVersion"] = json!("apps/v1");
+    let e = apply(wrong).await.unwrap_err();
+    assert_eq!(e.message, "invalid object type: apps/v1, Kind=ConfigMap");
+    let mut managed = configmap(json!({}));
+    managed["metadata"]["managedFields"] = json!([]);
+    let e = apply(managed).await.unwrap_err();
+    assert_eq!(
+        (e.reason, e.message.as_str()),
+        (Reason::BadRequest, "metadata.managedFields must be nil")
+    );
+    let mut with_uid = configmap(json!({}));
+    with_uid["metadata"]["uid"] = json!("1234");
+    let e = apply(with_uid).await.unwrap_err();
+    assert_eq!(e.reason, Reason::Conflict);
+    assert_eq!(
+        e.message,
+        r#"Operation cannot be fulfilled on configmaps "cm": uid mismatch: the provided object specified uid 1234, and no existing object was found"#
+    );
+    let mut renamed = configmap(json!({}));
+    renamed["metadata"]["name"] = json!("other");
+    let e = apply(renamed).await.unwrap_err();
+    assert_eq!(
+        e.message,
+        "the name of the object (other) does not match the name on the URL (cm)"
+    );
+    assert!(
+        f.get(&of)
+            .await
+            .is_err_and(|e| e.reason == Reason::NotFound),
+        "nothing was created"
+    );
+}
+
+#[tokio::test]
+async fn many_managers_applying_their_own_field_at_once_never_conflict_nor_lose_one() {
+    let f = Fixture::new().await;
+    f.apply("base", configmap(json!({}))).await.unwrap();
+    let managers: Vec<String> = (0..32).map(|i| format!("writer-{i}")).collect();
+    let applies = managers.iter().enumerate().map(|(i, manager)| {
+        f.apply(
+            manager,
+            configmap(json!({ format!("k{i}"): format!("{i}") })),
+        )
+    });
+    for result in futures::future::join_all(applies).await {
+        result.unwrap();
+    }
+    let cm = f
+        .get(&Object::from_value(configmap(json!({}))).unwrap())
+        .await
+        .unwrap();
+    let data = cm.as_map()["data"].as_object().unwrap();
+    assert_eq!(data.len(), 32);
+    for i in 0..32 {
+        assert_eq!(
+            fields_of(&cm, &format!("writer-{i}"), "Apply"),
+            json!({"f:data": {format!("f:k{i}"): {}}})
+        );
+    }
+}
