@@ -1688,3 +1688,253 @@ async fn auth_can_i_whoami_and_as_show_rbac_and_escalation_is_refused() {
     })
     .await;
 }
+
+/// The seeds' Deployment, as a file holds it.
+fn nginx_deployment(replicas: Option<u32>, image: &str) -> String {
+    let replicas = replicas
+        .map(|r| format!("  replicas: {r}\n"))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: nginx-deployment\n  labels:\n    app: nginx\n\
+         spec:\n{replicas}  selector:\n    matchLabels:\n      app: nginx\n  template:\n    metadata:\n      labels:\n        app: nginx\n\
+         \x20   spec:\n      containers:\n      - name: nginx\n        image: {image}\n        ports:\n        - containerPort: 80\n"
+    )
+}
+
+/// The managers of `field` (a path of `f:` keys) in the object's managedFields.
+fn owners_of(o: &Value, field: &[&str]) -> Vec<String> {
+    o["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| {
+            let mut at = &e["fieldsV1"];
+            for f in field {
+                at = &at[format!("f:{f}")];
+            }
+            !at.is_null()
+        })
+        .map(|e| e["manager"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+/// The seeds' walkthrough, server-side: apply, change the image, a second manager's
+/// conflict on `replicas`, forced, and the first manager's next apply leaves it alone.
+#[tokio::test]
+async fn the_seeds_walkthrough_runs_with_apply_server_side() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let ssa = |f: &Path, extra: &[&str]| {
+        let mut args = vec!["apply", "--server-side", "-f", path(f)];
+        args.extend_from_slice(extra);
+        k.run(&args)
+    };
+    let get = || -> Value {
+        serde_json::from_str(&k.ok(&[
+            "get",
+            "deployment",
+            "nginx-deployment",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ]))
+        .unwrap()
+    };
+    let f = k.file("d.yaml", &nginx_deployment(Some(2), "nginx:1.14.2"));
+    let out = ssa(&f, &[]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "deployment.apps/nginx-deployment serverside-applied\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = get();
+    assert_eq!(owners_of(&d, &["spec", "replicas"]), ["kubectl"]);
+    assert_eq!(d["metadata"]["managedFields"][0]["operation"], "Apply");
+    let hidden = k.ok(&["get", "deployment", "nginx-deployment", "-o", "yaml"]);
+    assert!(!hidden.contains("managedFields"), "kubectl hides them");
+
+    let f = k.file("d.yaml", &nginx_deployment(Some(2), "nginx:1.16.1"));
+    assert!(ssa(&f, &[]).status.success());
+    assert_eq!(
+        get()["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.16.1"
+    );
+
+    let f3 = k.file("d3.yaml", &nginx_deployment(Some(3), "nginx:1.16.1"));
+    let out = ssa(&f3, &["--field-manager=other"]);
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains(r#"Apply failed with 1 conflict: conflict with "kubectl": .spec.replicas"#),
+        "{e}"
+    );
+    assert!(e.contains("--force-conflicts"), "kubectl's advice: {e}");
+    assert_eq!(get()["spec"]["replicas"], 2);
+
+    let out = ssa(&f3, &["--field-manager=other", "--force-conflicts"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = get();
+    assert_eq!(d["spec"]["replicas"], 3);
+    assert_eq!(owners_of(&d, &["spec", "replicas"]), ["other"]);
+
+    let f = k.file("d.yaml", &nginx_deployment(None, "nginx:1.16.1"));
+    assert!(ssa(&f, &[]).status.success());
+    let d = get();
+    assert_eq!(d["spec"]["replicas"], 3, "other's replicas are left alone");
+    assert_eq!(owners_of(&d, &["spec", "replicas"]), ["other"]);
+}
+
+/// `kubectl apply --server-side` after client-side applies: kubectl's fields are taken over
+/// with no conflict, its client-side manager is gone, and a field dropped from the file is
+/// removed, as after any apply.
+#[tokio::test]
+async fn client_side_apply_moves_to_server_side_without_a_conflict() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let f = k.file(
+        "cm.yaml",
+        &CONFIGMAP.replace("a: \"1\"", "a: \"1\"\n  b: \"2\""),
+    );
+    assert_eq!(k.ok(&["apply", "-f", path(&f)]), "configmap/demo created\n");
+    let f = k.file(
+        "cm.yaml",
+        &CONFIGMAP.replace("a: \"1\"", "a: \"3\"\n  b: \"2\""),
+    );
+    assert_eq!(
+        k.ok(&["apply", "-f", path(&f)]),
+        "configmap/demo configured\n"
+    );
+    let get = || -> Value {
+        serde_json::from_str(&k.ok(&["get", "cm", "demo", "-o", "json", "--show-managed-fields"]))
+            .unwrap()
+    };
+    assert_eq!(
+        owners_of(&get(), &["data", "a"]),
+        ["kubectl-client-side-apply"]
+    );
+
+    // The file changes a and drops b: server-side now.
+    let f = k.file("cm.yaml", &CONFIGMAP.replace("a: \"1\"", "a: \"4\""));
+    assert_eq!(
+        k.ok(&["apply", "--server-side", "-f", path(&f)]),
+        "configmap/demo serverside-applied\n"
+    );
+    let cm = get();
+    assert_eq!(
+        cm["data"],
+        json!({"a": "4"}),
+        "b left the file and the object"
+    );
+    let managers: Vec<&str> = cm["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["manager"].as_str().unwrap())
+        .collect();
+    assert!(
+        !managers.contains(&"kubectl-client-side-apply"),
+        "{managers:?}"
+    );
+    assert_eq!(owners_of(&cm, &["data", "a"]), ["kubectl"]);
+    let rv = cm["metadata"]["resourceVersion"].clone();
+    k.ok(&["apply", "--server-side", "-f", path(&f)]);
+    assert_eq!(get()["metadata"]["resourceVersion"], rv, "nothing to do");
+
+    // kubectl diff --server-side shows what an apply would change, and changes nothing.
+    let f = k.file("cm.yaml", &CONFIGMAP.replace("a: \"1\"", "a: \"5\""));
+    let out = k.run(&["diff", "--server-side", "-f", path(&f)]);
+    assert_eq!(out.status.code(), Some(1));
+    let diff = String::from_utf8_lossy(&out.stdout);
+    assert!(diff.contains("+  a: \"5\""), "{diff}");
+    assert_eq!(get()["metadata"]["resourceVersion"], rv);
+}
+
+/// ApplySet (`KUBECTL_APPLYSET=true kubectl apply --prune --applyset=...`): the set's Secret
+/// records its members' kinds, and an object dropped from the files is deleted.
+#[tokio::test]
+async fn an_applyset_prunes_the_object_dropped_from_it() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let dir = k.dir.path().join("set");
+    std::fs::create_dir(&dir).unwrap();
+    for name in ["one", "two"] {
+        std::fs::write(
+            dir.join(format!("{name}.yaml")),
+            CONFIGMAP.replace("name: demo", &format!("name: {name}")),
+        )
+        .unwrap();
+    }
+    let apply = |server_side: bool| {
+        let mut args = vec![
+            "apply",
+            "--prune",
+            "--applyset=shop",
+            "-n",
+            "default",
+            "-f",
+            path(&dir),
+        ];
+        if server_side {
+            args.push("--server-side");
+        }
+        let out = k
+            .command(&args)
+            .env("KUBECTL_APPLYSET", "true")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    apply(true);
+    let parent: Value =
+        serde_json::from_str(&k.ok(&["get", "secret", "shop", "-o", "json"])).unwrap();
+    let id = parent["metadata"]["labels"]["applyset.kubernetes.io/id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(id.starts_with("applyset-"), "{parent}");
+    assert_eq!(
+        parent["metadata"]["annotations"]["applyset.kubernetes.io/contains-group-kinds"],
+        "ConfigMap"
+    );
+    let members = k.ok(&[
+        "get",
+        "cm",
+        "-l",
+        &format!("applyset.kubernetes.io/part-of={id}"),
+        "-o",
+        "name",
+    ]);
+    assert_eq!(members, "configmap/one\nconfigmap/two\n");
+
+    std::fs::remove_file(dir.join("two.yaml")).unwrap();
+    let out = apply(true);
+    assert!(out.contains("configmap/two pruned"), "{out}");
+    let e = k.fails(&["get", "cm", "two"]);
+    assert!(e.contains("NotFound"), "{e}");
+    k.ok(&["get", "cm", "one"]);
+
+    // Client-side apply keeps the set by server-side apply of its Secret too.
+    std::fs::write(
+        dir.join("three.yaml"),
+        CONFIGMAP.replace("name: demo", "name: three"),
+    )
+    .unwrap();
+    std::fs::remove_file(dir.join("one.yaml")).unwrap();
+    let out = apply(false);
+    assert!(out.contains("configmap/one pruned"), "{out}");
+    k.fails(&["get", "cm", "one"]);
+    k.ok(&["get", "cm", "three"]);
+}

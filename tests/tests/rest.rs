@@ -96,6 +96,9 @@ async fn each_kind_of_bad_request_gets_a_status_with_its_code_and_the_server_goe
     .unwrap();
 
     let ok = format!("{CMS}/ok");
+    let forced_merge = format!("{ok}?force=true");
+    let long_manager = format!("{ok}?fieldManager={}", "m".repeat(129));
+    let applied = format!("{ok}?fieldManager=me");
     let cases: Vec<Case> = vec![
         ("POST", CMS, json, b"{not json".to_vec(), 400, "BadRequest"),
         (
@@ -182,10 +185,43 @@ async fn each_kind_of_bad_request_gets_a_status_with_its_code_and_the_server_goe
         ),
         ("GET", "/nothing/here", json, vec![], 404, "NotFound"),
         ("PUT", CMS, json, cm.clone(), 405, "MethodNotAllowed"),
+        // An apply names its manager; only an apply may force; no CBOR (off in 1.32).
         (
             "PATCH",
             &ok,
             "application/apply-patch+yaml",
+            b"{}".to_vec(),
+            422,
+            "Invalid",
+        ),
+        (
+            "PATCH",
+            &forced_merge,
+            "application/merge-patch+json",
+            b"{}".to_vec(),
+            422,
+            "Invalid",
+        ),
+        (
+            "PATCH",
+            &long_manager,
+            "application/merge-patch+json",
+            b"{}".to_vec(),
+            422,
+            "Invalid",
+        ),
+        (
+            "PATCH",
+            &applied,
+            "application/apply-patch+yaml",
+            b"data: [".to_vec(),
+            400,
+            "BadRequest",
+        ),
+        (
+            "PATCH",
+            &ok,
+            "application/apply-patch+cbor",
             b"{}".to_vec(),
             415,
             "UnsupportedMediaType",
@@ -223,6 +259,82 @@ async fn each_kind_of_bad_request_gets_a_status_with_its_code_and_the_server_goe
     let (code, v) = call(addr, "GET", &ok, json, &[]);
     assert_eq!((code, v["metadata"]["name"].as_str()), (200, Some("ok")));
     drop(slow);
+}
+
+/// Server-side apply as kube-rs and controller-runtime send it: JSON under
+/// `application/apply-patch+yaml`, `fieldManager`, `force=true` only when forcing. The
+/// object is created (201), a second manager's change is a 409 whose causes name the owner
+/// and the field, and a forced apply takes it.
+#[tokio::test]
+async fn an_apply_over_http_creates_conflicts_in_kubernetes_words_and_forces() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let addr = api.grpc;
+    let url = |q: &str| format!("{CMS}/applied?{q}");
+    let apply = "application/apply-patch+yaml";
+    let config = |v: &str| {
+        serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "applied"}, "data": {"owner": v}}))
+        .unwrap()
+    };
+    let (code, v) = call(
+        addr,
+        "PATCH",
+        &url("fieldManager=first"),
+        apply,
+        &config("first"),
+    );
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["metadata"]["managedFields"][0]["manager"], "first");
+    assert_eq!(
+        v["metadata"]["managedFields"][0]["fieldsV1"],
+        json!({"f:data": {"f:owner": {}}})
+    );
+    let (code, _) = call(
+        addr,
+        "PATCH",
+        &url("fieldManager=first"),
+        apply,
+        &config("first"),
+    );
+    assert_eq!(code, 200);
+
+    let (code, v) = call(
+        addr,
+        "PATCH",
+        &url("fieldManager=second"),
+        apply,
+        &config("second"),
+    );
+    assert_eq!((code, status(&v)), (409, ("Status", "Conflict")), "{v}");
+    assert_eq!(
+        v["message"],
+        r#"Apply failed with 1 conflict: conflict with "first": .data.owner"#
+    );
+    assert_eq!(
+        v["details"]["causes"],
+        json!([{"reason": "FieldManagerConflict", "message": "conflict with \"first\"",
+                "field": ".data.owner"}])
+    );
+    // YAML is an apply's own format.
+    let yaml =
+        b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  owner: second\n";
+    let (code, v) = call(
+        addr,
+        "PATCH",
+        &url("fieldManager=second&force=true"),
+        apply,
+        yaml,
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["data"]["owner"], "second");
+    let managers: Vec<&str> = v["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["manager"].as_str().unwrap())
+        .collect();
+    assert_eq!(managers, ["second"], "first owned nothing else");
 }
 
 #[tokio::test]

@@ -52,8 +52,11 @@ pub fn apply(
         .iter()
         .filter(|e| e.identity() != me)
         .fold(applied.clone(), |all, e| all.union(&e.fields));
+    // A field stays while anything below it is owned (structured-merge-diff's named fields
+    // are members); a list item or set value only while it is owned itself.
     for path in last.difference(&applied).paths() {
-        if !kept.has(&path.0) {
+        let field = matches!(path.0.last(), Some(PathElement::Field(_)));
+        if !kept.has(&path.0) && !(field && kept.has_below(&path.0)) {
             remove(&mut merged, &path.0, schema, &mut Vec::new());
         }
     }
@@ -327,6 +330,19 @@ mod tests {
                 .find(|e| e.manager == manager)
                 .map_or(String::new(), |e| e.fields.to_fields_v1())
         }
+    }
+
+    #[test]
+    fn a_map_an_applier_created_stays_while_it_still_applies_keys_of_it() {
+        // kubectl's client-side entry, handed to its applier, owns the map it created
+        // (`"f:data":{".":{}, ...}`): dropping one key removes that key, not the map.
+        let mut s = State::new();
+        s.update("csa", json!({"data": {"a": "1", "b": "2"}}));
+        assert_eq!(s.owns("csa"), r#"{"f:data":{".":{},"f:a":{},"f:b":{}}}"#);
+        s.entries[0].manager = "one".into();
+        s.entries[0].operation = Operation::Apply;
+        s.apply("one", json!({"data": {"a": "4"}}), false).unwrap();
+        assert_eq!(s.object, json!({"data": {"a": "4"}}));
     }
 
     #[test]

@@ -247,6 +247,14 @@ impl Set {
         }
     }
 
+    /// Whether the set holds a path below `path` (not `path` itself).
+    pub fn has_below(&self, path: &[PathElement]) -> bool {
+        match path {
+            [] => !self.is_empty(),
+            [first, rest @ ..] => self.children.get(first).is_some_and(|c| c.has_below(rest)),
+        }
+    }
+
     /// Every path in the set, in order.
     pub fn paths(&self) -> Vec<Path> {
         let mut out = Vec::new();
