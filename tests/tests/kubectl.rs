@@ -1788,6 +1788,18 @@ async fn the_seeds_walkthrough_runs_with_apply_server_side() {
     let d = get();
     assert_eq!(d["spec"]["replicas"], 3, "other's replicas are left alone");
     assert_eq!(owners_of(&d, &["spec", "replicas"]), ["other"]);
+
+    // kubectl scale names no manager: its User-Agent's product is, through the subresource.
+    k.ok(&["scale", "deployment", "nginx-deployment", "--replicas=5"]);
+    let d = get();
+    assert_eq!(owners_of(&d, &["spec", "replicas"]), ["kubectl"]);
+    let scaler = d["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "kubectl" && e["operation"] == "Update")
+        .unwrap();
+    assert_eq!(scaler["subresource"], "scale");
 }
 
 /// `kubectl apply --server-side` after client-side applies: kubectl's fields are taken over

@@ -704,3 +704,79 @@ async fn pages_read_in_bounded_parts_list_each_object_once_at_one_revision() {
         .collect();
     assert_eq!(names, want);
 }
+
+/// Server-side apply over gRPC: `PATCH_TYPE_APPLY` with `field_manager` and `force`, the
+/// conflict as ABORTED with Kubernetes' causes, and writes that name no manager recorded as
+/// the program the client's user-agent names.
+#[tokio::test]
+async fn apply_over_grpc_names_its_manager_and_writes_record_the_user_agents() {
+    use keel_wire::proto::{PatchRequest, PatchType as Wire, ResourceRef};
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let cms = gvr("", "v1", "configmaps");
+    let made = c
+        .create(&cms, "default", &cm("applied", json!({"a": "1"})))
+        .await
+        .unwrap();
+    // This test's program name, as keel-client sends it (`verbs-<hash>`).
+    let program = std::env::args()
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap();
+    assert_eq!(
+        made["metadata"]["managedFields"][0]["manager"],
+        program.as_str()
+    );
+    assert_eq!(made["metadata"]["managedFields"][0]["operation"], "Update");
+
+    let apply = |manager: &str, value: &str, force: bool| PatchRequest {
+        resource: Some(ResourceRef {
+            group: String::new(),
+            version: "v1".into(),
+            resource: "configmaps".into(),
+        }),
+        namespace: "default".into(),
+        name: "applied".into(),
+        patch_type: Wire::Apply as i32,
+        patch: serde_json::to_vec(&cm("applied", json!({"a": value}))).unwrap(),
+        field_manager: manager.into(),
+        force,
+        ..Default::default()
+    };
+    let status = c
+        .raw()
+        .patch(apply("", "2", false))
+        .await
+        .expect_err("an apply names its manager");
+    let e = keel_wire::error(&status);
+    assert_eq!(e.reason, Reason::Invalid);
+    assert_eq!(
+        e.message,
+        r#"PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch"#
+    );
+    let status = c
+        .raw()
+        .patch(apply("grpc-applier", "2", false))
+        .await
+        .expect_err("a is the creator's");
+    assert_eq!(status.code(), tonic::Code::Aborted);
+    let e = keel_wire::error(&status);
+    assert_eq!(e.reason, Reason::Conflict);
+    assert_eq!(e.causes[0].reason, "FieldManagerConflict");
+    assert_eq!(e.causes[0].field, ".data.a");
+    let forced = c
+        .raw()
+        .patch(apply("grpc-applier", "2", true))
+        .await
+        .unwrap()
+        .into_inner();
+    let o: Value = serde_json::from_slice(&forced.object).unwrap();
+    assert_eq!(o["data"]["a"], "2");
+    assert_eq!(o["metadata"]["managedFields"][0]["manager"], "grpc-applier");
+    assert_eq!(o["metadata"]["managedFields"][0]["operation"], "Apply");
+}

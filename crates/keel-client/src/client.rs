@@ -326,6 +326,8 @@ impl Client {
                 ep = ep.tls_config(tls).map_err(|err| invalid(&err))?;
             }
             let ep = ep
+                .user_agent(user_agent())
+                .map_err(|err| invalid(&err))?
                 .connect_timeout(config.connect_timeout)
                 .tcp_nodelay(true)
                 .http2_keep_alive_interval(Duration::from_secs(20))
@@ -700,6 +702,21 @@ pub(crate) fn shard_selector(s: &ShardSelector) -> keel_wire::proto::ShardSelect
         ids: s.ids.clone(),
         by_owner: s.by_owner,
     }
+}
+
+/// The `user-agent` this program sends, as client-go builds it: the program's name, then
+/// keel's version (`keel-controller-manager/0.1.0`). The server takes the name as the field
+/// manager of writes that name none.
+fn user_agent() -> String {
+    let program = std::env::args_os()
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "keel-client".into());
+    format!("{program}/{}", env!("CARGO_PKG_VERSION"))
 }
 
 #[cfg(test)]

@@ -56,7 +56,8 @@ pub fn apply(
     // are members); a list item or set value only while it is owned itself.
     for path in last.difference(&applied).paths() {
         let field = matches!(path.0.last(), Some(PathElement::Field(_)));
-        if !kept.has(&path.0) && !(field && kept.has_below(&path.0)) {
+        let owned = kept.has(&path.0) || (field && kept.has_below(&path.0));
+        if !owned {
             remove(&mut merged, &path.0, schema, &mut Vec::new());
         }
     }

@@ -137,6 +137,15 @@ impl MergeSchema for OpenApiSchema {
             .is_some_and(|node| patch_strategy(node).any(|s| s == "retainKeys"))
     }
 
+    fn map_atomic(&self, path: &[&str]) -> bool {
+        self.resolve(path).node.is_some_and(|node| {
+            element_schema(node)
+                .get("x-kubernetes-map-type")
+                .and_then(Value::as_str)
+                == Some("atomic")
+        })
+    }
+
     fn merge_key_default(&self, path: &[&str], key: &str) -> Option<Value> {
         let node = self.resolve(path).node?;
         element_schema(node)
@@ -151,6 +160,23 @@ impl MergeSchema for OpenApiSchema {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn atomic_maps_are_those_the_schema_marks_so_as_items_too() {
+        let s = OpenApiSchema::new(json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "selector": {"type": "object", "x-kubernetes-map-type": "atomic"},
+                "ports": {"type": "array", "items": {
+                    "type": "object", "x-kubernetes-map-type": "atomic"}},
+                "labels": {"type": "object", "x-kubernetes-map-type": "granular"},
+            }}},
+        }));
+        assert!(s.map_atomic(&["spec", "selector"]));
+        assert!(s.map_atomic(&["spec", "ports"]));
+        assert!(!s.map_atomic(&["spec", "labels"]));
+        assert!(!s.map_atomic(&["spec"]));
+    }
 
     fn schema() -> OpenApiSchema {
         OpenApiSchema::new(json!({

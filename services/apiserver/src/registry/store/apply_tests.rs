@@ -254,6 +254,26 @@ async fn a_keyed_item_goes_with_its_last_owner_whatever_others_set_inside_it() {
 }
 
 #[tokio::test]
+async fn a_port_without_its_protocol_is_the_tcp_one_when_keyed() {
+    // TestDefaultMissingKeys: the key of a port a file leaves the protocol out of is
+    // `protocol: TCP`, so a second applier naming it names the same item.
+    let f = Fixture::new().await;
+    let mut one = nginx(Some(1), "nginx:1.14");
+    one["spec"]["template"]["spec"]["containers"][0]["ports"] =
+        json!([{"containerPort": 80, "name": "foo"}]);
+    f.apply("one", one).await.unwrap();
+    let mut two = nginx(Some(1), "nginx:1.14");
+    two["spec"]["template"]["spec"]["containers"][0]["ports"] =
+        json!([{"containerPort": 80, "protocol": "TCP", "name": "bar"}]);
+    let e = f.apply("two", two).await.unwrap_err();
+    assert_eq!(e.causes.len(), 1, "{}", e.message);
+    assert_eq!(
+        e.causes[0].field,
+        r#".spec.template.spec.containers[name="nginx"].ports[containerPort=80,protocol="TCP"].name"#
+    );
+}
+
+#[tokio::test]
 async fn an_apply_that_changes_nothing_writes_nothing() {
     let f = Fixture::new().await;
     let first = f
@@ -399,6 +419,56 @@ async fn status_and_scale_writes_are_recorded_under_their_subresource() {
     let main = f.apply("kubectl", main).await.unwrap();
     assert_eq!(main.as_map()["status"]["collisionCount"], 1);
     assert!(fields_of(&main, "kubectl", "Apply")["f:status"].is_null());
+}
+
+#[tokio::test]
+async fn an_apply_of_the_scale_owns_the_replicas_and_conflicts_with_their_applier() {
+    let f = Fixture::new().await;
+    let d = f
+        .apply("kubectl", nginx(Some(1), "nginx:1.14"))
+        .await
+        .unwrap();
+    let scale = json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+        "metadata": {"name": "nginx", "namespace": "default"}, "spec": {"replicas": 7}});
+    let apply = |force| {
+        f.patch_as(
+            "autoscaler",
+            &d,
+            Subresource::Scale,
+            PatchType::Apply,
+            scale.clone(),
+            force,
+        )
+    };
+    let e = apply(false).await.unwrap_err();
+    assert_eq!(
+        e.message,
+        r#"Apply failed with 1 conflict: conflict with "kubectl": .spec.replicas"#
+    );
+    let scaled = apply(true).await.unwrap();
+    assert_eq!(replicas(&scaled), 7);
+    assert!(owners(&scaled).contains(&owner("autoscaler", "Apply", "scale")));
+    assert_eq!(
+        fields_of(&scaled, "autoscaler", "Apply"),
+        json!({"f:spec": {"f:replicas": {}}})
+    );
+    let mut wrong = scale.clone();
+    wrong["kind"] = json!("Deployment");
+    let e = f
+        .patch_as(
+            "autoscaler",
+            &d,
+            Subresource::Scale,
+            PatchType::Apply,
+            wrong,
+            false,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.message,
+        "invalid object type: autoscaling/v1, Kind=Deployment"
+    );
 }
 
 #[tokio::test]
