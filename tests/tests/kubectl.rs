@@ -1950,3 +1950,76 @@ async fn an_applyset_prunes_the_object_dropped_from_it() {
     k.fails(&["get", "cm", "one"]);
     k.ok(&["get", "cm", "three"]);
 }
+
+/// Create-on-apply needs `create` as well as `patch`, as in Kubernetes; a dry run creates
+/// nothing; a subresource of an object that does not exist is NotFound, never created.
+#[tokio::test]
+async fn an_apply_creates_only_for_a_user_who_may_create() {
+    let users = Users::start().await;
+    let (admin, alice) = (&users.admin, &users.alice);
+    let rbac = |verbs: &str| {
+        admin.file(
+            "rbac.yaml",
+            &format!(
+                "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n---\n\
+                 apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: applier\n  namespace: team\n\
+                 rules:\n- apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [{verbs}]\n---\n\
+                 apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: alice-applies\n  namespace: team\n\
+                 roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: applier\n\
+                 subjects:\n- kind: User\n  name: alice\n  apiGroup: rbac.authorization.k8s.io\n"
+            ),
+        )
+    };
+    admin.ok(&["apply", "-f", path(&rbac("get, patch"))]);
+    let cm = alice.file("cm.yaml", CONFIGMAP);
+    let apply = |extra: &[&str]| {
+        let mut args = vec!["apply", "--server-side", "-n", "team", "-f", path(&cm)];
+        args.extend_from_slice(extra);
+        alice.run(&args)
+    };
+    eventually(
+        Duration::from_secs(5),
+        "alice's apply is refused for create",
+        || {
+            let out = apply(&[]);
+            let e = String::from_utf8_lossy(&out.stderr).to_string();
+            async move {
+                e.contains(
+                "cannot create resource \"configmaps\" in API group \"\" in the namespace \"team\"",
+            )
+            .then_some(())
+            }
+        },
+    )
+    .await;
+    admin.fails(&["get", "cm", "demo", "-n", "team"]);
+
+    admin.ok(&["apply", "-f", path(&rbac("get, patch, create"))]);
+    eventually(Duration::from_secs(5), "alice may apply a dry run", || {
+        let out = apply(&["--dry-run=server"]);
+        async move { out.status.success().then_some(()) }
+    })
+    .await;
+    admin.fails(&["get", "cm", "demo", "-n", "team"]);
+    let out = apply(&[]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "configmap/demo serverside-applied\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let pod = admin.file(
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: missing\nstatus:\n  phase: Running\n",
+    );
+    let e = admin.fails(&[
+        "apply",
+        "--server-side",
+        "--subresource=status",
+        "-f",
+        path(&pod),
+    ]);
+    assert!(e.contains("NotFound") || e.contains("not found"), "{e}");
+    admin.fails(&["get", "pod", "missing"]);
+}

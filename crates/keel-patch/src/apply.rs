@@ -4,6 +4,8 @@
 //! another manager owns them, conflicts with other owners found, and `managedFields`
 //! brought up to date.
 
+use std::collections::{HashMap, HashSet};
+
 use serde_json::Value;
 
 use crate::fieldpath::{FieldSetError, PathElement, Set, atomic, changed, to_field_set};
@@ -54,12 +56,16 @@ pub fn apply(
         .fold(applied.clone(), |all, e| all.union(&e.fields));
     // A field stays while anything below it is owned (structured-merge-diff's named fields
     // are members); a list item or set value only while it is owned itself.
+    let mut gone = Set::new();
     for path in last.difference(&applied).paths() {
         let field = matches!(path.0.last(), Some(PathElement::Field(_)));
         let owned = kept.has(&path.0) || (field && kept.has_below(&path.0));
         if !owned {
-            remove(&mut merged, &path.0, schema, &mut Vec::new());
+            gone.insert(&path.0);
         }
+    }
+    if !gone.is_empty() {
+        remove_all(&mut merged, &gone, schema, &mut Vec::new());
     }
     let change = changed(live, &merged, schema)?;
     let found = conflicts(entries, writer, &change);
@@ -137,47 +143,56 @@ pub fn merge(
                     })
                 }
             };
-            let config_ids: Vec<Value> = c.iter().map(&identity).collect();
-            let live_ids: Vec<Value> = l.iter().map(&identity).collect();
+            // Identities as text: equal values print alike (maps print in key order).
+            let config_ids: Vec<String> = c.iter().map(|v| identity(v).to_string()).collect();
+            let live_ids: Vec<String> = l.iter().map(|v| identity(v).to_string()).collect();
+            let mut live_at: HashMap<&str, usize> = HashMap::with_capacity(l.len());
+            for (j, id) in live_ids.iter().enumerate() {
+                live_at.entry(id.as_str()).or_insert(j);
+            }
+            let in_config: HashSet<&str> = config_ids.iter().map(String::as_str).collect();
             let item = |fields: &mut Vec<String>, i: usize| {
-                let before = live_ids
-                    .iter()
-                    .position(|id| *id == config_ids[i])
-                    .map(|j| &l[j]);
+                let before = live_at.get(config_ids[i].as_str()).map(|j| &l[*j]);
                 merge(before, &c[i], schema, fields)
             };
-            // The live list's slots: its own items stay, the shared ones take the
-            // configuration's order.
-            let mut shared = (0..c.len()).filter(|i| live_ids.contains(&config_ids[*i]));
-            let mut out: Vec<Value> = Vec::with_capacity(l.len() + c.len());
-            let mut placed: Vec<Option<usize>> = Vec::with_capacity(l.len());
-            for id in &live_ids {
-                if config_ids.contains(id) {
-                    let i = shared.next();
-                    placed.push(i);
-                    out.push(i.map_or(Value::Null, |i| item(fields, i)));
+            // A new item goes before the next configuration item the live list has, else
+            // last; those sharing a place keep the configuration's order.
+            let mut next_shared: Vec<Option<usize>> = vec![None; c.len()];
+            for i in (0..c.len().saturating_sub(1)).rev() {
+                next_shared[i] = if live_at.contains_key(config_ids[i + 1].as_str()) {
+                    Some(i + 1)
                 } else {
-                    placed.push(None);
-                    out.push(l[placed.len() - 1].clone());
-                }
+                    next_shared[i + 1]
+                };
             }
-            // New items: before the next configuration item the list has, else last.
+            let mut before: HashMap<usize, Vec<usize>> = HashMap::new();
+            let mut last: Vec<usize> = Vec::new();
             for (i, id) in config_ids.iter().enumerate() {
-                if live_ids.contains(id) {
+                if live_at.contains_key(id.as_str()) {
                     continue;
                 }
-                let next = (i + 1..c.len()).find_map(|j| placed.iter().position(|p| *p == Some(j)));
-                let value = item(fields, i);
-                match next {
-                    Some(at) => {
-                        out.insert(at, value);
-                        placed.insert(at, Some(i));
-                    }
-                    None => {
-                        out.push(value);
-                        placed.push(Some(i));
-                    }
+                match next_shared[i] {
+                    Some(j) => before.entry(j).or_default().push(i),
+                    None => last.push(i),
                 }
+            }
+            // The live list's slots: its own items stay, the shared ones take the
+            // configuration's order (a live duplicate of a shared item goes).
+            let mut shared = (0..c.len()).filter(|i| live_at.contains_key(config_ids[*i].as_str()));
+            let mut out: Vec<Value> = Vec::with_capacity(l.len() + c.len());
+            for (j, id) in live_ids.iter().enumerate() {
+                if !in_config.contains(id.as_str()) {
+                    out.push(l[j].clone());
+                    continue;
+                }
+                let Some(i) = shared.next() else { continue };
+                for new in before.remove(&i).unwrap_or_default() {
+                    out.push(item(fields, new));
+                }
+                out.push(item(fields, i));
+            }
+            for new in last {
+                out.push(item(fields, new));
             }
             Value::Array(out)
         }
@@ -185,50 +200,58 @@ pub fn merge(
     }
 }
 
-/// Removes `path` from `obj`: a field, a keyed item with all it holds, a set's value.
-fn remove(
-    obj: &mut Value,
-    path: &[PathElement],
-    schema: &dyn MergeSchema,
-    fields: &mut Vec<String>,
-) {
-    let Some((first, rest)) = path.split_first() else {
-        return;
-    };
-    match (first, obj) {
-        (PathElement::Field(k), Value::Object(m)) => {
-            if rest.is_empty() {
-                m.remove(k);
-            } else if let Some(child) = m.get_mut(k) {
-                fields.push(k.clone());
-                remove(child, rest, schema, fields);
-                fields.pop();
+/// Removes every path of `gone` from `obj` in one walk: a field, a keyed item with all it
+/// holds, a set's value.
+fn remove_all(obj: &mut Value, gone: &Set, schema: &dyn MergeSchema, fields: &mut Vec<String>) {
+    match obj {
+        Value::Object(m) => {
+            for e in gone.members() {
+                if let PathElement::Field(k) = e {
+                    m.remove(k);
+                }
             }
-        }
-        (PathElement::Key(key), Value::Array(items)) => {
-            let names: Vec<&str> = fields.iter().map(String::as_str).collect();
-            let matches = |item: &Value| {
-                key.iter().all(|(k, v)| {
-                    item.get(k)
-                        .cloned()
-                        .or_else(|| schema.merge_key_default(&names, k))
-                        .as_ref()
-                        == Some(v)
-                })
-            };
-            if let Some(i) = items.iter().position(matches) {
-                if rest.is_empty() {
-                    items.remove(i);
-                } else if let Some(item) = items.get_mut(i) {
-                    remove(item, rest, schema, fields);
+            for (e, below) in gone.children() {
+                if let PathElement::Field(k) = e
+                    && let Some(child) = m.get_mut(k)
+                {
+                    fields.push(k.clone());
+                    remove_all(child, below, schema, fields);
+                    fields.pop();
                 }
             }
         }
-        (PathElement::Value(v), Value::Array(items)) if rest.is_empty() => {
-            items.retain(|item| item != v);
-        }
-        (PathElement::Index(i), Value::Array(items)) if rest.is_empty() && *i < items.len() => {
-            items.remove(*i);
+        Value::Array(items) => {
+            let owned = fields.clone();
+            let names: Vec<&str> = owned.iter().map(String::as_str).collect();
+            let strategy = schema.list_strategy(&names);
+            let id_of = |item: &Value| -> Option<PathElement> {
+                match &strategy {
+                    ListStrategy::Replace => None,
+                    ListStrategy::Set => Some(PathElement::Value(item.clone())),
+                    ListStrategy::MergeByKeys(keys) => {
+                        let key = keys
+                            .iter()
+                            .map(|k| {
+                                let v = item
+                                    .get(k)
+                                    .cloned()
+                                    .or_else(|| schema.merge_key_default(&names, k))?;
+                                Some((k.clone(), v))
+                            })
+                            .collect::<Option<serde_json::Map<String, Value>>>()?;
+                        Some(PathElement::key(key))
+                    }
+                }
+            };
+            items.retain(|item| id_of(item).is_none_or(|id| !gone.members().contains(&id)));
+            if gone.children().is_empty() {
+                return;
+            }
+            for item in items.iter_mut() {
+                if let Some(below) = id_of(item).and_then(|id| gone.children().get(&id)) {
+                    remove_all(item, below, schema, fields);
+                }
+            }
         }
         _ => {}
     }
@@ -344,6 +367,58 @@ mod tests {
         s.entries[0].operation = Operation::Apply;
         s.apply("one", json!({"data": {"a": "4"}}), false).unwrap();
         assert_eq!(s.object, json!({"data": {"a": "4"}}));
+    }
+
+    #[test]
+    fn a_configuration_holding_an_item_twice_is_refused() {
+        let mut s = State::new();
+        let e = s
+            .apply(
+                "one",
+                json!({"list": [{"name": "a"}, {"name": "a"}]}),
+                false,
+            )
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#".list: duplicate entries for key [name="a"]"#
+        );
+        let e = s
+            .apply("one", json!({"set": ["x", "x"]}), false)
+            .unwrap_err();
+        assert_eq!(e.to_string(), r#".set: duplicate entries for key [="x"]"#);
+        assert_eq!(s.object, json!({}), "nothing applied");
+    }
+
+    #[test]
+    fn long_lists_merge_diff_and_shrink_in_one_pass_each() {
+        // Ten thousand items: each step is linear (up to logarithms), so this is
+        // quick; a step quadratic in the items would take minutes.
+        const N: usize = 10_000;
+        let set: Vec<Value> = (0..N).map(|i| json!(format!("v{i}"))).collect();
+        let list: Vec<Value> = (0..N).map(|i| json!({"name": format!("n{i}")})).collect();
+        let mut s = State::new();
+        s.update(
+            "controller",
+            json!({"set": ["live"], "list": [{"name": "live"}]}),
+        );
+        s.apply("one", json!({"set": set, "list": list}), false)
+            .unwrap();
+        assert_eq!(s.object["set"].as_array().unwrap().len(), N + 1);
+        assert_eq!(s.object["set"][0], "live");
+        let mut fewer = set.clone();
+        fewer.reverse();
+        fewer.truncate(N / 2);
+        s.apply("one", json!({"set": fewer, "list": []}), false)
+            .unwrap();
+        let left = s.object["set"].as_array().unwrap();
+        assert_eq!(
+            left.len(),
+            N / 2 + 1,
+            "the controller's item and half of one's"
+        );
+        assert_eq!(left[0], "live");
+        assert_eq!(s.object["list"], json!([{"name": "live"}]));
     }
 
     #[test]

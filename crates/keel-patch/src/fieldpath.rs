@@ -9,7 +9,7 @@
 //! its own elements, and a path that is both opens its object with `".": {}`.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 use serde_json::{Map, Value};
@@ -245,6 +245,16 @@ impl Set {
             [last] => self.members.contains(last),
             [first, rest @ ..] => self.children.get(first).is_some_and(|c| c.has(rest)),
         }
+    }
+
+    /// The elements that end a path here.
+    pub(crate) fn members(&self) -> &BTreeSet<PathElement> {
+        &self.members
+    }
+
+    /// The subtrees below each element.
+    pub(crate) fn children(&self) -> &BTreeMap<PathElement, Set> {
+        &self.children
     }
 
     /// Whether the set holds a path below `path` (not `path` itself).
@@ -554,8 +564,13 @@ fn diff(
                     }
                 }
                 crate::ListStrategy::Set => {
+                    let before: std::collections::HashSet<String> = live_items
+                        .into_iter()
+                        .flatten()
+                        .map(Value::to_string)
+                        .collect();
                     for item in items {
-                        if !live_items.is_some_and(|l| l.contains(item)) {
+                        if !before.contains(&item.to_string()) {
                             at.push(PathElement::Value(item.clone()));
                             out.insert(at);
                             at.pop();
@@ -575,6 +590,13 @@ fn diff(
                             })
                             .collect()
                     };
+                    // The live items by key, the first of each.
+                    let mut live_by_key: HashMap<String, &Value> = HashMap::new();
+                    for l in live_items.into_iter().flatten() {
+                        if let Some(k) = key_of(l) {
+                            live_by_key.entry(Value::Object(k).to_string()).or_insert(l);
+                        }
+                    }
                     for item in items {
                         let Some(key) = key_of(item) else {
                             return Err(FieldSetError {
@@ -582,10 +604,9 @@ fn diff(
                                 why: "an item of a keyed list omits a key field".into(),
                             });
                         };
-                        let before = live_items
-                            .into_iter()
-                            .flatten()
-                            .find(|l| key_of(l).as_ref() == Some(&key));
+                        let before = live_by_key
+                            .get(&Value::Object(key.clone()).to_string())
+                            .copied();
                         at.push(PathElement::key(key));
                         let whole = atomic(schema, fields);
                         if before.is_none() || (whole && before != Some(item)) {
@@ -607,6 +628,14 @@ fn diff(
             }
             Ok(())
         }
+    }
+}
+
+/// A configuration's list holding one item twice (Kubernetes refuses it).
+fn duplicate(at: &[PathElement], item: &PathElement) -> FieldSetError {
+    FieldSetError {
+        path: Path(at.to_vec()).to_string(),
+        why: format!("duplicate entries for key {item}"),
     }
 }
 
@@ -673,13 +702,19 @@ fn visit_value(
             match strategy {
                 crate::ListStrategy::Replace => out.insert(at),
                 crate::ListStrategy::Set => {
+                    let mut seen = BTreeSet::new();
                     for item in items {
-                        at.push(PathElement::Value(item.clone()));
+                        let pe = PathElement::Value(item.clone());
+                        if !seen.insert(pe.clone()) {
+                            return Err(duplicate(at, &pe));
+                        }
+                        at.push(pe);
                         out.insert(at);
                         at.pop();
                     }
                 }
                 crate::ListStrategy::MergeByKeys(keys) => {
+                    let mut seen = BTreeSet::new();
                     for item in items {
                         let Value::Object(fields_of_item) = item else {
                             return Err(FieldSetError {
@@ -703,7 +738,11 @@ fn visit_value(
                                 }
                             };
                         }
-                        at.push(PathElement::key(key));
+                        let pe = PathElement::key(key);
+                        if !seen.insert(pe.clone()) {
+                            return Err(duplicate(at, &pe));
+                        }
+                        at.push(pe);
                         out.insert(at);
                         if atomic(schema, fields) {
                             at.pop();

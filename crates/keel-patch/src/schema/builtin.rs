@@ -115,7 +115,16 @@ impl BuiltinSchema {
             | ("autoscaling/v2" | "autoscaling/v1", "HorizontalPodAutoscaler")
             | ("policy/v1", "PodDisruptionBudget")
             | ("scheduling.k8s.io/v1", "PriorityClass")
-            | ("storage.k8s.io/v1", "StorageClass") => Kind::Other,
+            | ("storage.k8s.io/v1", "StorageClass")
+            | (
+                "rbac.authorization.k8s.io/v1",
+                "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding",
+            )
+            | (
+                "apiextensions.k8s.io/v1" | "apiextensions.k8s.io/v1beta1",
+                "CustomResourceDefinition",
+            )
+            | ("admissionregistration.k8s.io/v1alpha1", "InitializerConfiguration") => Kind::Other,
             _ => return None,
         };
         Some(Self { kind })

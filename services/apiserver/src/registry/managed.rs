@@ -247,7 +247,14 @@ fn object_config(info: &ResourceInfo, t: &Target, apply: &Apply) -> Result<Value
             c.remove("status");
             Value::Object(c)
         }
-        Subresource::Main | Subresource::Finalize => Value::Object(config.clone()),
+        Subresource::Main => Value::Object(config.clone()),
+        Subresource::Finalize => {
+            return Err(ApiError::new(
+                Reason::MethodNotAllowed,
+                t.clone(),
+                "an apply of finalize is not supported: replace it (PUT)",
+            ));
+        }
         Subresource::Status => {
             let mut c = identity();
             if let Some(s) = config.get("status") {
@@ -257,8 +264,9 @@ fn object_config(info: &ResourceInfo, t: &Target, apply: &Apply) -> Result<Value
         }
         Subresource::Scale => {
             let mut c = identity();
-            if let Some(r) = config.get("spec").and_then(|s| s.get("replicas")) {
-                c.insert("spec".into(), json!({ "replicas": r }));
+            if config.get("spec").and_then(|s| s.get("replicas")).is_some() {
+                let replicas = keel_api::scale::replicas(&apply.config, t)?;
+                c.insert("spec".into(), json!({ "replicas": replicas }));
             }
             Value::Object(c)
         }

@@ -224,6 +224,12 @@ pub fn apply_mutation(
         let mut patched = applied.object;
         in_place_of(&mut patched, current);
         check_identity(&t, &patched, current)?;
+        if patched.namespace() != current.namespace() {
+            return Err(ApiError::bad_request(
+                t,
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
         // The update's rules see the object itself: a scale's replicas are already in it.
         let sub = match apply.sub {
             Subresource::Scale => Subresource::Main,

@@ -46,6 +46,9 @@ pub struct Write<'a> {
     pub dry_run: bool,
     /// An apply takes the fields other managers own instead of refusing (`force=true`).
     pub force: bool,
+    /// Record the write in `managedFields`. Off only for the second try of a write that was
+    /// too large with them: it is stored with none, as Kubernetes does (not an apply's).
+    pub track: bool,
 }
 
 impl Write<'_> {
@@ -56,6 +59,15 @@ impl Write<'_> {
             manager: managed::SERVER_MANAGER,
             dry_run: false,
             force: false,
+            track: true,
+        }
+    }
+
+    /// The second try of a write too large with its `managedFields`: stored with none.
+    fn untracked(self) -> Self {
+        Write {
+            track: false,
+            ..self
         }
     }
 
@@ -309,7 +321,16 @@ impl Registry {
         w: Write<'_>,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
-        self.create_recorded(info, obj, w, None, deadline).await
+        match self
+            .create_recorded(info, obj.clone(), w, None, deadline)
+            .await
+        {
+            Err(e) if too_large(&e, w) => {
+                self.create_recorded(info, obj, w.untracked(), None, deadline)
+                    .await
+            }
+            created => created,
+        }
     }
 
     /// Creates the object an apply of `body` by `w.manager` makes of nothing (create-on-apply,
@@ -426,7 +447,8 @@ impl Registry {
         admission::validate_create(info, &*kind, &mut obj)?;
         match &applied {
             Some(entries) => managed::set_applied_entries(&mut obj, entries),
-            None => managed::record_create(&*kind, w.manager, &mut obj),
+            None if w.track => managed::record_create(&*kind, w.manager, &mut obj),
+            None => managed::set_applied_entries(&mut obj, &[]),
         }
         let namespace = async {
             if !info.namespaced {
@@ -574,6 +596,23 @@ impl Registry {
         w: Write<'_>,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
+        match self.update_once(info, obj.clone(), sub, w, deadline).await {
+            Err(e) if too_large(&e, w) => {
+                self.update_once(info, obj, sub, w.untracked(), deadline)
+                    .await
+            }
+            updated => updated,
+        }
+    }
+
+    async fn update_once(
+        &self,
+        info: &Arc<ResourceInfo>,
+        obj: Object,
+        sub: Subresource,
+        w: Write<'_>,
+        deadline: Instant,
+    ) -> Result<Object, ApiError> {
         let (writer, dry_run) = (w.user, w.dry_run);
         let key = self.store.key(info, obj.namespace(), obj.name());
         let expected_revision = resource_version::parse(obj.resource_version())
@@ -602,7 +641,10 @@ impl Registry {
                 deadline,
             )
             .await?;
-        let mutation = guarded(update_mutation(info, kind, obj, sub, w.manager), check);
+        let mutation = guarded(
+            tracked(update_mutation(info, kind, obj, sub, w.manager), w),
+            check,
+        );
         let opts = UpdateOptions {
             expected_revision,
             dry_run,
@@ -617,6 +659,45 @@ impl Registry {
     /// other joins the object's coalescing queue.
     #[allow(clippy::too_many_arguments)]
     pub async fn patch(
+        &self,
+        info: &Arc<ResourceInfo>,
+        namespace: &str,
+        name: &str,
+        sub: Subresource,
+        kind: PatchType,
+        body: &[u8],
+        w: Write<'_>,
+        deadline: Instant,
+    ) -> Result<Object, ApiError> {
+        let w = if kind == PatchType::Apply {
+            // An apply's entries are its point: it is not tried again without them.
+            Write { track: true, ..w }
+        } else {
+            w
+        };
+        match self
+            .patch_once(info, namespace, name, sub, kind, body, w, deadline)
+            .await
+        {
+            Err(e) if too_large(&e, w) => {
+                self.patch_once(
+                    info,
+                    namespace,
+                    name,
+                    sub,
+                    kind,
+                    body,
+                    w.untracked(),
+                    deadline,
+                )
+                .await
+            }
+            patched => patched,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn patch_once(
         &self,
         info: &Arc<ResourceInfo>,
         namespace: &str,
@@ -642,7 +723,7 @@ impl Registry {
         let check = self
             .grant_check(info, &*rules, writer, namespace, name, None, deadline)
             .await?;
-        let mutation = guarded(mutation, check);
+        let mutation = guarded(tracked(mutation, w), check);
         let key = self.store.key(info, namespace, name);
         // A precondition, or a dry run, is one compare (or none); never coalesced. Nor is a
         // patch of an object holding shared values: its allocations are made for the state it
@@ -839,6 +920,27 @@ fn update_mutation(
         let mut new = admission::admit_update(&info, &*kind, obj.clone(), &current, sub)?;
         managed::record_update(&*kind, &manager, sub, stored, &mut new);
         Ok(Change::Put(new))
+    })
+}
+
+/// Whether `e` is a write too large with its `managedFields`, to be tried again without them.
+fn too_large(e: &ApiError, w: Write<'_>) -> bool {
+    e.reason == Reason::RequestEntityTooLarge && w.track
+}
+
+/// `mutation`, its object stored with no `managedFields` unless `w` tracks them.
+fn tracked(mutation: Mutation, w: Write<'_>) -> Mutation {
+    if w.track {
+        return mutation;
+    }
+    Box::new(move |current: &Object| {
+        Ok(match mutation(current)? {
+            Change::Put(mut obj) => {
+                managed::set_applied_entries(&mut obj, &[]);
+                Change::Put(obj)
+            }
+            removed => removed,
+        })
     })
 }
 

@@ -56,6 +56,7 @@ impl Verb for Create {
                     manager: &manager,
                     dry_run: self.dry_run,
                     force: false,
+                    track: true,
                 },
                 cx.deadline,
             )

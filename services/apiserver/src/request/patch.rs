@@ -66,7 +66,8 @@ impl Verb for Patch {
             .await?;
         let sub = Subresource::parse(&cx.info, &self.subresource, &t)?;
         // An apply in YAML is checked and applied as the JSON it reads as.
-        let body = if apply && self.patch.trim_ascii_start().first() != Some(&b'{') {
+        let is_json = serde_json::from_slice::<serde::de::IgnoredAny>(&self.patch).is_ok();
+        let body = if apply && !is_json {
             let config = patch::parse(&t, PatchType::Apply, &self.patch)?;
             serde_json::to_vec(&config).map_err(|e| ApiError::internal(e.to_string()))?
         } else {
@@ -84,6 +85,7 @@ impl Verb for Patch {
             manager: &manager,
             dry_run: self.dry_run,
             force: self.force.unwrap_or(false),
+            track: true,
         };
         let mut attempts = 0;
         loop {
@@ -101,7 +103,9 @@ impl Verb for Patch {
                 )
                 .await;
             match patched {
-                Err(e) if apply && e.reason == Reason::NotFound => {}
+                // A subresource is never created (Kubernetes' status and scale stores do not
+                // create on update): its NotFound stands.
+                Err(e) if apply && e.reason == Reason::NotFound && sub == Subresource::Main => {}
                 patched => {
                     return patched.map(|object| Patched {
                         object,

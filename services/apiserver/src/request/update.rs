@@ -59,6 +59,7 @@ impl Verb for Update {
                     manager: &manager,
                     dry_run: self.dry_run,
                     force: false,
+                    track: true,
                 },
                 cx.deadline,
             )

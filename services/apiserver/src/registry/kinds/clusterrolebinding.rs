@@ -2,12 +2,17 @@
 
 use keel_api::{FieldCause, Object};
 
-use super::Kind;
+use super::{Kind, MergeKeys, builtin_merge_keys};
 use crate::registry::rbac::{self, GrantKind};
 
 pub struct ClusterRoleBinding;
 
 impl Kind for ClusterRoleBinding {
+    /// Its lists all replace, as Kubernetes' types declare no merge key for them.
+    fn merge_schema(&self) -> Option<MergeKeys> {
+        builtin_merge_keys("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")
+    }
+
     fn validate(&self, obj: &Object, causes: &mut Vec<FieldCause>) {
         rbac::validate_binding(obj.as_map(), false, causes);
     }

@@ -4,12 +4,17 @@
 
 use keel_api::{FieldCause, Object};
 
-use super::Kind;
+use super::{Kind, MergeKeys, builtin_merge_keys};
 use crate::registry::crd;
 
 pub struct CustomResourceDefinition;
 
 impl Kind for CustomResourceDefinition {
+    /// Its lists all replace, as Kubernetes' types declare no merge key for them.
+    fn merge_schema(&self) -> Option<MergeKeys> {
+        builtin_merge_keys("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+    }
+
     fn prepare_for_create(&self, obj: &mut Object) {
         crd::prepare_for_create(obj);
     }

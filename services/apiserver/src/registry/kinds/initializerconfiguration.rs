@@ -3,12 +3,20 @@
 
 use keel_api::{FieldCause, Object};
 
-use super::Kind;
+use super::{Kind, MergeKeys, builtin_merge_keys};
 use crate::registry::initializers;
 
 pub struct InitializerConfiguration;
 
 impl Kind for InitializerConfiguration {
+    /// Its lists all replace, as Kubernetes' types declare no merge key for them.
+    fn merge_schema(&self) -> Option<MergeKeys> {
+        builtin_merge_keys(
+            "admissionregistration.k8s.io/v1alpha1",
+            "InitializerConfiguration",
+        )
+    }
+
     fn defaults(&self, obj: &mut Object) {
         initializers::config_defaults(obj);
     }

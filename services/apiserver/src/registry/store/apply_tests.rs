@@ -644,3 +644,137 @@ async fn many_managers_applying_their_own_field_at_once_never_conflict_nor_lose_
         );
     }
 }
+
+#[tokio::test]
+async fn appliers_of_one_field_at_once_are_judged_in_turn_and_one_wins() {
+    let f = Fixture::new().await;
+    f.apply("base", configmap(json!({}))).await.unwrap();
+    let managers: Vec<String> = (0..16).map(|i| format!("writer-{i}")).collect();
+    let applies = managers
+        .iter()
+        .map(|m| f.apply(m, configmap(json!({"shared": m}))));
+    let results = futures::future::join_all(applies).await;
+    let won: Vec<&Object> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(
+        won.len(),
+        1,
+        "the first takes the field; the rest conflict with it"
+    );
+    for e in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(e.reason, Reason::Conflict, "{}", e.message);
+    }
+    let winner = won[0].as_map()["data"]["shared"].as_str().unwrap();
+    let cm = f
+        .get(&Object::from_value(configmap(json!({}))).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(cm.as_map()["data"]["shared"], winner);
+    assert_eq!(
+        fields_of(&cm, winner, "Apply"),
+        json!({"f:data": {"f:shared": {}}})
+    );
+}
+
+#[tokio::test]
+async fn a_write_too_large_with_its_managed_fields_is_stored_without_them() {
+    // Kubernetes tries such a write again with no managedFields; an apply is not.
+    let f = Fixture::new().await;
+    let data: serde_json::Map<String, Value> = (0..100_000)
+        .map(|i| (format!("k{i:06}"), json!("")))
+        .collect();
+    let cm = f.create(configmap(Value::Object(data))).await.unwrap();
+    assert!(managed_fields(&cm).is_empty());
+    assert_eq!(cm.as_map()["data"].as_object().unwrap().len(), 100_000);
+    let patched = f
+        .patch_as(
+            "updater",
+            &cm,
+            Subresource::Main,
+            PatchType::Merge,
+            json!({"data": {"k000000": "x"}}),
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.as_map()["data"]["k000000"], "x");
+    assert!(
+        managed_fields(&patched).is_empty(),
+        "untracked from then on"
+    );
+}
+
+#[tokio::test]
+async fn applies_kubernetes_does_not_take_are_refused_with_its_codes() {
+    let f = Fixture::new().await;
+    let d = f
+        .apply("kubectl", nginx(Some(1), "nginx:1.14"))
+        .await
+        .unwrap();
+    let mut elsewhere = nginx(Some(1), "nginx:1.14");
+    elsewhere["metadata"]["namespace"] = json!("other");
+    let e = f
+        .patch_as(
+            "kubectl",
+            &d,
+            Subresource::Main,
+            PatchType::Apply,
+            elsewhere,
+            false,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.reason, e.message.as_str()),
+        (
+            Reason::BadRequest,
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
+    );
+    let scale = json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+        "metadata": {"name": "nginx", "namespace": "default"}, "spec": {"replicas": -1}});
+    let e = f
+        .patch_as(
+            "hpa",
+            &d,
+            Subresource::Scale,
+            PatchType::Apply,
+            scale,
+            false,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Invalid, "{}", e.message);
+    let ns = f
+        .get(
+            &Object::from_value(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "default"}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let e = f
+        .patch_as(
+            "kubectl",
+            &ns,
+            Subresource::Finalize,
+            PatchType::Apply,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"},
+                   "spec": {"finalizers": []}}),
+            false,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::MethodNotAllowed, "{}", e.message);
+    let mut twice = nginx(Some(1), "nginx:1.14");
+    twice["spec"]["template"]["spec"]["containers"] = json!([
+        {"name": "nginx", "image": "a"}, {"name": "nginx", "image": "b"}]);
+    let e = f.apply("kubectl", twice).await.unwrap_err();
+    assert_eq!(e.reason, Reason::BadRequest);
+    assert!(
+        e.message.contains(
+            r#".spec.template.spec.containers: duplicate entries for key [name="nginx"]"#
+        ),
+        "{}",
+        e.message
+    );
+}
