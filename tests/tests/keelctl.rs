@@ -1256,3 +1256,120 @@ async fn apply_to_an_object_created_without_the_annotation_records_it() {
         "configmap/settings unchanged\n"
     );
 }
+
+/// kubectl's advice after a server-side apply's conflict, word for word.
+const APPLY_CONFLICT_ADVICE: &str = "\
+Please review the fields above--they currently have other managers. Here
+are the ways you can resolve this warning:
+* If you intend to manage all of these fields, please re-run the apply
+  command with the `--force-conflicts` flag.
+* If you do not intend to manage all of the fields, please edit your
+  manifest to remove references to the fields that should keep their
+  current managers.
+* You may co-own fields by updating your manifest to match the existing
+  value; in this case, you'll become the manager if the other manager(s)
+  stop managing the field (remove it from their configuration).
+See https://kubernetes.io/docs/reference/using-api/server-side-apply/#conflicts
+";
+
+/// The managers of an object's `managedFields` and their operations, in order
+/// (`keelctl Apply`).
+fn managers(o: &Value) -> Vec<String> {
+    o["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["manager"].as_str().unwrap(),
+                e["operation"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// `apply --server-side`: the file is keelctl's configuration, applied by the server, which
+/// records who owns what. Another manager's change of a field keelctl owns is a conflict,
+/// named in kubectl's words, until it is forced; the field is then the other's, and keelctl
+/// dropping it from its file leaves it as the other set it.
+#[tokio::test]
+async fn server_side_apply_conflicts_name_the_owner_until_forced() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let k = Keelctl::new(&api);
+    let deploys = deployments();
+    let get = || c.get(&deploys, "default", "nginx-deployment");
+    let f = k.file("nginx.yaml", NGINX);
+
+    assert_eq!(
+        k.run(&["apply", "--force-conflicts", "-f", &f]).failed(),
+        "error: --force-conflicts only works with --server-side\n"
+    );
+    assert_eq!(writes(&api, "deployments.apps"), 0);
+
+    let run = k.run(&["apply", "--server-side", "-f", &f]);
+    assert_eq!(
+        run.ok(),
+        "deployment.apps/nginx-deployment serverside-applied\n"
+    );
+    let created = get().await.unwrap();
+    assert_eq!(created["spec"]["replicas"], 2);
+    assert!(created["metadata"]["annotations"][LAST_APPLIED].is_null());
+    assert_eq!(managers(&created), ["keelctl Apply"]);
+
+    let updated_file = NGINX.replace("image: nginx\n", "image: nginx:1.7.9\n");
+    k.file("nginx.yaml", &updated_file);
+    let run = k.run(&["apply", "--server-side", "-f", &f]);
+    assert_eq!(
+        run.ok(),
+        "deployment.apps/nginx-deployment serverside-applied\n"
+    );
+    let applied = get().await.unwrap();
+    assert_eq!(container(&applied)["image"], "nginx:1.7.9");
+    assert_eq!(uid(&applied), uid(&created));
+
+    // Another manager with the same file but for replicas.
+    let other = k.file(
+        "other.yaml",
+        &updated_file.replace("replicas: 2", "replicas: 5"),
+    );
+    let other_apply = [
+        "apply",
+        "--server-side",
+        "--field-manager",
+        "other",
+        "-f",
+        &other,
+    ];
+    let run = k.run(&other_apply);
+    assert_eq!(
+        run.failed(),
+        format!(
+            "error: Apply failed with 1 conflict: conflict with \"keelctl\": .spec.replicas\n{APPLY_CONFLICT_ADVICE}"
+        )
+    );
+    assert_eq!(run.stdout, "");
+    assert_eq!(rv(&get().await.unwrap()), rv(&applied));
+
+    let run = k.run(&[&other_apply[..], &["--force-conflicts"]].concat());
+    assert_eq!(
+        run.ok(),
+        "deployment.apps/nginx-deployment serverside-applied\n"
+    );
+    let forced = get().await.unwrap();
+    assert_eq!(forced["spec"]["replicas"], 5);
+    assert_eq!(managers(&forced), ["keelctl Apply", "other Apply"]);
+
+    // keelctl no longer owns replicas: dropping it from its file leaves the other's value.
+    k.file("nginx.yaml", &updated_file.replace("  replicas: 2\n", ""));
+    let run = k.run(&["apply", "--server-side", "-f", &f]);
+    assert_eq!(
+        run.ok(),
+        "deployment.apps/nginx-deployment serverside-applied\n"
+    );
+    let last = get().await.unwrap();
+    assert_eq!(last["spec"]["replicas"], 5);
+    assert_eq!(container(&last)["image"], "nginx:1.7.9");
+}

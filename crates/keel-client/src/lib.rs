@@ -17,7 +17,8 @@ mod flags;
 mod watch;
 
 pub use client::{
-    Client, ClientConfig, DeleteParams, Impersonate, ListParams, ObjectList, TlsConfig, gvr,
+    ApplyParams, Client, ClientConfig, DeleteParams, Impersonate, ListParams, ObjectList,
+    TlsConfig, gvr,
 };
 pub use flags::ConnectFlags;
 pub use keel_api::shard::ShardSelector;

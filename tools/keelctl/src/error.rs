@@ -102,6 +102,12 @@ pub enum Error {
     #[error("error: unable to find container named {0:?}")]
     ContainerNotFound(String),
 
+    /// `apply --server-side` would change fields other managers own: the server's message
+    /// (`Apply failed with 1 conflict: conflict with "kubectl": .spec.replicas`), then
+    /// kubectl's advice, word for word.
+    #[error("error: {0}\n{APPLY_CONFLICT_ADVICE}")]
+    ApplyConflict(String),
+
     /// A three-way or two-way patch could not be computed (a document nests too deep...).
     #[error("error: cannot compute the patch for {object}: {error}")]
     Patch {
@@ -165,6 +171,20 @@ pub enum Error {
     #[error("{}", join(.0))]
     Several(Vec<Error>),
 }
+
+/// What kubectl adds to a server-side apply's conflict (`kubectl/pkg/cmd/apply/apply.go`).
+pub const APPLY_CONFLICT_ADVICE: &str = "\
+Please review the fields above--they currently have other managers. Here
+are the ways you can resolve this warning:
+* If you intend to manage all of these fields, please re-run the apply
+  command with the `--force-conflicts` flag.
+* If you do not intend to manage all of the fields, please edit your
+  manifest to remove references to the fields that should keep their
+  current managers.
+* You may co-own fields by updating your manifest to match the existing
+  value; in this case, you'll become the manager if the other manager(s)
+  stop managing the field (remove it from their configuration).
+See https://kubernetes.io/docs/reference/using-api/server-side-apply/#conflicts";
 
 fn line_prefix(line: Option<u64>) -> String {
     line.map(|l| format!("line {l}: ")).unwrap_or_default()
@@ -259,6 +279,27 @@ mod tests {
             text,
             "Error from server (Conflict): error when replacing \"nginx.yaml\": Operation cannot be fulfilled on deployments.apps \"nginx\": the object has been modified; please apply your changes to the latest version and try again"
         );
+    }
+
+    #[test]
+    fn an_apply_conflict_reads_like_kubectl_with_its_advice() {
+        let e = Error::ApplyConflict(
+            "Apply failed with 1 conflict: conflict with \"keelctl\": .spec.replicas".into(),
+        );
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "error: Apply failed with 1 conflict: conflict with \"keelctl\": .spec.replicas\nPlease review the fields above--they currently have other managers. Here\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                "\nSee https://kubernetes.io/docs/reference/using-api/server-side-apply/#conflicts"
+            ),
+            "{text}"
+        );
+        assert_eq!(e.exit_code(), 1);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! keel-loadtest: many concurrent writers against keel, checking that no update is lost.
 //!
 //! - `patch`: writers PATCH their own field of shared objects; lost updates are counted. Over
-//!   gRPC, Kubernetes' REST dialect, or both one after the other (`--protocol`).
+//!   gRPC, Kubernetes' REST dialect, or both one after the other (`--protocol`); by merge, JSON
+//!   or strategic merge patch, or by server-side apply, each writer its own field manager.
 //! - `replace`: the same by read-modify-write Update, retrying on Conflict.
 //! - `fill`: N ConfigMaps of about B bytes, by W concurrent writers, with progress: the start
 //!   of every scale measurement.
@@ -72,6 +73,9 @@ enum Patch {
     Merge,
     Json,
     Strategic,
+    /// Server-side apply: writer i applies, as field manager `writer-<i>`, a configuration
+    /// that holds only its own field.
+    Apply,
 }
 
 #[derive(Parser)]
@@ -230,6 +234,7 @@ async fn run(cli: Cli) -> Result<Vec<report::Summary>, String> {
                 Patch::Merge => PatchType::Merge,
                 Patch::Json => PatchType::Json,
                 Patch::Strategic => PatchType::Strategic,
+                Patch::Apply => PatchType::Apply,
             };
             let cl = clients(c, writers).await.map_err(e)?;
             let mut runs: Vec<Vec<writers::Caller>> = Vec::new();

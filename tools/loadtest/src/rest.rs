@@ -68,24 +68,33 @@ impl RestClient {
         })
     }
 
-    /// PATCHes a ConfigMap; the answer's object is read and dropped.
+    /// PATCHes a ConfigMap; the answer's object is read and dropped. An apply is sent as
+    /// kubectl sends one: a JSON body as `application/apply-patch+yaml`, its manager in the
+    /// `fieldManager` query parameter (sent as given: the loadtest's `writer-<i>` needs no
+    /// escaping).
     pub async fn patch_configmap(
         &self,
         ns: &str,
         name: &str,
         kind: PatchType,
         patch: &Value,
+        field_manager: &str,
     ) -> Result<(), ApiError> {
         let content_type = match kind {
             PatchType::Json => "application/json-patch+json",
             PatchType::Merge => "application/merge-patch+json",
+            PatchType::Apply => "application/apply-patch+yaml",
             _ => "application/strategic-merge-patch+json",
+        };
+        let query = match kind {
+            PatchType::Apply => format!("?fieldManager={field_manager}"),
+            _ => String::new(),
         };
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.servers.len();
         let (authority, send) = &self.servers[i];
         let body = serde_json::to_vec(patch).map_err(|e| ApiError::internal(e.to_string()))?;
         let request = http::Request::patch(format!(
-            "http://{authority}/api/v1/namespaces/{ns}/configmaps/{name}"
+            "http://{authority}/api/v1/namespaces/{ns}/configmaps/{name}{query}"
         ))
         .header("content-type", content_type)
         .header("accept", "application/json")
@@ -103,7 +112,8 @@ impl RestClient {
                 .await
                 .map_err(|e| unavailable(authority, e))?
                 .to_bytes();
-            if code == 200 {
+            // 201: an apply that created the object.
+            if code == 200 || code == 201 {
                 Ok(())
             } else {
                 Err(ApiError::from_http(code, &body))

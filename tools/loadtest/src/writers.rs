@@ -1,12 +1,13 @@
 //! `patch` and `replace`: writers that each own one field of one ConfigMap and write an
-//! increasing counter into it, by PATCH or by read-modify-write Update.
+//! increasing counter into it, by PATCH (server-side apply included) or by read-modify-write
+//! Update.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
-use keel_client::{Client, GroupVersionResource, PatchType, Reason, gvr};
+use keel_client::{ApplyParams, Client, GroupVersionResource, PatchType, Reason, gvr};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -84,15 +85,23 @@ fn value(n: u64, pad: &str) -> String {
     }
 }
 
+/// One writer: where it writes, and as which field manager when it applies.
+struct Writer {
+    ns: String,
+    object: String,
+    field: String,
+    /// `writer-<i>`: each applier is its own manager, owning only its field.
+    apply: ApplyParams,
+}
+
 async fn write_once(
     caller: &Caller,
-    ns: &str,
-    object: &str,
-    field: &str,
+    w: &Writer,
     val: &str,
     mode: Mode,
     counters: &Counters,
 ) -> Result<(), keel_client::ApiError> {
+    let (ns, object, field) = (w.ns.as_str(), w.object.as_str(), w.field.as_str());
     let c = match caller {
         Caller::Grpc(c) => c,
         Caller::Rest(rest) => {
@@ -102,19 +111,30 @@ async fn write_once(
                     "--protocol rest writes by PATCH only",
                 ));
             };
+            let body = patch_body(kind, object, field, val);
             return rest
-                .patch_configmap(ns, object, kind, &patch_body(kind, field, val))
+                .patch_configmap(ns, object, kind, &body, &w.apply.field_manager)
                 .await;
         }
     };
     match mode {
+        Mode::Patch(PatchType::Apply) => c
+            .apply(
+                &configmaps(),
+                ns,
+                object,
+                &patch_body(PatchType::Apply, object, field, val),
+                &w.apply,
+            )
+            .await
+            .map(|_| ()),
         Mode::Patch(kind) => c
             .patch(
                 &configmaps(),
                 ns,
                 object,
                 kind,
-                &patch_body(kind, field, val),
+                &patch_body(kind, object, field, val),
             )
             .await
             .map(|_| ()),
@@ -132,10 +152,17 @@ async fn write_once(
     }
 }
 
-/// A writer's PATCH: its own field set to its value.
-fn patch_body(kind: PatchType, field: &str, val: &str) -> Value {
+/// A writer's PATCH: its own field set to its value. An apply's is the writer's whole
+/// configuration of the object: its identity and that one field.
+fn patch_body(kind: PatchType, object: &str, field: &str, val: &str) -> Value {
     match kind {
         PatchType::Json => json!([{"op": "add", "path": format!("/data/{field}"), "value": val}]),
+        PatchType::Apply => json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": object},
+            "data": {field: val},
+        }),
         _ => json!({"data": {field: val}}),
     }
 }
@@ -168,12 +195,16 @@ pub async fn run(
         let c = callers[w % callers.len()].clone();
         let (ns, pad, counters) = (ns.clone(), pad.clone(), counters.clone());
         tasks.push(tokio::spawn(async move {
-            let object = object_name(w % objects);
-            let field = format!("w{w}");
+            let writer = Writer {
+                ns,
+                object: object_name(w % objects),
+                field: format!("w{w}"),
+                apply: ApplyParams::new(format!("writer-{w}")),
+            };
             let mut r = WriterResult {
                 record: WriterRecord {
-                    object: object.clone(),
-                    field: field.clone(),
+                    object: writer.object.clone(),
+                    field: writer.field.clone(),
                     last_acked: 0,
                     last_attempted: 0,
                 },
@@ -187,7 +218,7 @@ pub async fn run(
                 r.record.last_attempted = n;
                 r.attempts += 1;
                 let (t, sent) = (Instant::now(), SystemTime::now());
-                match write_once(&c, &ns, &object, &field, &value(n, &pad), mode, &counters).await {
+                match write_once(&c, &writer, &value(n, &pad), mode, &counters).await {
                     Ok(()) => {
                         report::record(&mut r.latency, t.elapsed());
                         r.record.last_acked = n;
