@@ -50,10 +50,10 @@ pub fn apply(
         .find(|e| e.identity() == me)
         .map(|e| e.fields.clone())
         .unwrap_or_default();
-    let kept = entries
-        .iter()
-        .filter(|e| e.identity() != me)
-        .fold(applied.clone(), |all, e| all.union(&e.fields));
+    let mut kept = applied.clone();
+    for e in entries.iter().filter(|e| e.identity() != me) {
+        kept.union_with(&e.fields);
+    }
     // A field stays while anything below it is owned (structured-merge-diff's named fields
     // are members); a list item or set value only while it is owned itself.
     let mut gone = Set::new();
@@ -64,7 +64,8 @@ pub fn apply(
             gone.insert(&path.0);
         }
     }
-    if !gone.is_empty() {
+    let removed = !gone.is_empty();
+    if removed {
         remove_all(&mut merged, &gone, schema, &mut Vec::new());
     }
     let change = changed(live, &merged, schema)?;
@@ -72,23 +73,18 @@ pub fn apply(
     if !found.is_empty() && !force {
         return Err(ApplyError::Conflicts(found));
     }
-    let forced = entries
-        .iter()
-        .filter(|e| e.identity() != me)
-        .fold(Set::new(), |all, e| {
-            all.union(&e.fields.intersection(&change))
-        });
+    let mut forced = Set::new();
+    for e in entries.iter().filter(|e| e.identity() != me) {
+        forced.union_with(&e.fields.intersection(&change));
+    }
     let mut entries = record_apply(entries, writer, &applied, &forced, &merged != live, now);
-    // What left the object leaves every manager's set (an item that went with what another
-    // manager owned inside it).
-    if let (Ok(before), Ok(after)) = (to_field_set(live, schema), to_field_set(&merged, schema)) {
-        let gone = before.difference(&after);
-        if !gone.is_empty() {
-            for e in &mut entries {
-                e.fields = e.fields.difference(&gone);
-            }
-            entries.retain(|e| !e.fields.is_empty());
+    // What left the object leaves every manager's set, with all below it (an item that went
+    // with what another manager owned inside it).
+    if removed {
+        for e in &mut entries {
+            e.fields = e.fields.without_below(&gone);
         }
+        entries.retain(|e| !e.fields.is_empty());
     }
     Ok(Applied {
         object: merged,

@@ -289,15 +289,47 @@ impl Set {
     /// The paths in either set.
     pub fn union(&self, other: &Set) -> Set {
         let mut out = self.clone();
+        out.union_with(other);
+        out
+    }
+
+    /// Adds the paths of `other`, in place.
+    pub fn union_with(&mut self, other: &Set) {
         for e in &other.members {
-            out.members.insert(e.clone());
+            if !self.members.contains(e) {
+                self.members.insert(e.clone());
+            }
         }
         for (e, child) in &other.children {
-            let merged = match out.children.get(e) {
-                Some(mine) => mine.union(child),
+            match self.children.get_mut(e) {
+                Some(mine) => mine.union_with(child),
+                None => {
+                    self.children.insert(e.clone(), child.clone());
+                }
+            }
+        }
+    }
+
+    /// The paths of `self` that are neither in `gone` nor below one of its paths: what is
+    /// left of a manager's set once `gone` has left the object.
+    pub fn without_below(&self, gone: &Set) -> Set {
+        let mut out = Set::new();
+        for e in &self.members {
+            if !gone.members.contains(e) {
+                out.members.insert(e.clone());
+            }
+        }
+        for (e, child) in &self.children {
+            if gone.members.contains(e) {
+                continue;
+            }
+            let rest = match gone.children.get(e) {
+                Some(below) => child.without_below(below),
                 None => child.clone(),
             };
-            out.children.insert(e.clone(), merged);
+            if !rest.is_empty() {
+                out.children.insert(e.clone(), rest);
+            }
         }
         out
     }
@@ -351,6 +383,27 @@ impl Set {
 
     /// The set as `FieldsV1` text, byte for byte as Kubernetes writes it: `"."` first, then the
     /// elements in path order (a JSON map would sort them by their text instead).
+    /// [`Set::to_fields_v1`] as a JSON value, built directly.
+    pub fn to_fields_v1_value(&self) -> Value {
+        self.value(false)
+    }
+
+    fn value(&self, member: bool) -> Value {
+        let mut m = Map::new();
+        if member {
+            m.insert(".".into(), Value::Object(Map::new()));
+        }
+        for e in &self.members {
+            m.insert(e.to_key(), Value::Object(Map::new()));
+        }
+        for (e, child) in &self.children {
+            if !child.is_empty() {
+                m.insert(e.to_key(), child.value(self.members.contains(e)));
+            }
+        }
+        Value::Object(m)
+    }
+
     pub fn to_fields_v1(&self) -> String {
         let mut out = String::new();
         self.write(&mut out, false);
@@ -829,6 +882,7 @@ mod tests {
         let v: Value = serde_json::from_str(DEPLOYMENT).unwrap();
         let set = Set::from_fields_v1(&v).unwrap();
         assert_eq!(set.to_fields_v1(), DEPLOYMENT);
+        assert_eq!(set.to_fields_v1_value(), v, "the same built as a value");
         let nginx = key(json!({"name": "nginx"}));
         let container = [
             f("spec"),

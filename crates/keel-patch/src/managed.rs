@@ -91,8 +91,7 @@ impl Entry {
             m.insert("time".into(), json!(t));
         }
         m.insert("fieldsType".into(), json!("FieldsV1"));
-        let fields: Value = serde_json::from_str(&self.fields.to_fields_v1()).unwrap_or(json!({}));
-        m.insert("fieldsV1".into(), fields);
+        m.insert("fieldsV1".into(), self.fields.to_fields_v1_value());
         if !self.subresource.is_empty() {
             m.insert("subresource".into(), json!(self.subresource));
         }
@@ -165,14 +164,16 @@ pub fn parse(v: Option<&Value>) -> Result<Vec<Entry>, ManagedFieldsError> {
 /// Kubernetes' order of entries (`sortEncodedManagedFields`): Apply before Update, then the
 /// oldest first (no time counts as the oldest), then by manager, apiVersion, subresource.
 pub fn sort(entries: &mut [Entry]) {
-    entries.sort_by(|a, b| {
-        a.operation
-            .cmp(&b.operation)
-            .then_with(|| compare_times(a.time.as_deref(), b.time.as_deref()))
-            .then_with(|| a.manager.cmp(&b.manager))
-            .then_with(|| a.api_version.cmp(&b.api_version))
-            .then_with(|| a.subresource.cmp(&b.subresource))
-    });
+    entries.sort_by(order);
+}
+
+fn order(a: &Entry, b: &Entry) -> Ordering {
+    a.operation
+        .cmp(&b.operation)
+        .then_with(|| compare_times(a.time.as_deref(), b.time.as_deref()))
+        .then_with(|| a.manager.cmp(&b.manager))
+        .then_with(|| a.api_version.cmp(&b.api_version))
+        .then_with(|| a.subresource.cmp(&b.subresource))
 }
 
 fn compare_times(a: Option<&str>, b: Option<&str>) -> Ordering {
@@ -182,13 +183,9 @@ fn compare_times(a: Option<&str>, b: Option<&str>) -> Ordering {
 
 /// The entries as `metadata.managedFields`, sorted; empty entries are left out.
 pub fn to_value(entries: &[Entry]) -> Value {
-    let mut entries: Vec<Entry> = entries
-        .iter()
-        .filter(|e| !e.fields.is_empty())
-        .cloned()
-        .collect();
-    sort(&mut entries);
-    Value::Array(entries.iter().map(Entry::to_value).collect())
+    let mut entries: Vec<&Entry> = entries.iter().filter(|e| !e.fields.is_empty()).collect();
+    entries.sort_by(|a, b| order(a, b));
+    Value::Array(entries.into_iter().map(Entry::to_value).collect())
 }
 
 /// The manager of a write that is not an apply (Kubernetes' `managerOrUserAgent`): its

@@ -286,15 +286,27 @@ pub fn apply(
 ) -> Result<Applied, ApiError> {
     let config = object_config(info, t, apply)?;
     let schema = schema(kind);
-    let live = current.map_or_else(
-        || Value::Object(Map::new()),
-        |c| {
-            let mut m = c.as_map().clone();
-            if let Some(Value::Object(md)) = m.get_mut("metadata") {
-                md.remove("managedFields");
-            }
-            Value::Object(m)
-        },
+    // The live object without its entries (which are no field of it), copied once.
+    let live = Value::Object(
+        current
+            .map(|c| {
+                c.as_map()
+                    .iter()
+                    .map(|(k, v)| match (k.as_str(), v) {
+                        ("metadata", Value::Object(md)) => (
+                            k.clone(),
+                            Value::Object(
+                                md.iter()
+                                    .filter(|(f, _)| f.as_str() != "managedFields")
+                                    .map(|(f, v)| (f.clone(), v.clone()))
+                                    .collect(),
+                            ),
+                        ),
+                        _ => (k.clone(), v.clone()),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     );
     let mut entries = current.map(entries_of).unwrap_or_default();
     if let (Some(_), true) = (current, entries.is_empty()) {
