@@ -6,9 +6,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use crate::fieldpath::{FieldSetError, PathElement, Set, atomic, changed, to_field_set};
+use crate::fieldpath::{FieldSetError, PathElement, Set, atomic, changed_fields, to_field_set};
 use crate::managed::{Conflict, Entry, Writer, conflicts, record_apply};
 use crate::{ListStrategy, MergeSchema};
 
@@ -34,7 +34,7 @@ pub enum ApplyError {
 /// Applies `config` by `writer` (its operation is Apply) to `live`, whose managers are
 /// `entries`, at time `now`; `force` takes conflicting fields from their owners.
 pub fn apply(
-    live: &Value,
+    live: &Map<String, Value>,
     config: &Value,
     schema: &dyn MergeSchema,
     entries: &[Entry],
@@ -43,41 +43,50 @@ pub fn apply(
     now: &str,
 ) -> Result<Applied, ApplyError> {
     let applied = to_field_set(config, schema)?;
-    let mut merged = merge(Some(live), config, schema, &mut Vec::new());
-    let me = writer.identity();
+    let Value::Object(config) = config else {
+        return Err(ApplyError::Invalid(FieldSetError {
+            path: String::new(),
+            why: "a configuration is an object".into(),
+        }));
+    };
+    let live = &without_entries(live);
+    let mut merged = merge_fields(live, config, schema, &mut Vec::new());
     let last = entries
         .iter()
-        .find(|e| e.identity() == me)
-        .map(|e| e.fields.clone())
+        .find(|e| e.is(writer))
+        .map(|e| e.fields.difference(&applied))
         .unwrap_or_default();
-    let mut kept = applied.clone();
-    for e in entries.iter().filter(|e| e.identity() != me) {
-        kept.union_with(&e.fields);
-    }
     // A field stays while anything below it is owned (structured-merge-diff's named fields
     // are members); a list item or set value only while it is owned itself.
     let mut gone = Set::new();
-    for path in last.difference(&applied).paths() {
-        let field = matches!(path.0.last(), Some(PathElement::Field(_)));
-        let owned = kept.has(&path.0) || (field && kept.has_below(&path.0));
-        if !owned {
-            gone.insert(&path.0);
+    if !last.is_empty() {
+        let mut kept = applied.clone();
+        for e in entries.iter().filter(|e| !e.is(writer)) {
+            kept.union_with(&e.fields);
+        }
+        for path in last.paths() {
+            let field = matches!(path.0.last(), Some(PathElement::Field(_)));
+            let owned = kept.has(&path.0) || (field && kept.has_below(&path.0));
+            if !owned {
+                gone.insert(&path.0);
+            }
         }
     }
     let removed = !gone.is_empty();
     if removed {
-        remove_all(&mut merged, &gone, schema, &mut Vec::new());
+        remove_fields(&mut merged, &gone, schema, &mut Vec::new());
     }
-    let change = changed(live, &merged, schema)?;
+    let change = changed_fields(live, &merged, schema)?;
     let found = conflicts(entries, writer, &change);
     if !found.is_empty() && !force {
         return Err(ApplyError::Conflicts(found));
     }
     let mut forced = Set::new();
-    for e in entries.iter().filter(|e| e.identity() != me) {
+    for e in entries.iter().filter(|e| !e.is(writer)) {
         forced.union_with(&e.fields.intersection(&change));
     }
-    let mut entries = record_apply(entries, writer, &applied, &forced, &merged != live, now);
+    let object_changed = merged != *live;
+    let mut entries = record_apply(entries, writer, &applied, &forced, object_changed, now);
     // What left the object leaves every manager's set, with all below it (an item that went
     // with what another manager owned inside it).
     if removed {
@@ -87,7 +96,7 @@ pub fn apply(
         entries.retain(|e| !e.fields.is_empty());
     }
     Ok(Applied {
-        object: merged,
+        object: Value::Object(merged),
         entries,
     })
 }
@@ -104,14 +113,7 @@ pub fn merge(
 ) -> Value {
     match (live, config) {
         (Some(Value::Object(l)), Value::Object(c)) if !atomic(schema, fields) => {
-            let mut out = l.clone();
-            for (k, v) in c {
-                fields.push(k.clone());
-                let merged = merge(l.get(k), v, schema, fields);
-                fields.pop();
-                out.insert(k.clone(), merged);
-            }
-            Value::Object(out)
+            Value::Object(merge_fields(l, c, schema, fields))
         }
         (Some(Value::Array(l)), Value::Array(c)) => {
             let owned = fields.clone();
@@ -196,26 +198,70 @@ pub fn merge(
     }
 }
 
+/// `live` without `metadata.managedFields`, which are no field of the object: copied once,
+/// and neither merged nor compared.
+fn without_entries(live: &Map<String, Value>) -> Map<String, Value> {
+    live.iter()
+        .map(|(k, v)| match (k.as_str(), v) {
+            ("metadata", Value::Object(md)) => (
+                k.clone(),
+                Value::Object(
+                    md.iter()
+                        .filter(|(f, _)| f.as_str() != "managedFields")
+                        .map(|(f, v)| (f.clone(), v.clone()))
+                        .collect(),
+                ),
+            ),
+            _ => (k.clone(), v.clone()),
+        })
+        .collect()
+}
+
+/// The fields of `c` merged into those of `l` ([`merge`] of two maps).
+fn merge_fields(
+    l: &Map<String, Value>,
+    c: &Map<String, Value>,
+    schema: &dyn MergeSchema,
+    fields: &mut Vec<String>,
+) -> Map<String, Value> {
+    let mut out = l.clone();
+    for (k, v) in c {
+        fields.push(k.clone());
+        let merged = merge(l.get(k), v, schema, fields);
+        fields.pop();
+        out.insert(k.clone(), merged);
+    }
+    out
+}
+
+/// [`remove_all`] of an object's fields.
+fn remove_fields(
+    m: &mut Map<String, Value>,
+    gone: &Set,
+    schema: &dyn MergeSchema,
+    fields: &mut Vec<String>,
+) {
+    for e in gone.members() {
+        if let PathElement::Field(k) = e {
+            m.remove(k);
+        }
+    }
+    for (e, below) in gone.children() {
+        if let PathElement::Field(k) = e
+            && let Some(child) = m.get_mut(k)
+        {
+            fields.push(k.clone());
+            remove_all(child, below, schema, fields);
+            fields.pop();
+        }
+    }
+}
+
 /// Removes every path of `gone` from `obj` in one walk: a field, a keyed item with all it
 /// holds, a set's value.
 fn remove_all(obj: &mut Value, gone: &Set, schema: &dyn MergeSchema, fields: &mut Vec<String>) {
     match obj {
-        Value::Object(m) => {
-            for e in gone.members() {
-                if let PathElement::Field(k) = e {
-                    m.remove(k);
-                }
-            }
-            for (e, below) in gone.children() {
-                if let PathElement::Field(k) = e
-                    && let Some(child) = m.get_mut(k)
-                {
-                    fields.push(k.clone());
-                    remove_all(child, below, schema, fields);
-                    fields.pop();
-                }
-            }
-        }
+        Value::Object(m) => remove_fields(m, gone, schema, fields),
         Value::Array(items) => {
             let owned = fields.clone();
             let names: Vec<&str> = owned.iter().map(String::as_str).collect();
@@ -256,6 +302,7 @@ fn remove_all(obj: &mut Value, gone: &Set, schema: &dyn MergeSchema, fields: &mu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fieldpath::changed;
     use crate::managed::Operation;
     use serde_json::json;
 
@@ -321,7 +368,7 @@ mod tests {
         fn apply(&mut self, manager: &str, config: Value, force: bool) -> Result<(), ApplyError> {
             let w = writer(manager, Operation::Apply);
             let a = apply(
-                &self.object,
+                self.object.as_object().unwrap(),
                 &config,
                 &Fixture,
                 &self.entries,

@@ -505,7 +505,7 @@ pub fn changed(
     new: &Value,
     schema: &dyn crate::MergeSchema,
 ) -> Result<Set, FieldSetError> {
-    let mut out = Set::new();
+    let mut out = Diff::default();
     diff(
         new,
         Some(live),
@@ -515,7 +515,7 @@ pub fn changed(
         &mut out,
         crate::MAX_DEPTH,
     )?;
-    Ok(out.difference(&never_owned()))
+    Ok(out.changed.difference(&never_owned()))
 }
 
 /// [`to_field_set`] of an object's fields, with no copy of the object.
@@ -541,7 +541,26 @@ pub fn changed_fields(
     new: &Map<String, Value>,
     schema: &dyn crate::MergeSchema,
 ) -> Result<Set, FieldSetError> {
-    let mut out = Set::new();
+    Ok(compare_fields(live, new, schema)?.changed)
+}
+
+/// What a write from `live` to `new` did, in one walk of both.
+#[derive(Debug, Default)]
+pub struct Diff {
+    /// Added or modified ([`changed`]).
+    pub changed: Set,
+    /// Gone: each path of `live` that `new` lacks, the topmost only (what it held went with
+    /// it: [`Set::without_below`]).
+    pub removed: Set,
+}
+
+/// [`Diff`] of two objects' fields.
+pub fn compare_fields(
+    live: &Map<String, Value>,
+    new: &Map<String, Value>,
+    schema: &dyn crate::MergeSchema,
+) -> Result<Diff, FieldSetError> {
+    let mut out = Diff::default();
     diff_fields(
         new,
         Some(live),
@@ -551,7 +570,11 @@ pub fn changed_fields(
         &mut out,
         crate::MAX_DEPTH,
     )?;
-    Ok(out.difference(&never_owned()))
+    let never = never_owned();
+    Ok(Diff {
+        changed: out.changed.difference(&never),
+        removed: out.removed.difference(&never),
+    })
 }
 
 /// [`diff`] of each field of `new` against the same field of `live`.
@@ -561,7 +584,7 @@ fn diff_fields(
     schema: &dyn crate::MergeSchema,
     fields: &mut Vec<String>,
     at: &mut Vec<PathElement>,
-    out: &mut Set,
+    out: &mut Diff,
     depth: usize,
 ) -> Result<(), FieldSetError> {
     for (k, v) in new {
@@ -580,6 +603,13 @@ fn diff_fields(
         at.pop();
         result?;
     }
+    for k in live.into_iter().flat_map(|l| l.keys()) {
+        if !new.contains_key(k) {
+            at.push(PathElement::Field(k.clone()));
+            out.removed.insert(at);
+            at.pop();
+        }
+    }
     Ok(())
 }
 
@@ -589,7 +619,7 @@ fn diff(
     schema: &dyn crate::MergeSchema,
     fields: &mut Vec<String>,
     at: &mut Vec<PathElement>,
-    out: &mut Set,
+    out: &mut Diff,
     depth: usize,
 ) -> Result<(), FieldSetError> {
     if depth == 0 {
@@ -602,7 +632,7 @@ fn diff(
         Value::Object(m) if !m.is_empty() && !atomic(schema, fields) => {
             let live = live.and_then(Value::as_object);
             if live.is_none() {
-                out.insert(at);
+                out.changed.insert(at);
             }
             diff_fields(m, live, schema, fields, at, out, depth)
         }
@@ -613,7 +643,7 @@ fn diff(
             match schema.list_strategy(&names) {
                 crate::ListStrategy::Replace => {
                     if live != Some(new) {
-                        out.insert(at);
+                        out.changed.insert(at);
                     }
                 }
                 crate::ListStrategy::Set => {
@@ -622,10 +652,20 @@ fn diff(
                         .flatten()
                         .map(Value::to_string)
                         .collect();
+                    let mut now = std::collections::HashSet::with_capacity(items.len());
                     for item in items {
-                        if !before.contains(&item.to_string()) {
+                        let text = item.to_string();
+                        if !before.contains(&text) {
                             at.push(PathElement::Value(item.clone()));
-                            out.insert(at);
+                            out.changed.insert(at);
+                            at.pop();
+                        }
+                        now.insert(text);
+                    }
+                    for l in live_items.into_iter().flatten() {
+                        if !now.contains(&l.to_string()) {
+                            at.push(PathElement::Value(l.clone()));
+                            out.removed.insert(at);
                             at.pop();
                         }
                     }
@@ -657,13 +697,11 @@ fn diff(
                                 why: "an item of a keyed list omits a key field".into(),
                             });
                         };
-                        let before = live_by_key
-                            .get(&Value::Object(key.clone()).to_string())
-                            .copied();
+                        let before = live_by_key.remove(&Value::Object(key.clone()).to_string());
                         at.push(PathElement::key(key));
                         let whole = atomic(schema, fields);
                         if before.is_none() || (whole && before != Some(item)) {
-                            out.insert(at);
+                            out.changed.insert(at);
                         }
                         if let (Value::Object(m), false) = (item, whole) {
                             let before = before.and_then(Value::as_object);
@@ -671,13 +709,29 @@ fn diff(
                         }
                         at.pop();
                     }
+                    // The live items `new` has no item of.
+                    for l in live_by_key.into_values() {
+                        if let Some(key) = key_of(l) {
+                            at.push(PathElement::key(key));
+                            out.removed.insert(at);
+                            at.pop();
+                        }
+                    }
                 }
             }
             Ok(())
         }
         _ => {
             if live != Some(new) {
-                out.insert(at);
+                out.changed.insert(at);
+            }
+            // An emptied map: its keys are gone.
+            if let (Value::Object(_), Some(Value::Object(before))) = (new, live) {
+                for k in before.keys() {
+                    at.push(PathElement::Field(k.clone()));
+                    out.removed.insert(at);
+                    at.pop();
+                }
             }
             Ok(())
         }

@@ -68,6 +68,14 @@ impl Entry {
         )
     }
 
+    /// Whether this is `w`'s entry (the same [`Entry::identity`], compared in place).
+    pub fn is(&self, w: &Writer) -> bool {
+        self.operation == w.operation
+            && self.manager == w.manager
+            && self.subresource == w.subresource
+            && (self.operation == Operation::Apply || self.api_version == w.api_version)
+    }
+
     /// The manager as a conflict names it: `"kubectl"`, `"kube-controller-manager" using
     /// apps/v1` for an Update, with ` with subresource "status"` after a subresource's.
     pub fn describe(&self) -> String {
@@ -241,10 +249,9 @@ impl Writer {
 /// an apply's conflicts (docs/server-side-apply.md §4.1). An Update never conflicts: it takes
 /// them ([`record_update`]).
 pub fn conflicts(entries: &[Entry], writer: &Writer, changed: &Set) -> Vec<Conflict> {
-    let me = writer.identity();
     entries
         .iter()
-        .filter(|e| e.identity() != me)
+        .filter(|e| !e.is(writer))
         .filter_map(|e| {
             let taken = e.fields.intersection(changed);
             (!taken.is_empty()).then(|| Conflict {
@@ -256,7 +263,8 @@ pub fn conflicts(entries: &[Entry], writer: &Writer, changed: &Set) -> Vec<Confl
 }
 
 /// The entries after an Update by `writer` that changed `changed` and removed `removed`
-/// (§2.4): every other manager loses what it changed, removed fields leave every set, and the
+/// (§2.4): every other manager loses what it changed, removed fields (and all below them)
+/// leave every set, and the
 /// writer's entry gains what it changed, its time `now`. A write that changed nothing leaves
 /// the entries as they were.
 pub fn record_update(
@@ -269,13 +277,12 @@ pub fn record_update(
     if changed.is_empty() && removed.is_empty() {
         return entries.to_vec();
     }
-    let me = writer.identity();
     let mut out: Vec<Entry> = Vec::with_capacity(entries.len() + 1);
     let mut mine: Option<Entry> = None;
     for e in entries {
         let mut e = e.clone();
-        if e.identity() == me {
-            e.fields = e.fields.union(changed).difference(removed);
+        if e.is(writer) {
+            e.fields = e.fields.union(changed).without_below(removed);
             e.api_version = writer.api_version.clone();
             if !changed.is_empty() {
                 e.time = Some(now.to_string());
@@ -283,7 +290,7 @@ pub fn record_update(
             mine = Some(e);
             continue;
         }
-        e.fields = e.fields.difference(changed).difference(removed);
+        e.fields = e.fields.difference(changed).without_below(removed);
         out.push(e);
     }
     let mine = mine.unwrap_or_else(|| writer.entry(changed.clone(), Some(now.to_string())));
@@ -304,16 +311,17 @@ pub fn record_apply(
     object_changed: bool,
     now: &str,
 ) -> Vec<Entry> {
-    let me = writer.identity();
     let mut out: Vec<Entry> = Vec::with_capacity(entries.len() + 1);
     let mut time = None;
     for e in entries {
-        if e.identity() == me {
+        if e.is(writer) {
             time = e.time.clone();
             continue;
         }
         let mut e = e.clone();
-        e.fields = e.fields.difference(forced);
+        if !forced.is_empty() {
+            e.fields = e.fields.difference(forced);
+        }
         out.push(e);
     }
     if object_changed {

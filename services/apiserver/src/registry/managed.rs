@@ -5,6 +5,8 @@
 //! forced. Both run inside the write's mutation, against the object it replaces, so writes the
 //! coalescer batches are judged in order.
 
+use std::cell::RefCell;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -80,19 +82,77 @@ fn requested(obj: &Object) -> Requested {
     }
 }
 
+thread_local! {
+    /// The entries this thread wrote last, by a hash of their JSON: the next write of a
+    /// coalesced batch reads what the one before it wrote without parsing it again.
+    static WRITTEN: RefCell<Option<(u64, Vec<Entry>)>> = const { RefCell::new(None) };
+    static HASHER: std::hash::RandomState = std::hash::RandomState::new();
+}
+
+/// A keyed hash of a JSON value.
+fn hash_of(v: &Value) -> u64 {
+    fn feed(v: &Value, h: &mut impl Hasher) {
+        match v {
+            Value::Null => h.write_u8(0),
+            Value::Bool(b) => h.write_u8(1 + u8::from(*b)),
+            Value::Number(n) => {
+                h.write_u8(3);
+                n.to_string().hash(h);
+            }
+            Value::String(s) => {
+                h.write_u8(4);
+                s.hash(h);
+            }
+            Value::Array(items) => {
+                h.write_u8(5);
+                h.write_usize(items.len());
+                items.iter().for_each(|i| feed(i, h));
+            }
+            Value::Object(m) => {
+                h.write_u8(6);
+                h.write_usize(m.len());
+                for (k, v) in m {
+                    k.hash(h);
+                    feed(v, h);
+                }
+            }
+        }
+    }
+    HASHER.with(|state| {
+        let mut h = state.build_hasher();
+        feed(v, &mut h);
+        h.finish()
+    })
+}
+
+/// `obj`'s `metadata.managedFields`, as JSON.
+fn entries_field(obj: &Object) -> Option<&Value> {
+    obj.metadata().and_then(|m| m.get("managedFields"))
+}
+
 /// The entries `obj` holds; unreadable ones count as none.
 fn entries_of(obj: &Object) -> Vec<Entry> {
-    managed::parse(obj.metadata().and_then(|m| m.get("managedFields"))).unwrap_or_default()
+    let Some(v) = obj.metadata().and_then(|m| m.get("managedFields")) else {
+        return Vec::new();
+    };
+    let hash = hash_of(v);
+    let written = WRITTEN.with(|w| match w.borrow_mut().take() {
+        Some((h, entries)) if h == hash => Some(entries),
+        _ => None,
+    });
+    written.unwrap_or_else(|| managed::parse(Some(v)).unwrap_or_default())
 }
 
 /// Writes `entries` into `obj` (none: no `managedFields` at all).
-fn set_entries(obj: &mut Object, entries: &[Entry]) {
+fn set_entries(obj: &mut Object, entries: Vec<Entry>) {
     if entries.iter().all(|e| e.fields.is_empty()) {
         obj.metadata_mut().remove("managedFields");
-    } else {
-        obj.metadata_mut()
-            .insert("managedFields".into(), managed::to_value(entries));
+        return;
     }
+    let v = managed::to_value(&entries);
+    let hash = hash_of(&v);
+    obj.metadata_mut().insert("managedFields".into(), v);
+    WRITTEN.with(|w| *w.borrow_mut() = Some((hash, entries)));
 }
 
 /// A create by `manager`: it owns every field of the new object as it will be stored,
@@ -113,7 +173,7 @@ pub fn record_create(kind: &dyn Kind, manager: &str, obj: &mut Object) {
         Ok(fields) => {
             let mut entries = managed::record_update(&start, &writer, &fields, &Set::new(), &now());
             managed::cap_updates(&mut entries);
-            set_entries(obj, &entries);
+            set_entries(obj, entries);
         }
         Err(e) => {
             // As Kubernetes: bookkeeping never fails a write; the object goes untracked.
@@ -135,7 +195,14 @@ pub fn record_update(
 ) {
     // A subresource's write ignores the entries its body carries (its object is the live one
     // but for the subresource's part).
-    let start = match (sub, requested(new)) {
+    // A body that carries the live entries unchanged (a patch leaves them) asks nothing.
+    let unchanged = entries_field(new) == entries_field(current);
+    let asked = if unchanged {
+        Requested::Absent
+    } else {
+        requested(new)
+    };
+    let start = match (sub, asked) {
         (Subresource::Main, Requested::Reset) => {
             new.metadata_mut().remove("managedFields");
             return;
@@ -147,17 +214,11 @@ pub fn record_update(
         new.metadata_mut().remove("managedFields");
         return;
     }
-    let schema = schema(kind);
-    let diffs =
-        fieldpath::changed_fields(current.as_map(), new.as_map(), &*schema).and_then(|changed| {
-            let before = fieldpath::changed_fields(new.as_map(), current.as_map(), &*schema)?;
-            Ok((before.difference(&changed), changed))
-        });
-    let (removed, changed) = match diffs {
+    let diff = match fieldpath::compare_fields(current.as_map(), new.as_map(), &*schema(kind)) {
         Ok(d) => d,
         Err(e) => {
             tracing::warn!(error = %e, "managedFields not updated for a write");
-            set_entries(new, &start);
+            set_entries(new, start);
             return;
         }
     };
@@ -167,9 +228,9 @@ pub fn record_update(
         api_version: new.api_version().to_string(),
         subresource: subresource_name(sub).to_string(),
     };
-    let mut entries = managed::record_update(&start, &writer, &changed, &removed, &now());
+    let mut entries = managed::record_update(&start, &writer, &diff.changed, &diff.removed, &now());
     managed::cap_updates(&mut entries);
-    set_entries(new, &entries);
+    set_entries(new, entries);
 }
 
 /// An apply's request: who applies what, through which part of the object.
@@ -286,33 +347,14 @@ pub fn apply(
 ) -> Result<Applied, ApiError> {
     let config = object_config(info, t, apply)?;
     let schema = schema(kind);
-    // The live object without its entries (which are no field of it), copied once.
-    let live = Value::Object(
-        current
-            .map(|c| {
-                c.as_map()
-                    .iter()
-                    .map(|(k, v)| match (k.as_str(), v) {
-                        ("metadata", Value::Object(md)) => (
-                            k.clone(),
-                            Value::Object(
-                                md.iter()
-                                    .filter(|(f, _)| f.as_str() != "managedFields")
-                                    .map(|(f, v)| (f.clone(), v.clone()))
-                                    .collect(),
-                            ),
-                        ),
-                        _ => (k.clone(), v.clone()),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
-    );
+    // The live object (its entries are never a field anyone owns).
+    let empty = Map::new();
+    let live = current.map_or(&empty, |c| c.as_map());
     let mut entries = current.map(entries_of).unwrap_or_default();
     if let (Some(_), true) = (current, entries.is_empty()) {
         // An object nobody is recorded as owning: what it holds is `before-first-apply`'s,
         // which an apply changing it conflicts with (§2.9).
-        if let Ok(fields) = fieldpath::to_field_set(&live, &*schema) {
+        if let Ok(fields) = fieldpath::field_set_of(live, &*schema) {
             entries.push(Entry {
                 manager: "before-first-apply".into(),
                 operation: Operation::Update,
@@ -331,13 +373,13 @@ pub fn apply(
     };
     let now = now();
     let run = |force: bool| {
-        keel_patch::apply::apply(&live, &config, &*schema, &entries, &writer, force, &now)
+        keel_patch::apply::apply(live, &config, &*schema, &entries, &writer, force, &now)
     };
     let applied = match run(apply.force) {
         Ok(a) => a,
         Err(keel_patch::apply::ApplyError::Conflicts(found)) => {
             let unforgiven = match current {
-                Some(c) if apply.manager == KUBECTL => forgiven_by_last_applied(c, &live, &*schema)
+                Some(c) if apply.manager == KUBECTL => forgiven_by_last_applied(c, live, &*schema)
                     .map(|allowed| {
                         found
                             .iter()
@@ -384,7 +426,7 @@ pub fn apply(
 }
 
 /// Stores `entries` in `obj` (an applied object once the update's or create's rules ran).
-pub fn set_applied_entries(obj: &mut Object, entries: &[Entry]) {
+pub fn set_applied_entries(obj: &mut Object, entries: Vec<Entry>) {
     set_entries(obj, entries);
 }
 
@@ -415,14 +457,14 @@ fn conflict_error(t: &Target, conflicts: &[managed::Conflict]) -> ApiError {
 /// `lastAppliedManager`). `None` when there is no such annotation at the live version.
 fn forgiven_by_last_applied(
     current: &Object,
-    live: &Value,
+    live_map: &Map<String, Value>,
     schema: &dyn keel_patch::MergeSchema,
 ) -> Option<Set> {
     let last: Value = serde_json::from_str(current.annotation(LAST_APPLIED)?).ok()?;
     if last.get("apiVersion").and_then(Value::as_str) != Some(current.api_version()) {
         return None;
     }
-    let (Value::Object(last_map), Value::Object(live_map)) = (&last, live) else {
+    let Value::Object(last_map) = &last else {
         return None;
     };
     let mine = fieldpath::to_field_set(&last, schema).ok()?;

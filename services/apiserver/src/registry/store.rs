@@ -445,10 +445,10 @@ impl Registry {
             check.confirm(&obj, None)?;
         }
         admission::validate_create(info, &*kind, &mut obj)?;
-        match &applied {
+        match applied {
             Some(entries) => managed::set_applied_entries(&mut obj, entries),
             None if w.track => managed::record_create(&*kind, w.manager, &mut obj),
-            None => managed::set_applied_entries(&mut obj, &[]),
+            None => managed::set_applied_entries(&mut obj, Vec::new()),
         }
         let namespace = async {
             if !info.namespaced {
@@ -936,7 +936,7 @@ fn tracked(mutation: Mutation, w: Write<'_>) -> Mutation {
     Box::new(move |current: &Object| {
         Ok(match mutation(current)? {
             Change::Put(mut obj) => {
-                managed::set_applied_entries(&mut obj, &[]);
+                managed::set_applied_entries(&mut obj, Vec::new());
                 Change::Put(obj)
             }
             removed => removed,
