@@ -669,17 +669,12 @@ impl Registry {
         w: Write<'_>,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
-        let w = if kind == PatchType::Apply {
-            // An apply's entries are its point: it is not tried again without them.
-            Write { track: true, ..w }
-        } else {
-            w
-        };
         match self
             .patch_once(info, namespace, name, sub, kind, body, w, deadline)
             .await
         {
-            Err(e) if too_large(&e, w) => {
+            // An apply's entries are its point: it is not tried again without them.
+            Err(e) if kind != PatchType::Apply && too_large(&e, w) => {
                 self.patch_once(
                     info,
                     namespace,

@@ -778,3 +778,21 @@ async fn applies_kubernetes_does_not_take_are_refused_with_its_codes() {
         e.message
     );
 }
+
+#[tokio::test]
+async fn an_apply_too_large_with_its_entries_is_refused_not_stored_without_them() {
+    let f = Fixture::new().await;
+    let cm = f
+        .apply("kubectl", configmap(json!({"a": "1"})))
+        .await
+        .unwrap();
+    let data: serde_json::Map<String, Value> = (0..100_000)
+        .map(|i| (format!("k{i:06}"), json!("")))
+        .collect();
+    let Err(e) = f.apply("kubectl", configmap(Value::Object(data))).await else {
+        panic!("the apply was stored without its entries");
+    };
+    assert_eq!(e.reason, Reason::RequestEntityTooLarge, "{}", e.message);
+    let got = f.get(&cm).await.unwrap();
+    assert_eq!(got, cm, "nothing was written");
+}
