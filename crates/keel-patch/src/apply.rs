@@ -8,7 +8,9 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use crate::fieldpath::{FieldSetError, PathElement, Set, atomic, changed_fields, to_field_set};
+use crate::fieldpath::{
+    FieldSetError, PathElement, Set, atomic, changed_fields, item_key, to_field_set,
+};
 use crate::managed::{Conflict, Entry, Writer, conflicts, record_apply};
 use crate::{ListStrategy, MergeSchema};
 
@@ -271,17 +273,7 @@ fn remove_all(obj: &mut Value, gone: &Set, schema: &dyn MergeSchema, fields: &mu
                     ListStrategy::Replace => None,
                     ListStrategy::Set => Some(PathElement::Value(item.clone())),
                     ListStrategy::MergeByKeys(keys) => {
-                        let key = keys
-                            .iter()
-                            .map(|k| {
-                                let v = item
-                                    .get(k)
-                                    .cloned()
-                                    .or_else(|| schema.merge_key_default(&names, k))?;
-                                Some((k.clone(), v))
-                            })
-                            .collect::<Option<serde_json::Map<String, Value>>>()?;
-                        Some(PathElement::key(key))
+                        item_key(item, keys, schema, &names).map(PathElement::key)
                     }
                 }
             };

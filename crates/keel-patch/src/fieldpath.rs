@@ -505,17 +505,11 @@ pub fn changed(
     new: &Value,
     schema: &dyn crate::MergeSchema,
 ) -> Result<Set, FieldSetError> {
-    let mut out = Diff::default();
-    diff(
-        new,
-        Some(live),
-        schema,
-        &mut Vec::new(),
-        &mut Vec::new(),
-        &mut out,
-        crate::MAX_DEPTH,
-    )?;
-    Ok(out.changed.difference(&never_owned()))
+    match (live, new) {
+        (Value::Object(live), Value::Object(new)) => changed_fields(live, new, schema),
+        // The root is never owned, and nothing is below a value that is not an object.
+        _ => Ok(Set::new()),
+    }
 }
 
 /// [`to_field_set`] of an object's fields, with no copy of the object.
@@ -671,18 +665,7 @@ fn diff(
                     }
                 }
                 crate::ListStrategy::MergeByKeys(keys) => {
-                    let key_of = |item: &Value| -> Option<Map<String, Value>> {
-                        let item = item.as_object()?;
-                        keys.iter()
-                            .map(|k| {
-                                let v = item
-                                    .get(k)
-                                    .cloned()
-                                    .or_else(|| schema.merge_key_default(&names, k))?;
-                                Some((k.clone(), v))
-                            })
-                            .collect()
-                    };
+                    let key_of = |item: &Value| item_key(item, &keys, schema, &names);
                     // The live items by key, the first of each.
                     let mut live_by_key: HashMap<String, &Value> = HashMap::new();
                     for l in live_items.into_iter().flatten() {
@@ -736,6 +719,26 @@ fn diff(
             Ok(())
         }
     }
+}
+
+/// The key of `item` in the keyed list at field path `names` (its `keys`, each from the item
+/// or the schema's default); `None` when a key field has neither.
+pub(crate) fn item_key(
+    item: &Value,
+    keys: &[String],
+    schema: &dyn crate::MergeSchema,
+    names: &[&str],
+) -> Option<Map<String, Value>> {
+    let item = item.as_object()?;
+    keys.iter()
+        .map(|k| {
+            let v = item
+                .get(k)
+                .cloned()
+                .or_else(|| schema.merge_key_default(names, k))?;
+            Some((k.clone(), v))
+        })
+        .collect()
 }
 
 /// A configuration's list holding one item twice (Kubernetes refuses it).

@@ -52,6 +52,17 @@ pub struct Write<'a> {
 }
 
 impl Write<'_> {
+    /// A client's write by `manager`, recorded in `managedFields`.
+    pub fn by<'a>(user: Option<&'a User>, manager: &'a str, dry_run: bool) -> Write<'a> {
+        Write {
+            user,
+            manager,
+            dry_run,
+            force: false,
+            track: true,
+        }
+    }
+
     /// A write of the API server's own.
     pub fn server() -> Write<'static> {
         Write {
@@ -669,24 +680,10 @@ impl Registry {
         w: Write<'_>,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
-        match self
-            .patch_once(info, namespace, name, sub, kind, body, w, deadline)
-            .await
-        {
+        let once = |w| self.patch_once(info, namespace, name, sub, kind, body, w, deadline);
+        match once(w).await {
             // An apply's entries are its point: it is not tried again without them.
-            Err(e) if kind != PatchType::Apply && too_large(&e, w) => {
-                self.patch_once(
-                    info,
-                    namespace,
-                    name,
-                    sub,
-                    kind,
-                    body,
-                    w.untracked(),
-                    deadline,
-                )
-                .await
-            }
+            Err(e) if kind != PatchType::Apply && too_large(&e, w) => once(w.untracked()).await,
             patched => patched,
         }
     }

@@ -51,13 +51,7 @@ impl Verb for Create {
             .create(
                 &cx.info,
                 obj,
-                Write {
-                    user: cx.user(),
-                    manager: &manager,
-                    dry_run: self.dry_run,
-                    force: false,
-                    track: true,
-                },
+                Write::by(cx.user(), &manager, self.dry_run),
                 cx.deadline,
             )
             .await?;

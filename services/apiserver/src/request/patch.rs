@@ -81,11 +81,8 @@ impl Verb for Patch {
                 .for_each(|w| cx.warn(w));
         }
         let w = Write {
-            user: cx.user(),
-            manager: &manager,
-            dry_run: self.dry_run,
             force: self.force.unwrap_or(false),
-            track: true,
+            ..Write::by(cx.user(), &manager, self.dry_run)
         };
         let mut attempts = 0;
         loop {

@@ -54,13 +54,7 @@ impl Verb for Update {
                 &cx.info,
                 obj,
                 sub,
-                Write {
-                    user: cx.user(),
-                    manager: &manager,
-                    dry_run: self.dry_run,
-                    force: false,
-                    track: true,
-                },
+                Write::by(cx.user(), &manager, self.dry_run),
                 cx.deadline,
             )
             .await
