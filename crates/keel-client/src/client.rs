@@ -691,14 +691,45 @@ impl Client {
             .await
     }
 
+    /// A PATCH of any type ([`Client::patch`], or [`Client::apply`] with `p`) whose answer is
+    /// only checked for success: the object the server sends back is not decoded (a load
+    /// generator's writers, which would spend their CPU on it).
+    pub async fn patch_unread(
+        &self,
+        g: &GroupVersionResource,
+        namespace: &str,
+        name: &str,
+        kind: PatchType,
+        patch: &Value,
+        p: &ApplyParams,
+    ) -> Result<(), ApiError> {
+        let req = match kind {
+            PatchType::Apply => apply_request(g, namespace, name, patch, p),
+            _ => PatchRequest {
+                resource: resource_ref(g),
+                namespace: namespace.into(),
+                name: name.into(),
+                patch_type: kind as i32,
+                patch: encode(patch),
+                ..Default::default()
+            },
+        };
+        self.send_patch_raw(req).await.map(drop)
+    }
+
     async fn send_patch(&self, req: PatchRequest) -> Result<Value, ApiError> {
+        decode(&self.send_patch_raw(req).await?)
+    }
+
+    /// The PATCH's answer: the object's JSON as the server sent it.
+    async fn send_patch_raw(&self, req: PatchRequest) -> Result<Vec<u8>, ApiError> {
         let resp = self
             .call(Idempotency::Write, |mut c, left| {
                 let r = self.request(req.clone(), Some(left));
                 async move { c.patch(r).await }
             })
             .await?;
-        decode(&resp.object)
+        Ok(resp.object)
     }
 
     /// Deletes an object. Returns it (with `deletionTimestamp` when finalizers hold it) and
