@@ -15,7 +15,7 @@ use crate::config::{AuthorizationMode, Config};
 use crate::etcd::{Etcd, EtcdTls, KeyValue};
 use crate::metrics::Metrics;
 use crate::registry::{
-    FinalizerRules, Policies, Registry, Resources, ServiceRanges, policy_resources,
+    Policies, Registry, RegistryRules, Resources, ServiceRanges, policy_resources,
 };
 use crate::request::{AuditConfig, AuditLog, Handler, Limits, LimitsConfig};
 use crate::shutdown::Signals;
@@ -125,7 +125,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
             watch_cache_size: config.watch_cache_size,
             bookmark_interval: config.watch_bookmark_interval,
         },
-        Arc::new(FinalizerRules(resources.clone())),
+        Arc::new(RegistryRules(resources.clone())),
         metrics.clone(),
         shutdown_rx,
     );

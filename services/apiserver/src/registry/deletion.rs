@@ -9,8 +9,7 @@ use keel_api::{ApiError, Metadata, Object, ResourceInfo};
 use serde_json::Value;
 
 use super::kinds::Kind;
-use super::resources::Resources;
-use crate::storage::{Change, Mutation, RemovalPolicy, target};
+use crate::storage::{Change, Mutation, target};
 
 /// How a delete treats dependents (recorded as finalizers for the garbage collector).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -48,16 +47,6 @@ pub struct DeleteOptions {
 /// the kind keeps elsewhere (a Namespace's `spec.finalizers`).
 pub fn has_finalizers(kind: &dyn Kind, obj: &Object) -> bool {
     !obj.finalizers().is_empty() || kind.held_by_own_finalizers(obj)
-}
-
-/// The registry's [`RemovalPolicy`]: a write removes an object once it is marked for deletion
-/// and no finalizer holds it any more. The served resources tell each object's kind.
-pub struct FinalizerRules(pub Arc<Resources>);
-
-impl RemovalPolicy for FinalizerRules {
-    fn is_finished(&self, info: &ResourceInfo, obj: &Object) -> bool {
-        obj.deletion_timestamp().is_some() && !has_finalizers(&*self.0.kind(&info.gvr), obj)
-    }
 }
 
 /// The Delete of one object, as a mutation of its current state (so it goes through the same
@@ -128,6 +117,8 @@ pub fn deletion(
 mod tests {
     use super::*;
     use crate::registry::kinds::testing::{info, kind};
+    use crate::registry::{RegistryRules, Resources};
+    use crate::storage::WriteRules;
     use keel_api::Reason;
     use serde_json::json;
 
@@ -190,7 +181,7 @@ mod tests {
             delete("ConfigMap", &marked, DeleteOptions::default()).unwrap(),
             Change::Put(marked.clone())
         );
-        let rules = FinalizerRules(Arc::new(Resources::builtin()));
+        let rules = RegistryRules(Arc::new(Resources::builtin()));
         assert!(rules.is_finished(&info("ConfigMap"), &{
             let mut done = marked;
             done.metadata_mut().remove("finalizers");

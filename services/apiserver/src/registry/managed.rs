@@ -5,8 +5,11 @@
 //! forced. Both run inside the write's mutation, against the object it replaces, so writes the
 //! coalescer batches are judged in order.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::hash::{BuildHasher, Hash, Hasher};
+use std::marker::PhantomData;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -17,6 +20,7 @@ use serde_json::{Map, Value, json};
 
 use super::kinds::{Kind, MergeKeys};
 use super::strategy::Subresource;
+use crate::storage::Change;
 
 /// The manager of the API server's own writes (the built-in namespaces, `default/kubernetes`).
 pub const SERVER_MANAGER: &str = "keel-apiserver";
@@ -83,10 +87,117 @@ fn requested(obj: &Object) -> Requested {
 }
 
 thread_local! {
-    /// The entries this thread wrote last, by a hash of their JSON: the next write of a
-    /// coalesced batch reads what the one before it wrote without parsing it again.
-    static WRITTEN: RefCell<Option<(u64, Vec<Entry>)>> = const { RefCell::new(None) };
+    /// The entries this thread wrote last, by a hash of their JSON: the next batch on the
+    /// object reads what the one before it wrote without parsing it again.
+    static WRITTEN: RefCell<Option<(u64, Rc<Vec<Entry>>)>> = const { RefCell::new(None) };
     static HASHER: std::hash::RandomState = std::hash::RandomState::new();
+    /// While a batch's mutations run on this thread ([`Batch`]): the entries of the object the
+    /// last of them made, not yet written as JSON.
+    static DEFERRED: RefCell<Option<Deferred>> = const { RefCell::new(None) };
+}
+
+/// A batch's entries kept parsed between its mutations: the object the last mutation made holds
+/// a placeholder string in `managedFields`, which the next one reads the entries by, and the
+/// batch writes their JSON once, into the object it ends with.
+struct Deferred {
+    /// Makes placeholders unlike any string a client sends.
+    nonce: u64,
+    /// Placeholders given out in this batch.
+    count: u64,
+    last: Mark,
+}
+
+/// The entries a batch's current object holds by placeholder, if any: taken before each
+/// mutation, put back when it fails (its object is dropped, the one before goes on).
+#[derive(Clone, Default)]
+pub struct Mark(Option<(String, Rc<Vec<Entry>>)>);
+
+/// A batch of mutations on this thread ([`crate::storage::WriteRules::apply_batch`]), from
+/// `begin` to `finish`. Mutations are plain functions of the object; only entries move between
+/// them by placeholder, and only inside a batch (a create or a write outside one writes JSON).
+pub struct Batch {
+    /// The batch belongs to the thread its mutations run on.
+    _thread: PhantomData<Rc<()>>,
+}
+
+impl Batch {
+    pub fn begin() -> Batch {
+        let nonce = hash_of(&Value::Null);
+        DEFERRED.with(|d| {
+            *d.borrow_mut() = Some(Deferred {
+                nonce,
+                count: 0,
+                last: Mark::default(),
+            })
+        });
+        Batch {
+            _thread: PhantomData,
+        }
+    }
+
+    pub fn mark(&self) -> Mark {
+        DEFERRED.with(|d| {
+            d.borrow()
+                .as_ref()
+                .map(|d| d.last.clone())
+                .unwrap_or_default()
+        })
+    }
+
+    pub fn reset(&self, mark: Mark) {
+        DEFERRED.with(|d| {
+            if let Some(d) = d.borrow_mut().as_mut() {
+                d.last = mark;
+            }
+        });
+    }
+
+    /// Ends the batch: the object it made gets its entries' JSON in place of the placeholder.
+    pub fn finish(self, mut change: Change) -> Change {
+        let last = DEFERRED.with(|d| d.borrow_mut().take()).map(|d| d.last);
+        let (Change::Put(obj) | Change::Remove(obj)) = &mut change;
+        if let Some(Value::String(placeholder)) = entries_field(obj) {
+            match last {
+                Some(Mark(Some((p, entries)))) if p == *placeholder => write_json(obj, entries),
+                _ => {
+                    // Never stored: a placeholder this batch did not give out.
+                    tracing::warn!("managedFields placeholder without entries; dropped");
+                    obj.metadata_mut().remove("managedFields");
+                }
+            }
+        }
+        change
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        DEFERRED.with(|d| d.borrow_mut().take());
+    }
+}
+
+/// The entries a placeholder of the running batch stands for.
+fn deferred(placeholder: &str) -> Option<Rc<Vec<Entry>>> {
+    DEFERRED.with(|d| match d.borrow().as_ref().map(|d| &d.last.0) {
+        Some(Some((p, entries))) if p == placeholder => Some(entries.clone()),
+        _ => None,
+    })
+}
+
+/// `obj` with its entries as JSON, where the running batch holds them by placeholder (what a
+/// JSON patch, which may address them, is applied to).
+pub fn materialized(obj: &Object) -> Cow<'_, Object> {
+    let Some(Value::String(p)) = entries_field(obj) else {
+        return Cow::Borrowed(obj);
+    };
+    let Some(entries) = deferred(p) else {
+        return Cow::Borrowed(obj);
+    };
+    let mut owned = obj.clone();
+    owned
+        .metadata_mut()
+        .insert("managedFields".into(), managed::to_value(&entries));
+    Cow::Owned(owned)
 }
 
 /// A keyed hash of a JSON value.
@@ -131,24 +242,48 @@ fn entries_field(obj: &Object) -> Option<&Value> {
 }
 
 /// The entries `obj` holds; unreadable ones count as none.
-fn entries_of(obj: &Object) -> Vec<Entry> {
-    let Some(v) = obj.metadata().and_then(|m| m.get("managedFields")) else {
-        return Vec::new();
+fn entries_of(obj: &Object) -> Rc<Vec<Entry>> {
+    let Some(v) = entries_field(obj) else {
+        return Rc::default();
     };
+    if let Value::String(p) = v {
+        return deferred(p).unwrap_or_default();
+    }
     let hash = hash_of(v);
-    let written = WRITTEN.with(|w| match w.borrow_mut().take() {
-        Some((h, entries)) if h == hash => Some(entries),
+    let written = WRITTEN.with(|w| match &*w.borrow() {
+        Some((h, entries)) if *h == hash => Some(entries.clone()),
         _ => None,
     });
-    written.unwrap_or_else(|| managed::parse(Some(v)).unwrap_or_default())
+    written.unwrap_or_else(|| Rc::new(managed::parse(Some(v)).unwrap_or_default()))
 }
 
-/// Writes `entries` into `obj` (none: no `managedFields` at all).
+/// Writes `entries` into `obj` (none: no `managedFields` at all); inside a batch, by
+/// placeholder.
 fn set_entries(obj: &mut Object, entries: Vec<Entry>) {
     if entries.iter().all(|e| e.fields.is_empty()) {
         obj.metadata_mut().remove("managedFields");
         return;
     }
+    let entries = Rc::new(entries);
+    let placeholder = DEFERRED.with(|d| {
+        let mut d = d.borrow_mut();
+        let d = d.as_mut()?;
+        d.count += 1;
+        let p = format!("keel:managed-fields:{:016x}:{}", d.nonce, d.count);
+        d.last = Mark(Some((p.clone(), entries.clone())));
+        Some(p)
+    });
+    match placeholder {
+        Some(p) => {
+            obj.metadata_mut()
+                .insert("managedFields".into(), Value::String(p));
+        }
+        None => write_json(obj, entries),
+    }
+}
+
+/// Writes `entries` into `obj` as JSON, remembered by its hash for the next read.
+fn write_json(obj: &mut Object, entries: Rc<Vec<Entry>>) {
     let v = managed::to_value(&entries);
     let hash = hash_of(&v);
     obj.metadata_mut().insert("managedFields".into(), v);
@@ -207,7 +342,7 @@ pub fn record_update(
             new.metadata_mut().remove("managedFields");
             return;
         }
-        (Subresource::Main, Requested::Entries(e)) => e,
+        (Subresource::Main, Requested::Entries(e)) => Rc::new(e),
         _ => entries_of(current),
     };
     if start.is_empty() {
@@ -218,7 +353,7 @@ pub fn record_update(
         Ok(d) => d,
         Err(e) => {
             tracing::warn!(error = %e, "managedFields not updated for a write");
-            set_entries(new, start);
+            set_entries(new, Rc::unwrap_or_clone(start));
             return;
         }
     };
@@ -355,7 +490,7 @@ pub fn apply(
         // An object nobody is recorded as owning: what it holds is `before-first-apply`'s,
         // which an apply changing it conflicts with (§2.9).
         if let Ok(fields) = fieldpath::field_set_of(live, &*schema) {
-            entries.push(Entry {
+            Rc::make_mut(&mut entries).push(Entry {
                 manager: "before-first-apply".into(),
                 operation: Operation::Update,
                 api_version: info.api_version(),

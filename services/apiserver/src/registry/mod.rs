@@ -24,6 +24,7 @@ pub mod patch;
 pub mod rbac;
 mod resources;
 mod reviews;
+mod rules;
 mod store;
 pub mod strategy;
 #[cfg(test)]
@@ -31,10 +32,11 @@ mod testing;
 pub mod validation;
 
 pub use allocator::{RangeError, ServiceRanges};
-pub use deletion::{DeleteOptions, FinalizerRules, Propagation};
+pub use deletion::{DeleteOptions, Propagation};
 pub use patch::PatchType;
 pub use rbac::{Attributes, Policies, forbidden, policy_resources};
 pub use resources::Resources;
+pub use rules::RegistryRules;
 pub use store::{ListOptions, Registry, Write};
 pub use strategy::Subresource;
 // What the registry's verbs take and return, from storage below it.

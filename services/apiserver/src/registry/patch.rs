@@ -1,11 +1,12 @@
 //! Turns a PATCH request into a mutation of the current object: apply the patch, then the
 //! same update rules as a replace (immutable fields, subresource, validation).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use keel_api::{ApiError, Metadata, Object, ObjectError, ResourceInfo, Target};
 use keel_patch::PatchError;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::admission::admit_update;
 use super::kinds::Kind;
@@ -133,6 +134,7 @@ pub fn mutation(
             "a merge patch must be a JSON object",
         ));
     }
+    let sees_entries = sees_entries(kind, &patch);
     let apply: Applier = match kind {
         PatchType::Json => {
             // Parsed once here, so a malformed patch fails before any read and a retried
@@ -191,7 +193,14 @@ pub fn mutation(
             managed::record_update(&*rules, &manager, sub, stored, &mut new);
             return Ok(Change::Put(new));
         }
-        let patched = apply(&Value::Object(current.as_map().clone()))
+        // A patch that may address `managedFields` sees them as JSON, even where a batch
+        // holds them parsed.
+        let source = if sees_entries {
+            managed::materialized(current)
+        } else {
+            Cow::Borrowed(current)
+        };
+        let patched = apply(&Value::Object(source.as_map().clone()))
             .map_err(|e| patch_error(&t, &info.kind, e))?;
         let mut patched = Object::from_value(patched).map_err(|e| match e {
             ObjectError::NotAnObject => ApiError::bad_request(
@@ -206,6 +215,31 @@ pub fn mutation(
         managed::record_update(&*rules, &manager, sub, stored, &mut new);
         Ok(Change::Put(new))
     }))
+}
+
+/// Whether the result of `patch` may depend on what `metadata.managedFields` hold, rather than
+/// only replace or remove them: any JSON patch; a merge or strategic patch that names them in
+/// any other way (a strategic list merge, `$setElementOrder/managedFields`, ...) or carries a
+/// directive where it could reach them.
+fn sees_entries(kind: PatchType, patch: &Value) -> bool {
+    let directive = |m: &Map<String, Value>| m.keys().any(|k| k.starts_with('$'));
+    let Some(top) = patch.as_object().filter(|_| kind != PatchType::Json) else {
+        return true;
+    };
+    match top.get("metadata") {
+        None => false,
+        Some(Value::Object(md)) => {
+            let replaces = |k: &str, v: &Value| {
+                k == "managedFields" && (v.is_null() || (kind == PatchType::Merge && v.is_array()))
+            };
+            directive(top)
+                || directive(md)
+                || md
+                    .iter()
+                    .any(|(k, v)| k.contains("managedFields") && !replaces(k, v))
+        }
+        Some(_) => true,
+    }
 }
 
 /// The mutation of a server-side apply: the configuration merged into the current object

@@ -3,6 +3,7 @@
 //! `registry/generic/registry.Store`. What the client sent arrives parsed by the request layer,
 //! except `resourceVersion`s, which are parsed here with storage's parser.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -679,7 +680,7 @@ impl Registry {
         body: &[u8],
         w: Write<'_>,
         deadline: Instant,
-    ) -> Result<Object, ApiError> {
+    ) -> Result<Arc<Object>, ApiError> {
         let once = |w| self.patch_once(info, namespace, name, sub, kind, body, w, deadline);
         match once(w).await {
             // An apply's entries are its point: it is not tried again without them.
@@ -699,7 +700,7 @@ impl Registry {
         body: &[u8],
         w: Write<'_>,
         deadline: Instant,
-    ) -> Result<Object, ApiError> {
+    ) -> Result<Arc<Object>, ApiError> {
         let (writer, dry_run) = (w.user, w.dry_run);
         let t = target(info, name);
         let body = patch::parse(&t, kind, body)?;
@@ -728,13 +729,17 @@ impl Registry {
                     ..UpdateOptions::default()
                 };
                 let committed = self.commit(&key, opts, mutation, deadline).await?;
-                Ok(crd::to_request_version(info, committed.object))
+                Ok(Arc::new(crd::to_request_version(info, committed.object)))
             }
+            // The batch's object is shared by its callers: copied only to be converted.
             _ => self
                 .coalescer
                 .mutate(key, mutation, deadline)
                 .await
-                .map(|o| crd::to_request_version(info, o)),
+                .map(|o| match keel_api::conversion::served(info, &o) {
+                    Cow::Borrowed(_) => o,
+                    Cow::Owned(converted) => Arc::new(converted),
+                }),
         }
     }
 

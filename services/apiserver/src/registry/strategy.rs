@@ -173,12 +173,10 @@ pub fn check_create_resource_version(t: &Target, rv: &str) -> Result<(), ApiErro
 }
 
 /// Everything of an object but `metadata` and `status`: what `generation` counts changes of.
-fn spec_part(obj: &Object) -> Map<String, Value> {
+fn spec_part(obj: &Object) -> impl Iterator<Item = (&String, &Value)> {
     obj.as_map()
         .iter()
         .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind"))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
 }
 
 /// Builds the object to store from the one a client sent (`new`) and the stored one (`old`):
@@ -255,7 +253,8 @@ pub fn prepare_for_update(
             ));
         }
     }
-    let old_meta = old.metadata().cloned().unwrap_or_default();
+    let empty = Map::new();
+    let old_meta = old.metadata().unwrap_or(&empty);
     {
         let meta = new.metadata_mut();
         for f in SYSTEM_FIELDS {
@@ -289,7 +288,7 @@ pub fn prepare_for_update(
     if !causes.is_empty() {
         return Err(ApiError::invalid(kind_target(info, &t.name), causes));
     }
-    if spec_part(&new) != spec_part(old) {
+    if !spec_part(&new).eq(spec_part(old)) {
         let generation = old.generation() + 1;
         new.metadata_mut()
             .insert("generation".into(), json!(generation));

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::controllers::service_ranges::ServiceRangeRepair;
 use super::{
-    DeleteOptions, FinalizerRules, ListOptions, ListResult, PatchType, Policies, Registry,
+    DeleteOptions, ListOptions, ListResult, PatchType, Policies, Registry, RegistryRules,
     Resources, ServiceRanges, Subresource, Write,
 };
 use crate::metrics::Metrics;
@@ -37,7 +37,7 @@ impl Fixture {
     pub async fn with_ranges(ranges: ServiceRanges) -> Fixture {
         let resources = Arc::new(Resources::builtin());
         let storage =
-            storage::testing::Fixture::with_removal(Arc::new(FinalizerRules(resources.clone())));
+            storage::testing::Fixture::with_rules(Arc::new(RegistryRules(resources.clone())));
         for info in resources.all().into_iter().filter(|r| !r.create_only) {
             storage.store.cache(&info);
         }
@@ -124,6 +124,7 @@ impl Fixture {
                 far(),
             )
             .await
+            .map(Arc::unwrap_or_clone)
     }
 
     /// Patches the object `of` names as `manager` (an apply: as the request layer does, it
@@ -154,7 +155,7 @@ impl Fixture {
                     .create_on_apply(&info, of.namespace(), of.name(), sub, &body, w, far())
                     .await
             }
-            patched => patched,
+            patched => patched.map(Arc::unwrap_or_clone),
         }
     }
 

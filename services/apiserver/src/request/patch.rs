@@ -1,6 +1,8 @@
 //! Patch: JSON, merge, strategic merge patch or server-side apply of one object. An apply of
 //! an object that does not exist creates it, when the caller may create too.
 
+use std::sync::Arc;
+
 use keel_api::{ApiError, FieldCause, Object, Reason};
 
 use super::fields::FieldValidation;
@@ -32,9 +34,10 @@ pub struct Patch {
     pub force: Option<bool>,
 }
 
-/// A patched object, and whether the patch (an apply) created it.
+/// A patched object (shared by the PATCHes committed with it), and whether the patch (an
+/// apply) created it.
 pub struct Patched {
-    pub object: Object,
+    pub object: Arc<Object>,
     pub created: bool,
 }
 
@@ -124,7 +127,7 @@ impl Verb for Patch {
                     let object = made?;
                     cx.made(&self.name);
                     return Ok(Patched {
-                        object,
+                        object: Arc::new(object),
                         created: true,
                     });
                 }

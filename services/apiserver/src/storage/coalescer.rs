@@ -50,7 +50,7 @@ impl Commit for Store {
 struct Pending {
     mutate: Mutation,
     deadline: Instant,
-    reply: oneshot::Sender<Result<Object, ApiError>>,
+    reply: oneshot::Sender<Result<Arc<Object>, ApiError>>,
 }
 
 /// The coalescer in front of a store.
@@ -75,13 +75,14 @@ impl<C: Commit> Coalescer<C> {
         })
     }
 
-    /// Queues `mutation` of the object at `key` and waits for the batch that commits it.
+    /// Queues `mutation` of the object at `key` and waits for the batch that commits it: the
+    /// object as the batch committed it, one copy shared by every caller of the batch.
     pub async fn mutate(
         self: &Arc<Self>,
         key: ObjectKey,
         mutation: Mutation,
         deadline: Instant,
-    ) -> Result<Object, ApiError> {
+    ) -> Result<Arc<Object>, ApiError> {
         let t = key.target();
         let (reply, rx) = oneshot::channel();
         let pending = Pending {
@@ -173,7 +174,7 @@ impl<C: Commit> Coalescer<C> {
         let deadline = live.iter().map(|p| p.deadline).max().unwrap_or(now);
         let mutations: Vec<&Mutation> = live.iter().map(|p| &p.mutate).collect();
         let (res, errors) = self.store.commit(key, &mutations, deadline).await;
-        let res = res.map(|c| c.object);
+        let res = res.map(|c| Arc::new(c.object));
         for (p, err) in live.into_iter().zip(errors) {
             let answer = match err {
                 Some(e) => Err(e),
@@ -312,7 +313,7 @@ mod tests {
         c: &Arc<Coalescer<FakeStore>>,
         m: Mutation,
         deadline: Instant,
-    ) -> JoinHandle<Result<Object, ApiError>> {
+    ) -> JoinHandle<Result<Arc<Object>, ApiError>> {
         let c = c.clone();
         tokio::spawn(async move { c.mutate(key(), m, deadline).await })
     }

@@ -4,7 +4,7 @@
 //! history compaction.
 //!
 //! Storage knows nothing above it: the registry's rules reach it as mutations and as a
-//! [`RemovalPolicy`], and its errors and watch events are keel's own types, not the wire's.
+//! [`WriteRules`], and its errors and watch events are keel's own types, not the wire's.
 
 mod cached;
 pub mod coalescer;
@@ -37,5 +37,5 @@ pub use list::{ListQuery, ListResult};
 pub use ranges::{RangeValue, RangeWrite};
 pub use read::ReadFrom;
 pub use store::{Store, StoreConfig};
-pub use update::{Change, Committed, Mutation, RemovalPolicy, UpdateOptions};
+pub use update::{Change, Committed, Mutation, UpdateOptions, WriteRules, apply_in_order};
 pub use watcher::{WatchEvent, WatchEventKind, WatchStream};

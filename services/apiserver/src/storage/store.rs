@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::cached::CachedObject;
 use super::keys::{Keys, ObjectKey};
 use super::recent::{RECENT_WRITES, RecentWrites};
-use super::update::RemovalPolicy;
+use super::update::WriteRules;
 use super::watch_cache::WatchCache;
 use crate::etcd::KeyValue;
 use crate::metrics::Metrics;
@@ -39,8 +39,9 @@ pub struct Store {
     caches: RwLock<HashMap<GroupVersionResource, Arc<WatchCache>>>,
     /// Lets a write that follows this replica's own write skip a stale cache read.
     pub(super) recent: RecentWrites,
-    /// When a write removes the object instead (the registry's finalizer rules).
-    pub(super) removal: Arc<dyn RemovalPolicy>,
+    /// The registry's rules for writes: when a write removes the object instead, how a batch
+    /// of mutations is applied.
+    pub(super) rules: Arc<dyn WriteRules>,
     /// Set when the server shuts down: open watches end.
     pub(super) shutdown: tokio::sync::watch::Receiver<bool>,
     /// Bumped by any cache when an object starts waiting for initializers.
@@ -51,7 +52,7 @@ impl Store {
     pub fn new(
         kv: Arc<dyn KeyValue>,
         config: StoreConfig,
-        removal: Arc<dyn RemovalPolicy>,
+        rules: Arc<dyn WriteRules>,
         metrics: Metrics,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Arc<Store> {
@@ -62,7 +63,7 @@ impl Store {
             metrics,
             caches: RwLock::new(HashMap::new()),
             recent: RecentWrites::new(RECENT_WRITES),
-            removal,
+            rules,
             shutdown,
             new_waiting: Default::default(),
         })

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::keys::ObjectKey;
-use super::update::RemovalPolicy;
+use super::update::WriteRules;
 use super::{Store, StoreConfig, to_storage};
 use crate::etcd::mem::MemEtcd;
 use crate::metrics::Metrics;
@@ -19,7 +19,7 @@ use crate::metrics::Metrics;
 /// Removes an object marked for deletion once no finalizer holds it (the registry's rule).
 struct Finalizers;
 
-impl RemovalPolicy for Finalizers {
+impl WriteRules for Finalizers {
     fn is_finished(&self, _: &ResourceInfo, obj: &Object) -> bool {
         obj.deletion_timestamp().is_some() && obj.finalizers().is_empty()
     }
@@ -48,12 +48,12 @@ impl Fixture {
         Fixture::build(mem, Arc::new(Finalizers))
     }
 
-    /// A store on a new in-memory etcd whose writes remove objects as `removal` says.
-    pub fn with_removal(removal: Arc<dyn RemovalPolicy>) -> Fixture {
-        Fixture::build(MemEtcd::new(), removal)
+    /// A store on a new in-memory etcd whose writes follow `rules`.
+    pub fn with_rules(rules: Arc<dyn WriteRules>) -> Fixture {
+        Fixture::build(MemEtcd::new(), rules)
     }
 
-    fn build(mem: MemEtcd, removal: Arc<dyn RemovalPolicy>) -> Fixture {
+    fn build(mem: MemEtcd, rules: Arc<dyn WriteRules>) -> Fixture {
         let mem = Arc::new(mem);
         let (shutdown, rx) = tokio::sync::watch::channel(false);
         let info = keel_api::builtin_resources()
@@ -68,7 +68,7 @@ impl Fixture {
                 watch_cache_size: 100,
                 bookmark_interval: Duration::from_secs(60),
             },
-            removal,
+            rules,
             Metrics::new(),
             rx,
         );

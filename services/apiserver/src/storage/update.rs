@@ -20,26 +20,57 @@ pub type Mutation = Box<dyn Fn(&Object) -> Result<Change, ApiError> + Send + Syn
 /// What a mutation makes of the object.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
-    /// Store this object (removed instead when the [`RemovalPolicy`] says it is finished).
+    /// Store this object (removed instead when the [`WriteRules`] say it is finished).
     Put(Object),
     /// Remove the object now; this is its last state, as the caller is answered.
     Remove(Object),
 }
 
 impl Change {
-    fn object(&self) -> &Object {
+    pub fn object(&self) -> &Object {
         match self {
             Change::Put(o) | Change::Remove(o) => o,
         }
     }
 }
 
-/// When a written object is removed instead of stored: a rule of the registry (finalizers are
-/// its business), given to storage so that storage never calls up to it.
-pub trait RemovalPolicy: Send + Sync {
+/// The registry's rules for what storage writes, given to storage so that storage never calls
+/// up to the registry.
+pub trait WriteRules: Send + Sync {
     /// Whether `obj`, as a write would store it, is finished: marked for deletion and held by
-    /// no finalizer.
+    /// no finalizer (finalizers are the registry's business); it is removed instead of stored.
     fn is_finished(&self, info: &ResourceInfo, obj: &Object) -> bool;
+
+    /// Applies a batch's `mutations` in order to `obj` (as [`apply_in_order`]); a registry
+    /// may keep what its mutations share between them and finish the object once.
+    fn apply_batch(
+        &self,
+        obj: Object,
+        mutations: &[&Mutation],
+        errors: &mut [Option<ApiError>],
+    ) -> Change {
+        apply_in_order(obj, mutations, errors)
+    }
+}
+
+/// Applies `mutations` in order to `obj`, each to what the one before made: one that fails is
+/// skipped, its error put in its place in `errors`.
+pub fn apply_in_order(
+    obj: Object,
+    mutations: &[&Mutation],
+    errors: &mut [Option<ApiError>],
+) -> Change {
+    let mut change = Change::Put(obj);
+    for (m, err) in mutations.iter().zip(errors.iter_mut()) {
+        match m(change.object()) {
+            Ok(c) => {
+                change = c;
+                *err = None;
+            }
+            Err(e) => *err = Some(e),
+        }
+    }
+    change
 }
 
 /// How a guaranteed update starts.
@@ -99,16 +130,9 @@ impl Store {
             {
                 return (Err(ApiError::stale(t)), errors);
             }
-            let mut change = Change::Put(cur.obj.clone());
-            for (m, err) in mutations.iter().zip(errors.iter_mut()) {
-                match m(change.object()) {
-                    Ok(c) => {
-                        change = c;
-                        *err = None;
-                    }
-                    Err(e) => *err = Some(e),
-                }
-            }
+            let change = self
+                .rules
+                .apply_batch(cur.obj.clone(), mutations, &mut errors);
             let (mut obj, remove) = match change {
                 Change::Put(obj) if obj == cur.obj => {
                     if cur.unverified {
@@ -125,7 +149,7 @@ impl Store {
                     );
                 }
                 Change::Put(obj) => {
-                    let finished = self.removal.is_finished(info, &obj);
+                    let finished = self.rules.is_finished(info, &obj);
                     (obj, finished)
                 }
                 Change::Remove(obj) => (obj, true),

@@ -66,7 +66,7 @@ fn request<V>(
     }
 }
 
-fn object_response(obj: keel_api::Object) -> Response<ObjectResponse> {
+fn object_response(obj: &keel_api::Object) -> Response<ObjectResponse> {
     Response::new(ObjectResponse {
         object: obj.to_vec(),
     })
@@ -134,7 +134,7 @@ impl Objects for ObjectsService {
             .handle(request(r.resource, timeout, user, verb))
             .await
             .map_err(status)?;
-        Ok(object_response(created))
+        Ok(object_response(&created))
     }
 
     async fn get(
@@ -155,7 +155,7 @@ impl Objects for ObjectsService {
             .handle(request(r.resource, timeout, user, verb))
             .await
             .map_err(status)?;
-        Ok(object_response(obj))
+        Ok(object_response(&obj))
     }
 
     async fn list(
@@ -226,7 +226,7 @@ impl Objects for ObjectsService {
             .handle(request(r.resource, timeout, user, verb))
             .await
             .map_err(status)?;
-        Ok(object_response(updated))
+        Ok(object_response(&updated))
     }
 
     async fn patch(
@@ -257,7 +257,7 @@ impl Objects for ObjectsService {
             .handle(request(r.resource, timeout, user, verb))
             .await
             .map_err(status)?;
-        Ok(object_response(patched.object))
+        Ok(object_response(&patched.object))
     }
 
     async fn delete(
