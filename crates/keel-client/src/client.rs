@@ -722,7 +722,7 @@ impl Client {
     }
 
     /// The PATCH's answer: the object's JSON as the server sent it.
-    async fn send_patch_raw(&self, req: PatchRequest) -> Result<Vec<u8>, ApiError> {
+    async fn send_patch_raw(&self, req: PatchRequest) -> Result<bytes::Bytes, ApiError> {
         let resp = self
             .call(Idempotency::Write, |mut c, left| {
                 let r = self.request(req.clone(), Some(left));

@@ -3,9 +3,10 @@
 //! Kubernetes' `Status` in its details) back into protobuf.
 
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use keel_api::{ApiError, GroupVersionResource, Target};
 use keel_wire::proto::objects_server::Objects;
@@ -68,8 +69,30 @@ fn request<V>(
 
 fn object_response(obj: &keel_api::Object) -> Response<ObjectResponse> {
     Response::new(ObjectResponse {
-        object: obj.to_vec(),
+        object: obj.to_vec().into(),
     })
+}
+
+/// The answer of a PATCH with its object, which the other PATCHes of its batch share: encoded
+/// once for all of them. The last encoding is kept beside a weak reference to its object,
+/// which keeps that allocation from being reused while the encoding is kept, so an object at
+/// the same address is the same object.
+fn shared_object_response(obj: &Arc<keel_api::Object>) -> Response<ObjectResponse> {
+    static LAST: Mutex<Option<(Weak<keel_api::Object>, Bytes)>> = Mutex::new(None);
+    let hit = {
+        let last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+        match &*last {
+            Some((w, bytes)) if std::ptr::eq(w.as_ptr(), Arc::as_ptr(obj)) => Some(bytes.clone()),
+            _ => None,
+        }
+    };
+    let object = hit.unwrap_or_else(|| {
+        let bytes = Bytes::from(obj.to_vec());
+        *LAST.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((Arc::downgrade(obj), bytes.clone()));
+        bytes
+    });
+    Response::new(ObjectResponse { object })
 }
 
 /// The client's `user-agent` (gRPC sends one, as HTTP does): a write's manager when it names
@@ -257,7 +280,7 @@ impl Objects for ObjectsService {
             .handle(request(r.resource, timeout, user, verb))
             .await
             .map_err(status)?;
-        Ok(object_response(&patched.object))
+        Ok(shared_object_response(&patched.object))
     }
 
     async fn delete(
@@ -319,5 +342,34 @@ fn shard_selector(s: keel_wire::proto::ShardSelector) -> keel_api::shard::ShardS
         count: s.count,
         ids: s.ids,
         by_owner: s.by_owner,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_api::Object;
+    use serde_json::json;
+
+    fn cm(v: &str) -> Arc<Object> {
+        Arc::new(Object::from_value(json!({"metadata": {"name": "cm"}, "data": {"v": v}})).unwrap())
+    }
+
+    fn answered(obj: &Arc<Object>) -> Object {
+        Object::from_slice(&shared_object_response(obj).into_inner().object).unwrap()
+    }
+
+    #[test]
+    fn a_shared_object_is_answered_as_itself_whatever_came_before() {
+        let a = cm("a");
+        assert_eq!(answered(&a), *a);
+        assert_eq!(answered(&a), *a, "encoded once, answered twice");
+        // A new object, made after the last answered one is gone (the allocator may offer it
+        // the same address), is encoded anew.
+        drop(a);
+        for i in 0..100 {
+            let next = cm(&format!("b{i}"));
+            assert_eq!(answered(&next), *next);
+        }
     }
 }
