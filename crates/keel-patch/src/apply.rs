@@ -5,6 +5,7 @@
 //! brought up to date.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -83,9 +84,12 @@ pub fn apply(
     if !found.is_empty() && !force {
         return Err(ApplyError::Conflicts(found));
     }
+    // What the applier takes from others: nothing unless it conflicted (and was forced).
     let mut forced = Set::new();
-    for e in entries.iter().filter(|e| !e.is(writer)) {
-        forced.union_with(&e.fields.intersection(&change));
+    if !found.is_empty() {
+        for e in entries.iter().filter(|e| !e.is(writer)) {
+            forced.union_with(&e.fields.intersection(&change));
+        }
     }
     let object_changed = merged != *live;
     let mut entries = record_apply(entries, writer, &applied, &forced, object_changed, now);
@@ -93,7 +97,7 @@ pub fn apply(
     // with what another manager owned inside it).
     if removed {
         for e in &mut entries {
-            e.fields = e.fields.without_below(&gone);
+            e.fields = Arc::new(e.fields.without_below(&gone));
         }
         entries.retain(|e| !e.fields.is_empty());
     }

@@ -3,6 +3,7 @@
 //! order, and the words of an apply's conflicts.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
@@ -37,7 +38,8 @@ pub struct Entry {
     pub time: Option<String>,
     /// `status` or `scale` for a write through that subresource.
     pub subresource: String,
-    pub fields: Set,
+    /// Shared: copying the entries of an object copies no field sets.
+    pub fields: Arc<Set>,
 }
 
 /// Why `metadata.managedFields` could not be read: the field's path and what is wrong, in
@@ -163,7 +165,7 @@ pub fn parse(v: Option<&Value>) -> Result<Vec<Entry>, ManagedFieldsError> {
             api_version: text("apiVersion"),
             time: item.get("time").and_then(Value::as_str).map(str::to_string),
             subresource: text("subresource"),
-            fields,
+            fields: Arc::new(fields),
         });
     }
     Ok(out)
@@ -240,7 +242,7 @@ impl Writer {
             api_version: self.api_version.clone(),
             time,
             subresource: self.subresource.clone(),
-            fields,
+            fields: Arc::new(fields),
         }
     }
 }
@@ -282,7 +284,7 @@ pub fn record_update(
     for e in entries {
         let mut e = e.clone();
         if e.is(writer) {
-            e.fields = e.fields.union(changed).without_below(removed);
+            e.fields = Arc::new(e.fields.union(changed).without_below(removed));
             e.api_version = writer.api_version.clone();
             if !changed.is_empty() {
                 e.time = Some(now.to_string());
@@ -290,7 +292,7 @@ pub fn record_update(
             mine = Some(e);
             continue;
         }
-        e.fields = e.fields.difference(changed).without_below(removed);
+        e.fields = Arc::new(e.fields.difference(changed).without_below(removed));
         out.push(e);
     }
     let mine = mine.unwrap_or_else(|| writer.entry(changed.clone(), Some(now.to_string())));
@@ -320,7 +322,7 @@ pub fn record_apply(
         }
         let mut e = e.clone();
         if !forced.is_empty() {
-            e.fields = e.fields.difference(forced);
+            e.fields = Arc::new(e.fields.difference(forced));
         }
         out.push(e);
     }
@@ -376,7 +378,7 @@ pub fn cap_updates(entries: &mut Vec<Entry>) {
                 let bucket = &mut kept[i];
                 bucket.manager = ANCIENT_CHANGES.into();
                 bucket.subresource = String::new();
-                bucket.fields = bucket.fields.union(&e.fields);
+                bucket.fields = Arc::new(bucket.fields.union(&e.fields));
                 if compare_times(bucket.time.as_deref(), e.time.as_deref()) == Ordering::Less {
                     bucket.time = e.time.clone();
                 }
@@ -389,7 +391,7 @@ pub fn cap_updates(entries: &mut Vec<Entry>) {
     for e in kept {
         match merged.iter_mut().find(|m| m.identity() == e.identity()) {
             Some(m) => {
-                m.fields = m.fields.union(&e.fields);
+                m.fields = Arc::new(m.fields.union(&e.fields));
                 if compare_times(m.time.as_deref(), e.time.as_deref()) == Ordering::Less {
                     m.time = e.time;
                 }
@@ -465,7 +467,7 @@ mod tests {
             api_version: "apps/v1".into(),
             time: time.map(str::to_string),
             subresource: String::new(),
-            fields,
+            fields: fields.into(),
         }
     }
 
@@ -543,7 +545,7 @@ mod tests {
             entry("b", Operation::Update, Some("2025-01-02T03:04:06Z"), &["x"]),
             entry("a", Operation::Update, Some("2025-01-02T03:04:07Z"), &["y"]),
             Entry {
-                fields: Set::new(),
+                fields: Arc::default(),
                 ..entry("gone", Operation::Apply, None, &["z"])
             },
         ];
@@ -615,7 +617,7 @@ mod tests {
         assert!(
             entries
                 .iter()
-                .any(|e| e.manager == "other" && e.fields == replicas)
+                .any(|e| e.manager == "other" && *e.fields == replicas)
         );
     }
 

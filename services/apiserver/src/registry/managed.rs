@@ -496,7 +496,7 @@ pub fn apply(
                 api_version: info.api_version(),
                 time: None,
                 subresource: String::new(),
-                fields,
+                fields: fields.into(),
             });
         }
     }
