@@ -492,7 +492,7 @@ pub fn to_field_set(config: &Value, schema: &dyn crate::MergeSchema) -> Result<S
         &mut out,
         crate::MAX_DEPTH,
     )?;
-    Ok(out.difference(&never_owned()))
+    Ok(out.difference(never_owned()))
 }
 
 /// What a write from `live` to `new` changed (structured-merge-diff's `Compare`: added and
@@ -526,7 +526,7 @@ pub fn field_set_of(
         &mut out,
         crate::MAX_DEPTH,
     )?;
-    Ok(out.difference(&never_owned()))
+    Ok(out.difference(never_owned()))
 }
 
 /// [`changed`] between two objects' fields, with no copy of either.
@@ -566,8 +566,8 @@ pub fn compare_fields(
     )?;
     let never = never_owned();
     Ok(Diff {
-        changed: out.changed.difference(&never),
-        removed: out.removed.difference(&never),
+        changed: out.changed.difference(never),
+        removed: out.removed.difference(never),
     })
 }
 
@@ -582,17 +582,14 @@ fn diff_fields(
     depth: usize,
 ) -> Result<(), FieldSetError> {
     for (k, v) in new {
+        let before = live.and_then(|l| l.get(k));
+        if before == Some(v) {
+            // Nothing changed at or below an equal field (a write changes few of many).
+            continue;
+        }
         at.push(PathElement::Field(k.clone()));
         fields.push(k.clone());
-        let result = diff(
-            v,
-            live.and_then(|l| l.get(k)),
-            schema,
-            fields,
-            at,
-            out,
-            depth - 1,
-        );
+        let result = diff(v, before, schema, fields, at, out, depth - 1);
         fields.pop();
         at.pop();
         result?;
@@ -755,17 +752,20 @@ pub(crate) fn atomic(schema: &dyn crate::MergeSchema, fields: &[String]) -> bool
     schema.map_atomic(&names)
 }
 
-/// [`NEVER_OWNED`] as a set.
-fn never_owned() -> Set {
-    let mut s = Set::new();
-    for path in NEVER_OWNED {
-        let path: Vec<PathElement> = path
-            .iter()
-            .map(|f| PathElement::Field(f.to_string()))
-            .collect();
-        s.insert(&path);
-    }
-    s
+/// [`NEVER_OWNED`] as a set, made once.
+fn never_owned() -> &'static Set {
+    static NEVER: std::sync::LazyLock<Set> = std::sync::LazyLock::new(|| {
+        let mut s = Set::new();
+        for path in NEVER_OWNED {
+            let path: Vec<PathElement> = path
+                .iter()
+                .map(|f| PathElement::Field(f.to_string()))
+                .collect();
+            s.insert(&path);
+        }
+        s
+    });
+    &NEVER
 }
 
 fn visit_map(
