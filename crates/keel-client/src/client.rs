@@ -661,16 +661,8 @@ impl Client {
         kind: PatchType,
         patch: Vec<u8>,
     ) -> Result<Value, ApiError> {
-        let req = PatchRequest {
-            resource: resource_ref(g),
-            namespace: namespace.into(),
-            name: name.into(),
-            subresource: sub.into(),
-            patch_type: kind as i32,
-            patch,
-            ..Default::default()
-        };
-        self.send_patch(req).await
+        self.send_patch(patch_request(g, namespace, name, sub, kind, patch))
+            .await
     }
 
     /// Server-side apply: `config` is the manager's whole configuration of the object, its
@@ -705,14 +697,7 @@ impl Client {
     ) -> Result<(), ApiError> {
         let req = match kind {
             PatchType::Apply => apply_request(g, namespace, name, patch, p),
-            _ => PatchRequest {
-                resource: resource_ref(g),
-                namespace: namespace.into(),
-                name: name.into(),
-                patch_type: kind as i32,
-                patch: encode(patch),
-                ..Default::default()
-            },
+            _ => patch_request(g, namespace, name, "", kind, encode(patch)),
         };
         self.send_patch_raw(req).await.map(drop)
     }
@@ -778,6 +763,26 @@ impl Client {
     }
 }
 
+/// A PATCH of `kind` with `patch` as its body.
+fn patch_request(
+    g: &GroupVersionResource,
+    namespace: &str,
+    name: &str,
+    sub: &str,
+    kind: PatchType,
+    patch: Vec<u8>,
+) -> PatchRequest {
+    PatchRequest {
+        resource: resource_ref(g),
+        namespace: namespace.into(),
+        name: name.into(),
+        subresource: sub.into(),
+        patch_type: kind as i32,
+        patch,
+        ..Default::default()
+    }
+}
+
 /// The PATCH that carries an apply.
 fn apply_request(
     g: &GroupVersionResource,
@@ -787,15 +792,10 @@ fn apply_request(
     p: &ApplyParams,
 ) -> PatchRequest {
     PatchRequest {
-        resource: resource_ref(g),
-        namespace: namespace.into(),
-        name: name.into(),
-        patch_type: PatchType::Apply as i32,
-        patch: encode(config),
         dry_run: p.dry_run,
         field_manager: p.field_manager.clone(),
         force: p.force,
-        ..Default::default()
+        ..patch_request(g, namespace, name, "", PatchType::Apply, encode(config))
     }
 }
 

@@ -8,7 +8,7 @@ use keel_api::{ApiError, Metadata, Object, ResourceInfo};
 use super::Resources;
 use super::deletion::has_finalizers;
 use super::managed;
-use crate::storage::{Change, Mutation, WriteRules};
+use crate::storage::{Change, Mutation, WriteRules, apply_in_order};
 
 /// The served resources tell each object's kind.
 pub struct RegistryRules(pub Arc<Resources>);
@@ -28,21 +28,11 @@ impl WriteRules for RegistryRules {
         errors: &mut [Option<ApiError>],
     ) -> Change {
         let batch = managed::Batch::begin();
-        let mut change = Change::Put(obj);
-        for (m, err) in mutations.iter().zip(errors.iter_mut()) {
+        let change = apply_in_order(obj, mutations, errors, |m, current| {
             let before = batch.mark();
-            match m(change.object()) {
-                Ok(c) => {
-                    change = c;
-                    *err = None;
-                }
-                Err(e) => {
-                    // What a failing mutation recorded goes with it.
-                    batch.reset(before);
-                    *err = Some(e);
-                }
-            }
-        }
+            // What a failing mutation recorded goes with it.
+            m(current).inspect_err(|_| batch.reset(before))
+        });
         batch.finish(change)
     }
 }
@@ -57,7 +47,6 @@ mod tests {
     use crate::registry::kinds::testing::{info, kind};
     use crate::registry::patch::mutation;
     use crate::registry::strategy::Subresource;
-    use crate::storage::apply_in_order;
 
     fn rules() -> RegistryRules {
         RegistryRules(Arc::new(Resources::builtin()))
@@ -156,7 +145,7 @@ mod tests {
         let mut one_by_one = stored();
         for m in ms() {
             let (Change::Put(o) | Change::Remove(o)) =
-                apply_in_order(one_by_one, &[&m], &mut [None]);
+                apply_in_order(one_by_one, &[&m], &mut [None], |m, o| m(o));
             one_by_one = o;
         }
         assert_eq!(batched.as_map()["data"], json!({"a": "3", "x": "4"}));

@@ -49,20 +49,21 @@ pub trait WriteRules: Send + Sync {
         mutations: &[&Mutation],
         errors: &mut [Option<ApiError>],
     ) -> Change {
-        apply_in_order(obj, mutations, errors)
+        apply_in_order(obj, mutations, errors, |m, o| m(o))
     }
 }
 
-/// Applies `mutations` in order to `obj`, each to what the one before made: one that fails is
-/// skipped, its error put in its place in `errors`.
+/// Applies `mutations` in order to `obj`, each (through `run`) to what the one before made:
+/// one that fails is skipped, its error put in its place in `errors`.
 pub fn apply_in_order(
     obj: Object,
     mutations: &[&Mutation],
     errors: &mut [Option<ApiError>],
+    mut run: impl FnMut(&Mutation, &Object) -> Result<Change, ApiError>,
 ) -> Change {
     let mut change = Change::Put(obj);
     for (m, err) in mutations.iter().zip(errors.iter_mut()) {
-        match m(change.object()) {
+        match run(m, change.object()) {
             Ok(c) => {
                 change = c;
                 *err = None;
