@@ -96,6 +96,9 @@ thread_local! {
     static DEFERRED: RefCell<Option<Deferred>> = const { RefCell::new(None) };
 }
 
+/// How a batch's placeholder starts; a random per-thread nonce and a count follow.
+const PLACEHOLDER: &str = "keel:managed-fields:";
+
 /// A batch's entries kept parsed between its mutations: the object the last mutation made holds
 /// a placeholder string in `managedFields`, which the next one reads the entries by, and the
 /// batch writes their JSON once, into the object it ends with.
@@ -247,7 +250,13 @@ fn entries_of(obj: &Object) -> Rc<Vec<Entry>> {
         return Rc::default();
     };
     if let Value::String(p) = v {
-        return deferred(p).unwrap_or_default();
+        return deferred(p).unwrap_or_else(|| {
+            if p.starts_with(PLACEHOLDER) {
+                // A batch's object whose entries the batch no longer holds: never expected.
+                tracing::warn!("managedFields placeholder without entries; read as none");
+            }
+            Rc::default()
+        });
     }
     let hash = hash_of(v);
     let written = WRITTEN.with(|w| match &*w.borrow() {
@@ -269,7 +278,7 @@ fn set_entries(obj: &mut Object, entries: Vec<Entry>) {
         let mut d = d.borrow_mut();
         let d = d.as_mut()?;
         d.count += 1;
-        let p = format!("keel:managed-fields:{:016x}:{}", d.nonce, d.count);
+        let p = format!("{PLACEHOLDER}{:016x}:{}", d.nonce, d.count);
         d.last = Mark(Some((p.clone(), entries.clone())));
         Some(p)
     });

@@ -172,11 +172,20 @@ pub fn check_create_resource_version(t: &Target, rv: &str) -> Result<(), ApiErro
     }
 }
 
-/// Everything of an object but `metadata` and `status`: what `generation` counts changes of.
-fn spec_part(obj: &Object) -> impl Iterator<Item = (&String, &Value)> {
-    obj.as_map()
-        .iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind"))
+/// Whether `k` is of the spec: what `generation` counts changes of (everything but
+/// `metadata`, `status`, `apiVersion` and `kind`).
+fn is_spec(k: &str) -> bool {
+    !matches!(k, "metadata" | "status" | "apiVersion" | "kind")
+}
+
+/// Whether the spec of `a` and `b` differ (compared in place, whatever the maps' key order).
+fn spec_differs(a: &Object, b: &Object) -> bool {
+    let spec = |o: &Object| o.as_map().iter().filter(|(k, _)| is_spec(k)).count();
+    spec(a) != spec(b)
+        || a.as_map()
+            .iter()
+            .filter(|(k, _)| is_spec(k))
+            .any(|(k, v)| b.as_map().get(k) != Some(v))
 }
 
 /// Builds the object to store from the one a client sent (`new`) and the stored one (`old`):
@@ -288,7 +297,7 @@ pub fn prepare_for_update(
     if !causes.is_empty() {
         return Err(ApiError::invalid(kind_target(info, &t.name), causes));
     }
-    if !spec_part(&new).eq(spec_part(old)) {
+    if spec_differs(&new, old) {
         let generation = old.generation() + 1;
         new.metadata_mut()
             .insert("generation".into(), json!(generation));
