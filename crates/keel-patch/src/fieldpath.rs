@@ -381,8 +381,6 @@ impl Set {
         Ok(out)
     }
 
-    /// The set as `FieldsV1` text, byte for byte as Kubernetes writes it: `"."` first, then the
-    /// elements in path order (a JSON map would sort them by their text instead).
     /// [`Set::to_fields_v1`] as a JSON value, built directly.
     pub fn to_fields_v1_value(&self) -> Value {
         self.value(false)
@@ -404,6 +402,8 @@ impl Set {
         Value::Object(m)
     }
 
+    /// The set as `FieldsV1` text, byte for byte as Kubernetes writes it: `"."` first, then the
+    /// elements in path order (a JSON map would sort them by their text instead).
     pub fn to_fields_v1(&self) -> String {
         let mut out = String::new();
         self.write(&mut out, false);

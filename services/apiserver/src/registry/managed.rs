@@ -72,7 +72,7 @@ enum Requested {
 }
 
 fn requested(obj: &Object) -> Requested {
-    match obj.metadata().and_then(|m| m.get("managedFields")) {
+    match entries_field(obj) {
         None | Some(Value::Null) => Requested::Absent,
         Some(Value::Array(items))
             if items.is_empty() || (items.len() == 1 && items[0] == json!({})) =>
@@ -267,8 +267,8 @@ fn entries_of(obj: &Object) -> Rc<Vec<Entry>> {
 }
 
 /// Writes `entries` into `obj` (none: no `managedFields` at all); inside a batch, by
-/// placeholder.
-fn set_entries(obj: &mut Object, entries: Vec<Entry>) {
+/// placeholder. An apply's object gets its entries so, once the update's or create's rules ran.
+pub fn set_entries(obj: &mut Object, entries: Vec<Entry>) {
     if entries.iter().all(|e| e.fields.is_empty()) {
         obj.metadata_mut().remove("managedFields");
         return;
@@ -567,11 +567,6 @@ pub fn apply(
         object,
         entries: applied.entries,
     })
-}
-
-/// Stores `entries` in `obj` (an applied object once the update's or create's rules ran).
-pub fn set_applied_entries(obj: &mut Object, entries: Vec<Entry>) {
-    set_entries(obj, entries);
 }
 
 fn invalid_config(t: &Target, e: keel_patch::apply::ApplyError) -> ApiError {

@@ -270,7 +270,7 @@ pub fn apply_mutation(
             sub => sub,
         };
         let mut new = admit_update(&info, &*rules, patched, current, sub)?;
-        managed::set_applied_entries(&mut new, applied.entries);
+        managed::set_entries(&mut new, applied.entries);
         Ok(Change::Put(new))
     })
 }

@@ -458,9 +458,9 @@ impl Registry {
         }
         admission::validate_create(info, &*kind, &mut obj)?;
         match applied {
-            Some(entries) => managed::set_applied_entries(&mut obj, entries),
+            Some(entries) => managed::set_entries(&mut obj, entries),
             None if w.track => managed::record_create(&*kind, w.manager, &mut obj),
-            None => managed::set_applied_entries(&mut obj, Vec::new()),
+            None => managed::set_entries(&mut obj, Vec::new()),
         }
         let namespace = async {
             if !info.namespaced {
@@ -721,26 +721,21 @@ impl Registry {
         // A precondition, or a dry run, is one compare (or none); never coalesced. Nor is a
         // patch of an object holding shared values: its allocations are made for the state it
         // is applied to (`Registry::commit`).
-        match expected_revision {
-            _ if dry_run || expected_revision.is_some() || rules.allocations().is_some() => {
-                let opts = UpdateOptions {
-                    expected_revision,
-                    dry_run,
-                    ..UpdateOptions::default()
-                };
-                let committed = self.commit(&key, opts, mutation, deadline).await?;
-                Ok(Arc::new(crd::to_request_version(info, committed.object)))
-            }
-            // The batch's object is shared by its callers: copied only to be converted.
-            _ => self
-                .coalescer
-                .mutate(key, mutation, deadline)
-                .await
-                .map(|o| match keel_api::conversion::served(info, &o) {
-                    Cow::Borrowed(_) => o,
-                    Cow::Owned(converted) => Arc::new(converted),
-                }),
-        }
+        let object = if dry_run || expected_revision.is_some() || rules.allocations().is_some() {
+            let opts = UpdateOptions {
+                expected_revision,
+                dry_run,
+                ..UpdateOptions::default()
+            };
+            Arc::new(self.commit(&key, opts, mutation, deadline).await?.object)
+        } else {
+            self.coalescer.mutate(key, mutation, deadline).await?
+        };
+        // A batch's object is shared by its callers: copied only to be converted.
+        Ok(match keel_api::conversion::served(info, &object) {
+            Cow::Borrowed(_) => object,
+            Cow::Owned(converted) => Arc::new(converted),
+        })
     }
 
     /// Deletes an object (see [`deletion::deletion`]); returns it as it was last (marked, or
@@ -933,7 +928,7 @@ fn tracked(mutation: Mutation, w: Write<'_>) -> Mutation {
     Box::new(move |current: &Object| {
         Ok(match mutation(current)? {
             Change::Put(mut obj) => {
-                managed::set_applied_entries(&mut obj, Vec::new());
+                managed::set_entries(&mut obj, Vec::new());
                 Change::Put(obj)
             }
             removed => removed,
