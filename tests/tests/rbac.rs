@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use keel_client::{
-    ApiError, Client, ClientConfig, DeleteParams, ListParams, PatchType, Reason, WatchParams, gvr,
+    ApiError, ApplyParams, Client, ClientConfig, DeleteParams, ListParams, PatchType, Reason,
+    WatchParams, gvr,
 };
 use keel_tests::{ApiServer, Etcd, eventually, list_names};
 use serde_json::json;
@@ -22,6 +23,7 @@ alice-token,alice,2,dev
 loadtest-token,keel-loadtest,3,
 bob-token,bob,4,
 cm-token,system:keel-controller-manager,5,
+builder-token,system:serviceaccount:team-a:builder,6,system:serviceaccounts
 ";
 
 /// `TOKENS` written into `dir`: the path, for `--token-auth-file`.
@@ -1040,6 +1042,170 @@ async fn edit_admin_and_view_are_aggregated_and_a_custom_role_joins_them() {
     )
     .await;
     assert!(!rules_of("view").await.contains(&rule));
+}
+
+/// The issue's alice, who may only create and update ClusterRoles and create
+/// ClusterRoleBindings (and `escalate` the ClusterRole `big` alone), tries to gather
+/// cluster-admin's rules through an aggregation rule: on create, and on a role she already bound
+/// to herself. Both are Forbidden, and she never reads a Secret; a cluster-admin may still set
+/// one, and then its holder does read them, so the refusal is what keeps her out.
+#[tokio::test]
+async fn an_aggregation_rule_takes_cluster_admin_and_escalate_by_name_holds_on_create_on_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(&etcd, &["--token-auth-file", &token_file(&dir)]).await;
+    let _cm = keel_tests::ControllerManager::start(&[&api], &["--token", "cm-token"]).await;
+    let admin = client(&api, "admin-token").await;
+    let alice = client(&api, "alice-token").await;
+    let crs = gvr(RBAC, "v1", "clusterroles");
+    let crbs = gvr(RBAC, "v1", "clusterrolebindings");
+    let writer = cluster_role(
+        "role-writer",
+        json!([
+            {"apiGroups": [RBAC], "resources": ["clusterroles"], "verbs": ["create", "update", "patch", "get"]},
+            {"apiGroups": [RBAC], "resources": ["clusterrolebindings"], "verbs": ["create"]},
+            {"apiGroups": [RBAC], "resources": ["clusterroles"], "resourceNames": ["big"], "verbs": ["escalate"]}]),
+    );
+    admin.create(&crs, "", &writer).await.unwrap();
+    let bind = |name: &str, role: &str| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "User", "name": "alice"}]})
+    };
+    admin
+        .create(&crbs, "", &bind("role-writer", "role-writer"))
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(5),
+        "alice's binding in force",
+        || async {
+            alice
+                .create(&crs, "", &cluster_role("mine", json!([])))
+                .await
+                .ok()
+        },
+    )
+    .await;
+    // She binds her empty role to herself: it grants nothing.
+    alice
+        .create(&crbs, "", &bind("mine", "mine"))
+        .await
+        .unwrap();
+    let message = |name: &str| {
+        format!(
+            "clusterroles.rbac.authorization.k8s.io \"{name}\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
+        )
+    };
+    let aggregate = json!({"aggregationRule": {"clusterRoleSelectors": [{}]}});
+    forbidden(
+        alice
+            .patch(&crs, "", "mine", PatchType::Merge, &aggregate)
+            .await,
+        &message("mine"),
+    );
+    let mut gatherer = cluster_role("gatherer", json!([]));
+    gatherer["aggregationRule"] = aggregate["aggregationRule"].clone();
+    forbidden(
+        alice.create(&crs, "", &gatherer).await,
+        &message("gatherer"),
+    );
+    let secrets = gvr("", "v1", "secrets");
+    let all = ListParams::default();
+    let read_secrets = || alice.list(&secrets, "default", &all);
+    forbidden(
+        read_secrets().await,
+        "secrets is forbidden: User \"alice\" cannot list resource \"secrets\" in API group \"\" in the namespace \"default\"",
+    );
+
+    // `escalate` granted by name counts on create-on-apply, which names its object.
+    let big = cluster_role(
+        "big",
+        json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]),
+    );
+    alice
+        .apply(&crs, "", "big", &big, &ApplyParams::new("alice"))
+        .await
+        .unwrap();
+    let mut other = big.clone();
+    other["metadata"]["name"] = json!("other");
+    let e = alice
+        .apply(&crs, "", "other", &other, &ApplyParams::new("alice"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Forbidden, "{e}");
+
+    // A cluster-admin may set one, and the controller then fills it: had alice's patch
+    // passed, this is what she would have read.
+    admin
+        .patch(&crs, "", "mine", PatchType::Merge, &aggregate)
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(20), "mine gathers secrets", || async {
+        read_secrets().await.ok()
+    })
+    .await;
+}
+
+/// A RoleBinding's ServiceAccount subject without a namespace is the binding's own
+/// namespace's, as Argo CD's install.yaml writes them; a ClusterRoleBinding's must name one.
+#[tokio::test]
+async fn a_service_account_subject_without_a_namespace_is_the_role_bindings_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(&etcd, &["--token-auth-file", &token_file(&dir)]).await;
+    let admin = client(&api, "admin-token").await;
+    let builder = client(&api, "builder-token").await;
+    let ns = gvr("", "v1", "namespaces");
+    let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}});
+    admin.create(&ns, "", &obj).await.unwrap();
+    let reader = role(
+        "team-a",
+        "cm-reader",
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]),
+    );
+    admin
+        .create(&gvr(RBAC, "v1", "roles"), "team-a", &reader)
+        .await
+        .unwrap();
+    let mut b = binding("team-a", "builder", "Role", "cm-reader", "unused");
+    b["subjects"] = json!([{"kind": "ServiceAccount", "name": "builder"}]);
+    let stored = admin
+        .create(&gvr(RBAC, "v1", "rolebindings"), "team-a", &b)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "builder"}])
+    );
+    let cms = gvr("", "v1", "configmaps");
+    let all = ListParams::default();
+    eventually(Duration::from_secs(5), "builder lists team-a", || async {
+        builder.list(&cms, "team-a", &all).await.ok()
+    })
+    .await;
+    forbidden(
+        builder.list(&cms, "default", &all).await,
+        "configmaps is forbidden: User \"system:serviceaccount:team-a:builder\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\"",
+    );
+    let cluster_binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "builder"},
+        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "ServiceAccount", "name": "builder"}]});
+    let e = admin
+        .create(
+            &gvr(RBAC, "v1", "clusterrolebindings"),
+            "",
+            &cluster_binding,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Invalid, "{e}");
+    assert_eq!(
+        e.message,
+        "ClusterRoleBinding.rbac.authorization.k8s.io \"builder\" is invalid: subjects[0].namespace: Required value"
+    );
 }
 
 /// One plain-text REST request with a bearer token: the status code and the body.

@@ -334,11 +334,11 @@ impl Registry {
         deadline: Instant,
     ) -> Result<Object, ApiError> {
         match self
-            .create_recorded(info, obj.clone(), w, None, deadline)
+            .create_recorded(info, obj.clone(), w, None, "", deadline)
             .await
         {
             Err(e) if too_large(&e, w) => {
-                self.create_recorded(info, obj, w.untracked(), None, deadline)
+                self.create_recorded(info, obj, w.untracked(), None, "", deadline)
                     .await
             }
             created => created,
@@ -401,17 +401,20 @@ impl Registry {
                 ),
             ));
         }
-        self.create_recorded(info, obj, w, Some(applied.entries), deadline)
+        // Its grants are checked as the request was authorized: by the name on its URL.
+        self.create_recorded(info, obj, w, Some(applied.entries), name, deadline)
             .await
     }
 
-    /// A create whose `managedFields` are `applied` (an apply's), else its manager's Update.
+    /// A create whose `managedFields` are `applied` (an apply's), else its manager's Update;
+    /// `request_name` is the name the request was authorized for (`""` for a POST).
     async fn create_recorded(
         &self,
         info: &Arc<ResourceInfo>,
         mut obj: Object,
         w: Write<'_>,
         applied: Option<Vec<keel_patch::managed::Entry>>,
+        request_name: &str,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
         let (writer, dry_run) = (w.user, w.dry_run);
@@ -448,7 +451,7 @@ impl Registry {
                 &*kind,
                 writer,
                 obj.namespace(),
-                "",
+                request_name,
                 Some(&obj),
                 deadline,
             )

@@ -13,6 +13,10 @@ impl Kind for ClusterRoleBinding {
         builtin_merge_keys("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")
     }
 
+    fn defaults(&self, obj: &mut Object) {
+        rbac::default_binding(obj.as_map_mut());
+    }
+
     fn validate(&self, obj: &Object, causes: &mut Vec<FieldCause>) {
         rbac::validate_binding(obj.as_map(), false, causes);
     }

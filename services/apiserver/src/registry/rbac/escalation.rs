@@ -168,6 +168,23 @@ impl GrantCheck {
         let held = self.policy.rules_for(&self.user, namespace);
         let missing = rules::uncovered(&held, &rules);
         if missing.is_empty() {
+            // An aggregation rule gathers whatever rules any ClusterRole has or will have, and
+            // a change to it can also stop a role from tightening: setting, changing or
+            // dropping one takes full authority, as in Kubernetes' ClusterRole storage.
+            let aggregates = |o: &Object| {
+                o.as_map()
+                    .get("aggregationRule")
+                    .is_some_and(|r| !r.is_null())
+            };
+            if self.kind == GrantKind::ClusterRole
+                && (aggregates(new) || old.is_some_and(aggregates))
+                && !rules::uncovered(&held, &full_authority()).is_empty()
+            {
+                return Err(crate::registry::errors::forbidden(
+                    Target::new(RBAC_GROUP, self.kind.resource(), new.name()),
+                    "must have cluster-admin privileges to use the aggregationRule",
+                ));
+            }
             return Ok(());
         }
         let missing: BTreeSet<String> = rules::compact(&missing)
@@ -186,6 +203,25 @@ impl GrantCheck {
             &why,
         ))
     }
+}
+
+/// Kubernetes' `fullAuthority`: every verb on every resource of every group, and on every
+/// non-resource URL (cluster-admin's rules).
+fn full_authority() -> Vec<Rule> {
+    let all = || vec!["*".to_string()];
+    vec![
+        Rule {
+            verbs: all(),
+            api_groups: all(),
+            resources: all(),
+            ..Rule::default()
+        },
+        Rule {
+            verbs: all(),
+            non_resource_urls: all(),
+            ..Rule::default()
+        },
+    ]
 }
 
 /// A binding's role, if well-formed.
@@ -268,11 +304,27 @@ mod tests {
             json!({"kind": "ClusterRole", "metadata": {"name": "cm-reader"},
             "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}),
         );
+        let escalator = obj(
+            json!({"kind": "ClusterRole", "metadata": {"name": "escalator"},
+            "rules": [{"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "verbs": ["escalate"]}]}),
+        );
+        // Kubernetes' bootstrap cluster-admin: every resource and every URL.
+        let full = obj(json!({"kind": "ClusterRole", "metadata": {"name": "full"},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                      {"nonResourceURLs": ["*"], "verbs": ["*"]}]}));
+        // Each of these roles is bound, cluster-wide, to a user of its name.
+        let bound = ["full", "escalator"].map(|r| {
+            obj(
+                json!({"kind": "ClusterRoleBinding", "metadata": {"name": r},
+                "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": r},
+                "subjects": [{"kind": "User", "name": r}]}),
+            )
+        });
         Arc::new(Policy::build(
             &[role],
-            &[admin, view, reader],
+            &[admin, view, reader, escalator, full],
             &[binding],
-            &[],
+            &bound,
         ))
     }
 
@@ -359,6 +411,71 @@ mod tests {
         check("roles", "r")
             .confirm(&labelled, Some(&role))
             .expect_err("checked");
+    }
+
+    #[test]
+    fn an_aggregation_rule_takes_full_authority_to_set_change_or_drop() {
+        let empty = obj(json!({"kind": "ClusterRole", "metadata": {"name": "mine"}}));
+        let mut aggregating = empty.clone();
+        aggregating.as_map_mut().insert(
+            "aggregationRule".into(),
+            json!({"clusterRoleSelectors": [{}]}),
+        );
+        let refused = |r: Result<(), ApiError>| {
+            let e = r.expect_err("refused");
+            assert_eq!(e.reason, Reason::Forbidden);
+            assert_eq!(
+                e.message,
+                "clusterroles.rbac.authorization.k8s.io \"mine\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
+            );
+        };
+        // alice holds no rule of it, yet may not create it, nor set or keep one on update.
+        check("clusterroles", "")
+            .confirm(&empty, None)
+            .expect("grants nothing");
+        refused(check("clusterroles", "").confirm(&aggregating, None));
+        refused(check("clusterroles", "mine").confirm(&aggregating, Some(&empty)));
+        let mut relabelled = aggregating.clone();
+        relabelled.as_map_mut()["metadata"]
+            .as_object_mut()
+            .expect("metadata")
+            .insert("labels".into(), json!({"a": "b"}));
+        refused(check("clusterroles", "mine").confirm(&relabelled, Some(&aggregating)));
+        refused(check("clusterroles", "mine").confirm(&empty, Some(&aggregating)));
+        // A null aggregation rule is none.
+        let mut null = empty.clone();
+        null.as_map_mut()
+            .insert("aggregationRule".into(), Value::Null);
+        check("clusterroles", "")
+            .confirm(&null, None)
+            .expect("no rule");
+        // Whoever holds `*` on `*.*` and on every URL may.
+        let admin = user_bound_to("full");
+        let admin_check = |name: &str| {
+            GrantCheck::new(grant_kind("clusterroles"), Some(&admin), policy(), name)
+                .expect("a check")
+        };
+        admin_check("")
+            .confirm(&aggregating, None)
+            .expect("allowed");
+        admin_check("mine")
+            .confirm(&empty, Some(&aggregating))
+            .expect("allowed");
+        // `escalate` lets its holder write any role, as in Kubernetes.
+        let escalator = user_bound_to("escalator");
+        GrantCheck::new(grant_kind("clusterroles"), Some(&escalator), policy(), "")
+            .expect("a check")
+            .confirm(&aggregating, None)
+            .expect("escalate");
+    }
+
+    /// A user named as the ClusterRole it is bound to, cluster-wide.
+    fn user_bound_to(role: &str) -> User {
+        User {
+            name: role.into(),
+            groups: vec!["system:authenticated".into()],
+            uid: String::new(),
+        }
     }
 
     #[test]

@@ -251,8 +251,15 @@ fn binding_of(root: &Map<String, Value>, namespace: &str) -> Option<Binding> {
                     match s.get("kind")?.as_str()? {
                         "User" => Some(Subject::User(name)),
                         "Group" => Some(Subject::Group(name)),
+                        // In a RoleBinding, a ServiceAccount without a namespace is one of
+                        // the binding's own (Kubernetes' `appliesToUser`).
                         "ServiceAccount" => Some(Subject::ServiceAccount {
-                            namespace: s.get("namespace")?.as_str()?.to_string(),
+                            namespace: s
+                                .get("namespace")
+                                .and_then(Value::as_str)
+                                .filter(|ns| !ns.is_empty())
+                                .unwrap_or(namespace)
+                                .to_string(),
                             name,
                         }),
                         _ => None,
@@ -408,32 +415,89 @@ pub fn validate_binding(root: &Map<String, Value>, namespaced: bool, causes: &mu
     let subjects = optional_list(root, "subjects", causes);
     for (i, s) in subjects.iter().enumerate() {
         let path = format!("subjects[{i}]");
-        let Some(s) = s.as_object() else {
-            causes.push(FieldCause::type_error(path, "an object"));
-            continue;
-        };
-        let kind = s.get("kind").and_then(Value::as_str);
-        match kind {
-            Some("User" | "Group" | "ServiceAccount") => {}
-            Some(k) => causes.push(FieldCause::not_supported(
-                format!("{path}.kind"),
-                k,
-                &["User", "Group", "ServiceAccount"],
-            )),
-            None => causes.push(FieldCause::required(format!("{path}.kind"))),
+        match s.as_object() {
+            Some(s) => validate_subject(s, namespaced, &path, causes),
+            None => causes.push(FieldCause::type_error(path, "an object")),
         }
-        if s.get("name")
+    }
+}
+
+/// Kubernetes' `ValidateRoleBindingSubject`: a name; a ServiceAccount of the core group,
+/// named as a ServiceAccount is, and in a ClusterRoleBinding with its namespace (in a
+/// RoleBinding it defaults to the binding's); a User or Group of RBAC's group.
+fn validate_subject(
+    s: &Map<String, Value>,
+    namespaced: bool,
+    path: &str,
+    causes: &mut Vec<FieldCause>,
+) {
+    let text = |field: &str| s.get(field).and_then(Value::as_str).unwrap_or_default();
+    let (name, group) = (text("name"), text("apiGroup"));
+    if name.is_empty() {
+        causes.push(FieldCause::required(format!("{path}.name")));
+    }
+    match text("kind") {
+        "ServiceAccount" => {
+            if !name.is_empty() {
+                for e in keel_api::validation::dns1123_subdomain(name) {
+                    causes.push(FieldCause::invalid(format!("{path}.name"), name, e));
+                }
+            }
+            if !group.is_empty() {
+                causes.push(FieldCause::not_supported(
+                    format!("{path}.apiGroup"),
+                    group,
+                    &[""],
+                ));
+            }
+            if !namespaced && text("namespace").is_empty() {
+                causes.push(FieldCause::required(format!("{path}.namespace")));
+            }
+        }
+        "User" | "Group" => {
+            if group != RBAC_GROUP {
+                causes.push(FieldCause::not_supported(
+                    format!("{path}.apiGroup"),
+                    group,
+                    &[RBAC_GROUP],
+                ));
+            }
+        }
+        kind => causes.push(FieldCause::not_supported(
+            format!("{path}.kind"),
+            kind,
+            &["ServiceAccount", "User", "Group"],
+        )),
+    }
+}
+
+/// Kubernetes' defaults of a binding (`SetDefaults_RoleBinding`, `SetDefaults_Subject`):
+/// `roleRef.apiGroup` and a User's or Group's `apiGroup` are RBAC's group when left out.
+pub fn default_binding(root: &mut Map<String, Value>) {
+    if let Some(Value::Object(r)) = root.get_mut("roleRef") {
+        let empty = r
+            .get("apiGroup")
             .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-        {
-            causes.push(FieldCause::required(format!("{path}.name")));
+            .is_none_or(str::is_empty);
+        if empty {
+            r.insert("apiGroup".into(), RBAC_GROUP.into());
         }
-        if kind == Some("ServiceAccount")
-            && s.get("namespace")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
-        {
-            causes.push(FieldCause::required(format!("{path}.namespace")));
+    }
+    let Some(Value::Array(subjects)) = root.get_mut("subjects") else {
+        return;
+    };
+    for s in subjects.iter_mut().filter_map(Value::as_object_mut) {
+        // A ServiceAccount's group is the core group, `""`, which Kubernetes leaves out.
+        let person = matches!(
+            s.get("kind").and_then(Value::as_str),
+            Some("User" | "Group")
+        );
+        let empty = s
+            .get("apiGroup")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty);
+        if person && empty {
+            s.insert("apiGroup".into(), RBAC_GROUP.into());
         }
     }
 }
@@ -596,5 +660,100 @@ mod tests {
             fields,
             ["roleRef.kind", "subjects[0].kind", "subjects[1].namespace"]
         );
+    }
+
+    /// Each subject, defaulted as Kubernetes defaults it, in a RoleBinding and in a
+    /// ClusterRoleBinding: the causes Kubernetes' `ValidateRoleBindingSubject` gives.
+    fn subject_causes(subject: Value, namespaced: bool) -> Vec<String> {
+        let mut binding = json!({"roleRef": {"kind": "ClusterRole", "name": "r"},
+            "subjects": [subject]});
+        let root = binding.as_object_mut().expect("object");
+        default_binding(root);
+        let mut causes = Vec::new();
+        validate_binding(root, namespaced, &mut causes);
+        causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect()
+    }
+
+    #[test]
+    fn subjects_are_validated_as_kubernetes_validates_them() {
+        let sa = json!({"kind": "ServiceAccount", "name": "builder"});
+        assert!(subject_causes(sa.clone(), true).is_empty());
+        assert_eq!(
+            subject_causes(sa, false),
+            ["subjects[0].namespace: Required value"]
+        );
+        let sa_in = json!({"kind": "ServiceAccount", "name": "builder", "namespace": "ci"});
+        assert!(subject_causes(sa_in, false).is_empty());
+        assert_eq!(
+            subject_causes(
+                json!({"kind": "ServiceAccount", "name": "Bad_Name", "apiGroup": "rbac.authorization.k8s.io"}),
+                true
+            ),
+            [
+                "subjects[0].name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+                "subjects[0].apiGroup: Unsupported value: \"rbac.authorization.k8s.io\": supported values: \"\"",
+            ]
+        );
+        // A User's and a Group's group defaults to RBAC's; another is refused.
+        assert!(subject_causes(json!({"kind": "User", "name": "alice"}), false).is_empty());
+        assert!(subject_causes(json!({"kind": "Group", "name": "devs"}), true).is_empty());
+        assert_eq!(
+            subject_causes(
+                json!({"kind": "User", "name": "alice", "apiGroup": "x.io"}),
+                true
+            ),
+            [
+                "subjects[0].apiGroup: Unsupported value: \"x.io\": supported values: \"rbac.authorization.k8s.io\""
+            ]
+        );
+        assert_eq!(
+            subject_causes(json!({"kind": "User"}), true),
+            ["subjects[0].name: Required value"]
+        );
+        assert_eq!(
+            subject_causes(json!({"name": "x"}), true),
+            [
+                "subjects[0].kind: Unsupported value: \"\": supported values: \"ServiceAccount\", \"User\", \"Group\""
+            ]
+        );
+    }
+
+    #[test]
+    fn defaults_fill_the_groups_left_out_and_nothing_else() {
+        let mut binding = json!({"roleRef": {"kind": "Role", "name": "r"},
+            "subjects": [{"kind": "User", "name": "a"}, {"kind": "ServiceAccount", "name": "b"},
+                         {"kind": "Group", "name": "c", "apiGroup": "x"}]});
+        default_binding(binding.as_object_mut().expect("object"));
+        assert_eq!(
+            binding,
+            json!({"roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": "r"},
+                "subjects": [{"kind": "User", "name": "a", "apiGroup": RBAC_GROUP},
+                             {"kind": "ServiceAccount", "name": "b"},
+                             {"kind": "Group", "name": "c", "apiGroup": "x"}]})
+        );
+    }
+
+    #[test]
+    fn a_service_account_without_a_namespace_is_the_role_bindings_own() {
+        let binding = obj(
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "builder", "namespace": "ci"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "status"},
+            "subjects": [{"kind": "ServiceAccount", "name": "builder"}]}),
+        );
+        let status_patcher = obj(
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "status"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}),
+        );
+        let p = Policy::build(&[], &[status_patcher], &[binding], &[]);
+        let builder = |ns: &str| user(&format!("system:serviceaccount:{ns}:builder"), &[]);
+        assert!(p.allows(&builder("ci"), &attrs("get", "pods", "ci", "x")));
+        // Not elsewhere, and not the same name in another namespace.
+        assert!(!p.allows(&builder("ci"), &attrs("get", "pods", "other", "x")));
+        assert!(!p.allows(&builder("other"), &attrs("get", "pods", "ci", "x")));
     }
 }
