@@ -337,6 +337,74 @@ async fn an_apply_over_http_creates_conflicts_in_kubernetes_words_and_forces() {
     assert_eq!(managers, ["second"], "first owned nothing else");
 }
 
+/// kopf adds its finalizer with a JSON patch that tests the resourceVersion it read: when a
+/// status write landed in between, the `test` fails as any failed `test` does, 422 Invalid
+/// (kopf retries on it), never a 409 precondition; nothing is written.
+#[tokio::test]
+async fn a_json_patch_whose_resource_version_test_fails_is_invalid_not_a_conflict() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let addr = api.grpc;
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    let web = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}});
+    let (code, created) = call(
+        addr,
+        "POST",
+        deployments,
+        "application/json",
+        &serde_json::to_vec(&web).unwrap(),
+    );
+    assert_eq!(code, 201, "{created}");
+    let read = created["metadata"]["resourceVersion"].as_str().unwrap();
+    // A controller writes the status between kopf's read and its patch.
+    let (code, status_written) = call(
+        addr,
+        "PATCH",
+        &format!("{deployments}/web/status"),
+        "application/merge-patch+json",
+        br#"{"status": {"observedGeneration": 1}}"#,
+    );
+    assert_eq!(code, 200, "{status_written}");
+    let now = status_written["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap();
+    assert_ne!(now, read);
+    let finalizer = |rv: &str| {
+        serde_json::to_vec(&json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["kopf.zalando.org/KopfFinalizerMarker"]}]))
+        .unwrap()
+    };
+    let (code, v) = call(
+        addr,
+        "PATCH",
+        &format!("{deployments}/web"),
+        "application/json-patch+json",
+        &finalizer(read),
+    );
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(status(&v), ("Status", "Invalid"), "{v}");
+    let (_, unchanged) = call(addr, "GET", &format!("{deployments}/web"), "", b"");
+    assert_eq!(unchanged["metadata"]["resourceVersion"], now);
+    assert!(unchanged["metadata"].get("finalizers").is_none());
+    // kopf reads again and patches with what it read: the finalizer is added.
+    let (code, v) = call(
+        addr,
+        "PATCH",
+        &format!("{deployments}/web"),
+        "application/json-patch+json",
+        &finalizer(now),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(
+        v["metadata"]["finalizers"],
+        json!(["kopf.zalando.org/KopfFinalizerMarker"])
+    );
+}
+
 #[tokio::test]
 async fn sixty_four_writers_patching_one_object_over_http_lose_nothing() {
     let etcd = Etcd::start().await;

@@ -85,13 +85,15 @@ pub fn parse(t: &Target, kind: PatchType, bytes: &[u8]) -> Result<Value, ApiErro
 }
 
 /// The `resourceVersion` a patch pins, if any: such a patch is a precondition, answered with
-/// `Conflict` (never retried) when the object has moved on.
+/// `Conflict` (never retried) when the object has moved on. A JSON patch pins one only by
+/// setting it; a `test` of it changes nothing, and fails as any `test` does (422 Invalid, what
+/// kopf retries on), as in Kubernetes.
 pub fn precondition(kind: PatchType, patch: &Value) -> Option<String> {
     match kind {
         PatchType::Json => patch.as_array()?.iter().find_map(|op| {
             let path = op.get("path")?.as_str()?;
             let verb = op.get("op")?.as_str()?;
-            (path == "/metadata/resourceVersion" && matches!(verb, "test" | "replace" | "add"))
+            (path == "/metadata/resourceVersion" && matches!(verb, "replace" | "add"))
                 .then(|| op.get("value")?.as_str().map(str::to_string))
                 .flatten()
         }),
@@ -442,7 +444,9 @@ mod tests {
             precondition(PatchType::Merge, &json!({"data": {"a": "b"}})),
             None
         );
-        let p = json!([{"op": "test", "path": "/metadata/resourceVersion", "value": "7"}]);
+        let p = json!([{"op": "replace", "path": "/metadata/resourceVersion", "value": "7"}]);
         assert_eq!(precondition(PatchType::Json, &p).as_deref(), Some("7"));
+        let p = json!([{"op": "test", "path": "/metadata/resourceVersion", "value": "7"}]);
+        assert_eq!(precondition(PatchType::Json, &p), None);
     }
 }

@@ -134,6 +134,13 @@ impl Store {
             let change = self
                 .rules
                 .apply_batch(cur.obj.clone(), mutations, &mut errors);
+            if cur.unverified && errors.iter().any(Option::is_some) {
+                // A mutation may fail only because the cache's copy is behind (a JSON patch's
+                // `test` of a newer value): as Kubernetes' GuaranteedUpdate, try again on
+                // etcd's state, and answer what that says.
+                allow_cache = false;
+                continue;
+            }
             let (mut obj, remove) = match change {
                 Change::Put(obj) if obj == cur.obj => {
                     if cur.unverified {
@@ -462,6 +469,48 @@ mod tests {
         assert_eq!(data(&committed.object), &json!({"a": "1"}));
         assert_eq!(committed.object.resource_version(), (rv + 2).to_string());
         assert_eq!(stored(&f, "app").await.unwrap(), committed.object);
+    }
+
+    #[tokio::test]
+    async fn a_mutation_failing_on_a_lagging_watch_cache_is_tried_again_on_etcd() {
+        let f = Fixture::new();
+        let cm = f.create("app", json!({"a": "1"})).await;
+        let rv: i64 = cm.resource_version().parse().unwrap();
+        f.wait_for_cache(rv).await;
+        // As above: the cache has not seen this write when the update reads it.
+        f.overwrite(&configmap("app", json!({"a": "2"})));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        // A JSON patch's `test` of what only the newer state holds.
+        let test_a_is_2: Mutation = Box::new(move |obj| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            if obj.as_map()["data"]["a"] != "2" {
+                return Err(ApiError::bad_request(Target::default(), "test failed"));
+            }
+            let mut obj = obj.clone();
+            obj.as_map_mut()["data"]["b"] = json!("3");
+            Ok(Change::Put(obj))
+        });
+        let committed = f
+            .store
+            .update(&f.key("app"), UpdateOptions::default(), test_a_is_2, far())
+            .await
+            .unwrap();
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            2,
+            "on the cache's copy, then on etcd's"
+        );
+        assert_eq!(data(&committed.object), &json!({"a": "2", "b": "3"}));
+        // On etcd's state a failure is the answer.
+        let refuse: Mutation =
+            Box::new(|_| Err(ApiError::bad_request(Target::default(), "refused")));
+        let err = f
+            .store
+            .update(&f.key("app"), UpdateOptions::default(), refuse, far())
+            .await
+            .unwrap_err();
+        assert_eq!(err.message, "refused");
     }
 
     #[tokio::test]
