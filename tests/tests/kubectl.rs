@@ -8,6 +8,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use keel_client::{PatchType, gvr};
 use keel_tests::keelctl::Keelctl;
 use keel_tests::{ApiServer, ControllerManager, Etcd, certs, eventually};
@@ -1690,6 +1691,185 @@ async fn auth_can_i_whoami_and_as_show_rbac_and_escalation_is_refused() {
 }
 
 /// The seeds' Deployment, as a file holds it.
+/// What a GitOps tool re-applies every few minutes: kinds whose defaults fill in what the
+/// manifest leaves out (a fieldRef's apiVersion, probes' timings, a NetworkPolicy port's
+/// protocol in an atomic list, a Service's cluster IP and a StatefulSet's policies).
+const GITOPS_MANIFEST: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: server, namespace: default}
+spec:
+  selector: {matchLabels: {app: server}}
+  template:
+    metadata: {labels: {app: server}}
+    spec:
+      containers:
+      - name: server
+        image: argocd:2.13
+        env:
+        - name: POD_NAMESPACE
+          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+        ports: [{containerPort: 8080}]
+        readinessProbe: {httpGet: {path: /healthz, port: 8080}}
+        livenessProbe: {tcpSocket: {port: 8080}, initialDelaySeconds: 3}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: server, namespace: default}
+spec:
+  podSelector: {matchLabels: {app: server}}
+  policyTypes: [Ingress]
+  ingress:
+  - ports: [{port: 8080}, {port: 8084}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: server, namespace: default}
+spec:
+  selector: {app: server}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: redis, namespace: default}
+spec:
+  serviceName: redis
+  selector: {matchLabels: {app: redis}}
+  template:
+    metadata: {labels: {app: redis}}
+    spec:
+      containers: [{name: redis, image: redis:7, ports: [{containerPort: 6379}]}]
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: applications.argoproj.io}
+spec:
+  group: argoproj.io
+  names: {kind: Application, plural: applications, singular: application, shortNames: [app]}
+  scope: Namespaced
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: server-1, namespace: default, labels: {kubernetes.io/service-name: server}}
+addressType: IPv4
+endpoints: [{addresses: [10.0.0.1]}]
+ports: [{name: http, port: 8080}]
+"#;
+
+/// A repeated, identical server-side apply writes nothing: every resourceVersion stays, and
+/// watches opened before it see no event (the first each sees is a marker written after).
+#[tokio::test]
+async fn applying_a_manifest_again_writes_nothing_and_wakes_no_watcher() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let file = k.file("gitops.yaml", GITOPS_MANIFEST);
+    let apply = ["apply", "--server-side", "-f", path(&file)];
+    k.ok(&apply);
+    // managedFields' times are to the second: the next apply comes in a later one, so a write
+    // of nothing but a new time would show.
+    let second =
+        |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let applied = second(std::time::SystemTime::now());
+    eventually(Duration::from_secs(3), "the next second", || async {
+        (second(std::time::SystemTime::now()) > applied).then_some(())
+    })
+    .await;
+    let kinds = [
+        (gvr("apps", "v1", "deployments"), "default", "server"),
+        (
+            gvr("networking.k8s.io", "v1", "networkpolicies"),
+            "default",
+            "server",
+        ),
+        (gvr("", "v1", "services"), "default", "server"),
+        (gvr("apps", "v1", "statefulsets"), "default", "redis"),
+        (
+            gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+            "",
+            "applications.argoproj.io",
+        ),
+        (
+            gvr("discovery.k8s.io", "v1", "endpointslices"),
+            "default",
+            "server-1",
+        ),
+    ];
+    let c = api.client().await;
+    let mut before = Vec::new();
+    for (g, ns, name) in &kinds {
+        before.push(c.get(g, ns, name).await.unwrap()["metadata"]["resourceVersion"].clone());
+    }
+    let revision = || async {
+        let list = c
+            .list(&gvr("", "v1", "configmaps"), "", &Default::default())
+            .await
+            .unwrap();
+        list.resource_version
+    };
+    let at = revision().await;
+    let mut watches = Vec::new();
+    for (g, ns, name) in &kinds {
+        let params = keel_client::WatchParams {
+            namespace: ns.to_string(),
+            field_selector: format!("metadata.name={name}"),
+            resource_version: at.clone(),
+            ..Default::default()
+        };
+        watches.push(c.watch(g, &params).await.unwrap());
+    }
+
+    // kubectl says each is unchanged... and means it.
+    let out = k.ok(&apply);
+    assert_eq!(
+        out.matches("serverside-applied").count(),
+        kinds.len(),
+        "{out}"
+    );
+    for ((g, ns, name), rv) in kinds.iter().zip(&before) {
+        let now = c.get(g, ns, name).await.unwrap();
+        assert_eq!(
+            &now["metadata"]["resourceVersion"], rv,
+            "{name} was written again"
+        );
+    }
+    assert_eq!(revision().await, at, "etcd was written");
+
+    // A marker on each: the first event each watch sees.
+    let marker = json!({"metadata": {"annotations": {"marker": "1"}}});
+    for (g, ns, name) in &kinds {
+        c.patch(g, ns, name, PatchType::Merge, &marker)
+            .await
+            .unwrap();
+    }
+    for (mut w, (_, _, name)) in watches.into_iter().zip(&kinds) {
+        let event = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let e = w.next().await.expect("the watch ended").unwrap();
+                if e.kind != keel_client::EventType::Bookmark {
+                    return e;
+                }
+            }
+        })
+        .await
+        .expect("the marker's event");
+        assert_eq!(
+            event.object["metadata"]["annotations"]["marker"], "1",
+            "{name}: an event before the marker: {}",
+            event.object
+        );
+    }
+}
+
 fn nginx_deployment(replicas: Option<u32>, image: &str) -> String {
     let replicas = replicas
         .map(|r| format!("  replicas: {r}\n"))

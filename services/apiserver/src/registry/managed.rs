@@ -299,6 +299,41 @@ fn write_json(obj: &mut Object, entries: Rc<Vec<Entry>>) {
     WRITTEN.with(|w| *w.borrow_mut() = Some((hash, entries)));
 }
 
+/// Whether `new` is `current` but for the times of its entries: every field equal but
+/// `metadata.managedFields`, and those the same entries, in the same order, whatever their
+/// `time`.
+pub fn equal_but_times(new: &Object, current: &Object) -> bool {
+    /// Equal but for the member `skip`, which both have or both lack.
+    fn equal_but(a: &Map<String, Value>, b: &Map<String, Value>, skip: &str) -> bool {
+        a.len() == b.len()
+            && a.contains_key(skip) == b.contains_key(skip)
+            && a.iter()
+                .all(|(k, v)| k == skip || b.get(k).is_some_and(|w| w == v))
+    }
+    let (new, current) = (new.as_map(), current.as_map());
+    if !equal_but(new, current, "metadata") {
+        return false;
+    }
+    let (Some(Value::Object(a)), Some(Value::Object(b))) =
+        (new.get("metadata"), current.get("metadata"))
+    else {
+        return new.get("metadata") == current.get("metadata");
+    };
+    if !equal_but(a, b, "managedFields") {
+        return false;
+    }
+    match (a.get("managedFields"), b.get("managedFields")) {
+        (Some(Value::Array(x)), Some(Value::Array(y))) => {
+            x.len() == y.len()
+                && x.iter().zip(y).all(|(e, f)| match (e, f) {
+                    (Value::Object(e), Value::Object(f)) => equal_but(e, f, "time"),
+                    _ => e == f,
+                })
+        }
+        (x, y) => x == y,
+    }
+}
+
 /// A create by `manager`: it owns every field of the new object as it will be stored,
 /// defaults included (Kubernetes defaults while decoding, before it records), on top of the
 /// entries the request carries, if any.
@@ -686,5 +721,69 @@ pub fn options_invalid(kind: &str, cause: FieldCause) -> ApiError {
         target: Target::new("meta.k8s.io", kind, ""),
         causes: vec![cause],
         retry_after_seconds: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(v: Value) -> Object {
+        Object::from_value(v).expect("an object")
+    }
+
+    fn entry(time: &str, manager: &str) -> Value {
+        json!({"manager": manager, "operation": "Apply", "apiVersion": "v1", "time": time,
+               "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:a": {}}}})
+    }
+
+    fn cm(entries: Value, data: Value) -> Object {
+        obj(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "managedFields": entries}, "data": data}))
+    }
+
+    #[test]
+    fn objects_equal_but_for_their_entries_times_are_equal_but_times() {
+        let a = cm(
+            json!([entry("2020-01-01T00:00:00Z", "x")]),
+            json!({"a": "1"}),
+        );
+        let later = cm(
+            json!([entry("2026-01-01T00:00:00Z", "x")]),
+            json!({"a": "1"}),
+        );
+        assert!(equal_but_times(&later, &a));
+        // Anything else that differs counts: the data, a manager, an entry more, a member
+        // that one has and the other lacks in its place.
+        let other_data = cm(
+            json!([entry("2026-01-01T00:00:00Z", "x")]),
+            json!({"a": "2"}),
+        );
+        assert!(!equal_but_times(&other_data, &a));
+        let other_manager = cm(
+            json!([entry("2020-01-01T00:00:00Z", "y")]),
+            json!({"a": "1"}),
+        );
+        assert!(!equal_but_times(&other_manager, &a));
+        let more = cm(
+            json!([
+                entry("2020-01-01T00:00:00Z", "x"),
+                entry("2020-01-01T00:00:00Z", "y")
+            ]),
+            json!({"a": "1"}),
+        );
+        assert!(!equal_but_times(&more, &a));
+        let mut swapped = a.clone();
+        swapped.as_map_mut().remove("data");
+        swapped
+            .as_map_mut()
+            .insert("binaryData".into(), json!({"a": "1"}));
+        assert!(!equal_but_times(&swapped, &a));
+        let mut no_entries = a.clone();
+        no_entries.metadata_mut().remove("managedFields");
+        assert!(!equal_but_times(&no_entries, &a));
+        let mut labelled = no_entries.clone();
+        labelled.metadata_mut().insert("labels".into(), json!({}));
+        assert!(!equal_but_times(&labelled, &a));
     }
 }

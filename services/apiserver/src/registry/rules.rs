@@ -20,20 +20,28 @@ impl WriteRules for RegistryRules {
     }
 
     /// The mutations in order, as storage applies them, the entries each one records kept
-    /// parsed for the next and written into the object once, after the last.
+    /// parsed for the next and written into the object once, after the last. A result equal
+    /// to `current` but for its entries' times is `current` (Kubernetes'
+    /// `IgnoreManagedFieldsTimestampsTransformer`): a write that changes nothing but when its
+    /// manager last wrote is no write, so re-applying a manifest wakes no watcher.
     fn apply_batch(
         &self,
-        obj: Object,
+        current: &Object,
         mutations: &[&Mutation],
         errors: &mut [Option<ApiError>],
     ) -> Change {
         let batch = managed::Batch::begin();
-        let change = apply_in_order(obj, mutations, errors, |m, current| {
+        let change = apply_in_order(current, mutations, errors, |m, on| {
             let before = batch.mark();
             // What a failing mutation recorded goes with it.
-            m(current).inspect_err(|_| batch.reset(before))
+            m(on).inspect_err(|_| batch.reset(before))
         });
-        batch.finish(change)
+        match batch.finish(change) {
+            Change::Put(obj) if managed::equal_but_times(&obj, current) => {
+                Change::Put(current.clone())
+            }
+            change => change,
+        }
     }
 }
 
@@ -99,7 +107,7 @@ mod tests {
     fn batch(ms: &[Mutation]) -> (Object, Vec<Option<ApiError>>) {
         let refs: Vec<&Mutation> = ms.iter().collect();
         let mut errors = vec![None; refs.len()];
-        let change = rules().apply_batch(stored(), &refs, &mut errors);
+        let change = rules().apply_batch(&stored(), &refs, &mut errors);
         let (Change::Put(o) | Change::Remove(o)) = change;
         (o, errors)
     }
@@ -145,7 +153,7 @@ mod tests {
         let mut one_by_one = stored();
         for m in ms() {
             let (Change::Put(o) | Change::Remove(o)) =
-                apply_in_order(one_by_one, &[&m], &mut [None], |m, o| m(o));
+                apply_in_order(&one_by_one, &[&m], &mut [None], |m, o| m(o));
             one_by_one = o;
         }
         assert_eq!(batched.as_map()["data"], json!({"a": "3", "x": "4"}));

@@ -109,6 +109,12 @@ impl Fixture {
     pub fn overwrite(&self, obj: &Object) -> i64 {
         self.mem.put(&self.key(obj.name()).key, to_storage(obj))
     }
+
+    /// Another writer stores `obj`, an object of `info`, at its key now.
+    pub fn overwrite_as(&self, info: &Arc<ResourceInfo>, obj: &Object) -> i64 {
+        let key = self.store.key(info, obj.namespace(), obj.name());
+        self.mem.put(&key.key, to_storage(obj))
+    }
 }
 
 /// A ConfigMap in `default`.

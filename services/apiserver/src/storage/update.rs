@@ -41,37 +41,38 @@ pub trait WriteRules: Send + Sync {
     /// no finalizer (finalizers are the registry's business); it is removed instead of stored.
     fn is_finished(&self, info: &ResourceInfo, obj: &Object) -> bool;
 
-    /// Applies a batch's `mutations` in order to `obj` (as [`apply_in_order`]); a registry
-    /// may keep what its mutations share between them and finish the object once.
+    /// Applies a batch's `mutations` in order to `current` (as [`apply_in_order`]); a
+    /// registry may keep what its mutations share between them and finish the object once.
     fn apply_batch(
         &self,
-        obj: Object,
+        current: &Object,
         mutations: &[&Mutation],
         errors: &mut [Option<ApiError>],
     ) -> Change {
-        apply_in_order(obj, mutations, errors, |m, o| m(o))
+        apply_in_order(current, mutations, errors, |m, o| m(o))
     }
 }
 
-/// Applies `mutations` in order to `obj`, each (through `run`) to what the one before made:
-/// one that fails is skipped, its error put in its place in `errors`.
+/// Applies `mutations` in order to `current`, each (through `run`) to what the one before
+/// made: one that fails is skipped, its error put in its place in `errors`. None succeeding
+/// leaves `current` as it is.
 pub fn apply_in_order(
-    obj: Object,
+    current: &Object,
     mutations: &[&Mutation],
     errors: &mut [Option<ApiError>],
     mut run: impl FnMut(&Mutation, &Object) -> Result<Change, ApiError>,
 ) -> Change {
-    let mut change = Change::Put(obj);
+    let mut change: Option<Change> = None;
     for (m, err) in mutations.iter().zip(errors.iter_mut()) {
-        match run(m, change.object()) {
+        match run(m, change.as_ref().map_or(current, Change::object)) {
             Ok(c) => {
-                change = c;
+                change = Some(c);
                 *err = None;
             }
             Err(e) => *err = Some(e),
         }
     }
-    change
+    change.unwrap_or_else(|| Change::Put(current.clone()))
 }
 
 /// How a guaranteed update starts.
@@ -131,9 +132,7 @@ impl Store {
             {
                 return (Err(ApiError::stale(t)), errors);
             }
-            let change = self
-                .rules
-                .apply_batch(cur.obj.clone(), mutations, &mut errors);
+            let change = self.rules.apply_batch(&cur.obj, mutations, &mut errors);
             if cur.unverified && errors.iter().any(Option::is_some) {
                 // A mutation may fail only because the cache's copy is behind (a JSON patch's
                 // `test` of a newer value): as Kubernetes' GuaranteedUpdate, try again on

@@ -288,6 +288,54 @@ async fn an_apply_that_changes_nothing_writes_nothing() {
     assert_eq!(managed_fields(&second), managed_fields(&first));
 }
 
+/// Argo CD re-applies its NetworkPolicy, whose ports leave out the protocol: its atomic
+/// `ingress` is replaced by the configuration's, so the apply changes the object and stamps
+/// its entry with the time; defaulting puts `TCP` back, and what is left differs from the
+/// stored object in that time alone. As Kubernetes, that is no write: the same
+/// resourceVersion, the old time kept.
+#[tokio::test]
+async fn an_apply_that_changes_nothing_but_its_entrys_time_writes_nothing() {
+    let f = Fixture::new().await;
+    let policy = json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "np", "namespace": "default"},
+        "spec": {"podSelector": {}, "ingress": [{"ports": [{"port": 8084}]}]}});
+    let first = f.apply("argocd", policy.clone()).await.unwrap();
+    assert_eq!(
+        first.as_map()["spec"]["ingress"][0]["ports"][0]["protocol"],
+        "TCP"
+    );
+    // The same object, its entry written long ago.
+    let mut old = first.clone();
+    old.metadata_mut().remove("resourceVersion");
+    let long_ago = "2020-01-01T00:00:00Z";
+    for e in old.metadata_mut()["managedFields"].as_array_mut().unwrap() {
+        e["time"] = json!(long_ago);
+    }
+    let rv = f.storage.overwrite_as(&f.info("NetworkPolicy"), &old);
+    let second = f.apply("argocd", policy.clone()).await.unwrap();
+    assert_eq!(second.resource_version(), rv.to_string());
+    assert_eq!(managed_fields(&second)[0]["time"], long_ago);
+    assert_eq!(f.revision(), rv, "nothing written");
+    // An update and a patch of the same: no write either.
+    let mut replaced = f.get(&second).await.unwrap();
+    replaced.as_map_mut()["spec"]["ingress"] = json!([{"ports": [{"port": 8084}]}]);
+    let updated = f.update(&replaced, Subresource::Main).await.unwrap();
+    assert_eq!(updated.resource_version(), rv.to_string());
+    let patch = json!({"spec": {"ingress": [{"ports": [{"port": 8084}]}]}});
+    let patched = f
+        .patch(&second, Subresource::Main, PatchType::Merge, patch)
+        .await
+        .unwrap();
+    assert_eq!(patched.resource_version(), rv.to_string());
+    assert_eq!(f.revision(), rv, "nothing written");
+    // A real change is written, with its time.
+    let mut changed = policy;
+    changed["spec"]["ingress"][0]["ports"][0]["port"] = json!(8085);
+    let third = f.apply("argocd", changed).await.unwrap();
+    assert!(third.resource_version() != rv.to_string());
+    assert_ne!(managed_fields(&third)[0]["time"], long_ago);
+}
+
 #[tokio::test]
 async fn creates_and_updates_record_their_manager_and_a_reset_stops_it_until_an_apply() {
     let f = Fixture::new().await;
