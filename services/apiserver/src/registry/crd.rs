@@ -17,14 +17,6 @@ pub const RESOURCE: &str = "customresourcedefinitions";
 /// Held by every CRD until the objects of its resource are gone (Kubernetes' name).
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 
-/// Groups of built-in resources: a CRD may not define resources in them.
-const BUILTIN_GROUPS: [&str; 4] = [
-    "apps",
-    "coordination.k8s.io",
-    "admissionregistration.k8s.io",
-    GROUP,
-];
-
 /// Whether `info` is the CRD resource itself.
 pub fn is_crd(info: &ResourceInfo) -> bool {
     info.gvr.group == GROUP && info.gvr.resource == RESOURCE
@@ -78,12 +70,6 @@ pub fn validate(crd: &Object) -> Vec<FieldCause> {
                 "spec.group",
                 group,
                 "should be a domain with at least one dot",
-            ));
-        }
-        if BUILTIN_GROUPS.contains(&group) {
-            causes.push(FieldCause::forbidden(
-                "spec.group",
-                format!("{group} is the group of built-in resources"),
             ));
         }
     }

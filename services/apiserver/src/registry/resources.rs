@@ -48,9 +48,12 @@ impl Resources {
         resources: Vec<CustomResource>,
         revision: i64,
     ) -> (Vec<GroupVersionResource>, Vec<GroupVersionResource>) {
-        let builtin: Vec<GroupVersionResource> = kinds::builtin()
+        // A custom resource never shares a built-in one's group and resource, whatever its
+        // version: they would share keys in etcd (CRD validation refuses such groups; this
+        // keeps out any stored before it did).
+        let builtin: Vec<(String, String)> = kinds::builtin()
             .into_iter()
-            .map(|s| s.info.gvr.clone())
+            .map(|s| (s.info.gvr.group.clone(), s.info.gvr.resource.clone()))
             .collect();
         let mut by_gvr = self.by_gvr.write().unwrap_or_else(|e| e.into_inner());
         let mut guard = self.custom.write().unwrap_or_else(|e| e.into_inner());
@@ -61,7 +64,12 @@ impl Resources {
         *served_at = revision;
         let next: HashMap<GroupVersionResource, Arc<CustomResource>> = resources
             .into_iter()
-            .filter(|r| !builtin.contains(&r.info.gvr))
+            .filter(|r| {
+                let gvr = &r.info.gvr;
+                !builtin
+                    .iter()
+                    .any(|(g, res)| *g == gvr.group && *res == gvr.resource)
+            })
             .map(|r| (r.info.gvr.clone(), Arc::new(r)))
             .collect();
         let removed: Vec<GroupVersionResource> = custom
@@ -140,5 +148,40 @@ impl Resources {
             .collect();
         all.sort_by(|a, b| a.gvr.cmp(&b.gvr));
         all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use keel_api::Object;
+    use serde_json::json;
+
+    use super::*;
+
+    /// A CRD stored before validation refused built-in groups (or written to etcd directly)
+    /// is never served: its resource would share the built-in one's keys.
+    #[test]
+    fn a_custom_resource_sharing_a_built_in_group_and_resource_is_not_served() {
+        let crd = |group: &str, plural: &str| {
+            Object::from_value(json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": format!("{plural}.{group}")},
+                "spec": {"group": group, "scope": "Cluster",
+                         "names": {"kind": "Thing", "plural": plural},
+                         "versions": [{"name": "v9", "served": true, "storage": true}]},
+            }))
+            .expect("an object")
+        };
+        let r = Resources::builtin();
+        let mut served = crate::registry::crd::resources(&crd(
+            "rbac.authorization.k8s.io",
+            "clusterrolebindings",
+        ));
+        served.extend(crate::registry::crd::resources(&crd("ex.com", "things")));
+        assert_eq!(served.len(), 2);
+        let (added, _) = r.set_custom(served, 1);
+        let added: Vec<String> = added.iter().map(|g| g.to_string()).collect();
+        assert_eq!(added.len(), 1, "{added:?}");
+        assert!(added[0].contains("ex.com"), "{added:?}");
     }
 }

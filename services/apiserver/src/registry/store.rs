@@ -799,6 +799,35 @@ impl Registry {
             .await
     }
 
+    /// The RBAC policy as etcd holds it now, which an escalation check judges its writer's
+    /// rights by: Kubernetes reads them through its registries, not an informer's cache, so a
+    /// binding revoked a moment ago no longer counts on a replica whose caches lag. (RBAC
+    /// writes are rare; four reads each.)
+    async fn fresh_policy(&self, deadline: Instant) -> Result<Arc<rbac::Policy>, ApiError> {
+        let mut lists: Vec<Vec<Object>> = Vec::with_capacity(4);
+        for gvr in rbac::policy_resources() {
+            let info = self.resources.lookup(Some(&gvr))?;
+            let listed = self
+                .store
+                .list(&info, &ListQuery::default(), deadline)
+                .await?;
+            let objects = listed
+                .items
+                .iter()
+                .filter_map(|b| Object::from_slice(b).ok());
+            lists.push(objects.collect());
+        }
+        let [roles, cluster_roles, bindings, cluster_bindings] = &lists[..] else {
+            return Err(ApiError::internal("the RBAC policy's four lists"));
+        };
+        Ok(Arc::new(rbac::Policy::build(
+            roles,
+            cluster_roles,
+            bindings,
+            cluster_bindings,
+        )))
+    }
+
     /// The escalation check of `writer` writing `obj` (or, for a patch, the object named
     /// `request_name`, as it is) of `info` (`request_name`: as authorized, `""` for a create),
     /// against this replica's policy once it has read it, and a binding's role read from
@@ -820,10 +849,12 @@ impl Registry {
         if !GrantCheck::applies(writer) {
             return Ok(None);
         }
-        self.policies.wait(deadline).await?;
-        let Some(check) =
-            GrantCheck::new(grant_kind, writer, self.policies.current(), request_name)
-        else {
+        let Some(check) = GrantCheck::new(
+            grant_kind,
+            writer,
+            self.fresh_policy(deadline).await?,
+            request_name,
+        ) else {
             return Ok(None);
         };
         if !grant_kind.is_binding() {

@@ -15,6 +15,7 @@ impl Kind for ClusterRole {
 
     fn validate(&self, obj: &Object, causes: &mut Vec<FieldCause>) {
         rbac::validate_role(obj.as_map(), false, causes);
+        rbac::validate_aggregation_rule(obj.as_map(), causes);
     }
 
     fn grant_kind(&self) -> Option<GrantKind> {

@@ -252,16 +252,19 @@ fn binding_of(root: &Map<String, Value>, namespace: &str) -> Option<Binding> {
                         "User" => Some(Subject::User(name)),
                         "Group" => Some(Subject::Group(name)),
                         // In a RoleBinding, a ServiceAccount without a namespace is one of
-                        // the binding's own (Kubernetes' `appliesToUser`).
-                        "ServiceAccount" => Some(Subject::ServiceAccount {
-                            namespace: s
+                        // the binding's own; with none at all, no one (Kubernetes'
+                        // `appliesToUser`).
+                        "ServiceAccount" => {
+                            let namespace = s
                                 .get("namespace")
                                 .and_then(Value::as_str)
                                 .filter(|ns| !ns.is_empty())
-                                .unwrap_or(namespace)
-                                .to_string(),
-                            name,
-                        }),
+                                .unwrap_or(namespace);
+                            (!namespace.is_empty()).then(|| Subject::ServiceAccount {
+                                namespace: namespace.to_string(),
+                                name,
+                            })
+                        }
                         _ => None,
                     }
                 })
@@ -373,6 +376,102 @@ pub fn validate_role(root: &Map<String, Value>, namespaced: bool, causes: &mut V
             }
             if strings(rule.get("resources")).is_empty() {
                 causes.push(FieldCause::required(format!("{path}.resources")));
+            }
+        }
+    }
+}
+
+/// Validation of a ClusterRole's `aggregationRule` (Kubernetes' `ValidateClusterRole`): at
+/// least one selector, each a valid label selector.
+pub fn validate_aggregation_rule(root: &Map<String, Value>, causes: &mut Vec<FieldCause>) {
+    let rule = match root.get("aggregationRule") {
+        None | Some(Value::Null) => return,
+        Some(Value::Object(rule)) => rule,
+        Some(_) => {
+            causes.push(FieldCause::type_error("aggregationRule", "an object"));
+            return;
+        }
+    };
+    let path = "aggregationRule.clusterRoleSelectors";
+    let selectors = optional_list(rule, "clusterRoleSelectors", causes);
+    if selectors.is_empty() {
+        causes.push(FieldCause {
+            message: "Required value: at least one clusterRoleSelector required if aggregationRule is non-nil".into(),
+            ..FieldCause::required(path)
+        });
+    }
+    for (i, selector) in selectors.iter().enumerate() {
+        validate_label_selector(selector, &format!("{path}[{i}]"), causes);
+    }
+}
+
+/// Kubernetes' `ValidateLabelSelector`: label names and values of `matchLabels`, and each
+/// requirement of `matchExpressions` with an operator its values fit.
+pub fn validate_label_selector(selector: &Value, path: &str, causes: &mut Vec<FieldCause>) {
+    let Some(selector) = selector.as_object() else {
+        causes.push(FieldCause::type_error(path, "an object"));
+        return;
+    };
+    use keel_api::validation::{label_key, label_value};
+    match selector.get("matchLabels") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(labels)) => {
+            let field = format!("{path}.matchLabels");
+            for (k, v) in labels {
+                for e in label_key(k) {
+                    causes.push(FieldCause::invalid(&field, k, e));
+                }
+                match v.as_str() {
+                    Some(v) => {
+                        for e in label_value(v) {
+                            causes.push(FieldCause::invalid(&field, v, e));
+                        }
+                    }
+                    None => causes.push(FieldCause::type_error(format!("{field}.{k}"), "a string")),
+                }
+            }
+        }
+        Some(_) => causes.push(FieldCause::type_error(
+            format!("{path}.matchLabels"),
+            "an object",
+        )),
+    }
+    let expressions = optional_list(selector, "matchExpressions", causes);
+    for (i, r) in expressions.iter().enumerate() {
+        let at = format!("{path}.matchExpressions[{i}]");
+        let Some(r) = r.as_object() else {
+            causes.push(FieldCause::type_error(at, "an object"));
+            continue;
+        };
+        let values = strings(r.get("values"));
+        match r
+            .get("operator")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+        {
+            "In" | "NotIn" if values.is_empty() => causes.push(FieldCause {
+                message: "Required value: must be specified when `operator` is 'In' or 'NotIn'"
+                    .into(),
+                ..FieldCause::required(format!("{at}.values"))
+            }),
+            "Exists" | "DoesNotExist" if !values.is_empty() => causes.push(FieldCause::forbidden(
+                format!("{at}.values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            op => causes.push(FieldCause::invalid(
+                format!("{at}.operator"),
+                op,
+                "not a valid selector operator",
+            )),
+        }
+        let key = r.get("key").and_then(Value::as_str).unwrap_or_default();
+        for e in label_key(key) {
+            causes.push(FieldCause::invalid(format!("{at}.key"), key, e));
+        }
+        for (j, v) in values.iter().enumerate() {
+            for e in label_value(v) {
+                causes.push(FieldCause::invalid(format!("{at}.values[{j}]"), v, e));
             }
         }
     }
@@ -722,6 +821,42 @@ mod tests {
     }
 
     #[test]
+    fn an_aggregation_rule_needs_a_selector_and_valid_ones() {
+        let causes = |rule: Value| {
+            let mut root = Map::new();
+            root.insert("aggregationRule".into(), rule);
+            let mut causes = Vec::new();
+            validate_aggregation_rule(&root, &mut causes);
+            causes
+                .iter()
+                .map(|c| format!("{}: {}", c.field, c.message))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            causes(json!({})),
+            [
+                "aggregationRule.clusterRoleSelectors: Required value: at least one clusterRoleSelector required if aggregationRule is non-nil"
+            ]
+        );
+        assert!(causes(json!({"clusterRoleSelectors": [{}]})).is_empty());
+        assert!(causes(Value::Null).is_empty());
+        assert_eq!(
+            causes(json!({"clusterRoleSelectors": [
+                {"matchLabels": {"a": "b,c"}},
+                {"matchExpressions": [{"key": "k", "operator": "In"},
+                                      {"key": "k", "operator": "Exists", "values": ["x"]},
+                                      {"key": "-bad", "operator": "Near"}]}]})),
+            [
+                "aggregationRule.clusterRoleSelectors[0].matchLabels: Invalid value: \"b,c\": a valid label must be an empty string or consist of at most 63 alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+                "aggregationRule.clusterRoleSelectors[1].matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+                "aggregationRule.clusterRoleSelectors[1].matchExpressions[1].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                "aggregationRule.clusterRoleSelectors[1].matchExpressions[2].operator: Invalid value: \"Near\": not a valid selector operator",
+                "aggregationRule.clusterRoleSelectors[1].matchExpressions[2].key: Invalid value: \"-bad\": name part must consist of at most 63 alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+            ]
+        );
+    }
+
+    #[test]
     fn defaults_fill_the_groups_left_out_and_nothing_else() {
         let mut binding = json!({"roleRef": {"kind": "Role", "name": "r"},
             "subjects": [{"kind": "User", "name": "a"}, {"kind": "ServiceAccount", "name": "b"},
@@ -755,5 +890,20 @@ mod tests {
         // Not elsewhere, and not the same name in another namespace.
         assert!(!p.allows(&builder("ci"), &attrs("get", "pods", "other", "x")));
         assert!(!p.allows(&builder("other"), &attrs("get", "pods", "ci", "x")));
+        // A ClusterRoleBinding's ServiceAccount without a namespace (older data) is no one's,
+        // not the user `system:serviceaccount::builder`'s.
+        let cluster_binding = obj(
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "builder"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "status"},
+            "subjects": [{"kind": "ServiceAccount", "name": "builder"}]}),
+        );
+        let status_patcher = obj(
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "status"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}),
+        );
+        let p = Policy::build(&[], &[status_patcher], &[], &[cluster_binding]);
+        assert!(!p.allows(&builder(""), &attrs("get", "pods", "ci", "x")));
     }
 }

@@ -1146,3 +1146,60 @@ async fn an_update_through_a_served_version_is_defaulted_and_compared_in_the_sto
     let raised = patch(json!({"spec": {"maxReplicas": 6}})).await;
     assert_eq!(raised.generation(), 2);
 }
+
+/// An RBAC write's writer is judged by the policy etcd holds when the write comes, not by
+/// what this replica's caches have seen (here none: the fixture follows no policy), as
+/// Kubernetes' storage judges it through its registries: a grant counts at once, and a
+/// revoked one no longer does.
+#[tokio::test]
+async fn an_rbac_writer_is_judged_by_the_policy_etcd_holds_now() {
+    let f = Fixture::new().await;
+    let rbac = |kind: &str, name: &str, body: Value| {
+        let mut v = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
+            "metadata": {"name": name}});
+        v.as_object_mut()
+            .unwrap()
+            .extend(body.as_object().unwrap().clone());
+        v
+    };
+    let binding = |name: &str, role: &str, user: &str| {
+        rbac(
+            "ClusterRoleBinding",
+            name,
+            json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                   "subjects": [{"kind": "User", "name": user}]}),
+        )
+    };
+    f.create(rbac(
+        "ClusterRole",
+        "secrets",
+        json!({"rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}),
+    ))
+    .await
+    .unwrap();
+    let alices = f
+        .create(binding("alice-secrets", "secrets", "alice"))
+        .await
+        .unwrap();
+    let alice = crate::auth::User {
+        name: "alice".into(),
+        groups: vec!["system:authenticated".into()],
+        uid: String::new(),
+    };
+    let info = f.info("ClusterRoleBinding");
+    let by_alice = |name: &str| {
+        let obj = Object::from_value(binding(name, "secrets", "bob")).unwrap();
+        let (registry, info, alice) = (f.registry.clone(), info.clone(), alice.clone());
+        async move {
+            registry
+                .create(&info, obj, Write::by(Some(&alice), "alice", false), far())
+                .await
+        }
+    };
+    by_alice("bob-1")
+        .await
+        .expect("alice holds what she grants");
+    f.delete(&alices, DeleteOptions::default()).await.unwrap();
+    let e = by_alice("bob-2").await.expect_err("no longer held");
+    assert_eq!(e.reason, Reason::Forbidden, "{e:?}");
+}
