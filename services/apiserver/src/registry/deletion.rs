@@ -9,7 +9,7 @@ use keel_api::{ApiError, Metadata, Object, ResourceInfo};
 use serde_json::Value;
 
 use super::kinds::Kind;
-use crate::storage::{Change, Mutation, target};
+use crate::storage::{Draft, Mutation, target};
 
 /// How a delete treats dependents (recorded as finalizers for the garbage collector).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -61,7 +61,8 @@ pub fn deletion(
     expected_revision: Option<i64>,
 ) -> Mutation {
     let info = info.clone();
-    Box::new(move |current: &Object| {
+    Box::new(move |draft: &Draft| {
+        let current = &draft.object;
         let t = target(&info, current.name());
         if !opts.uid.is_empty() && current.uid() != opts.uid {
             return Err(ApiError::conflict(
@@ -100,7 +101,7 @@ pub fn deletion(
             }
         }
         if !has_finalizers(&*kind, &obj) {
-            return Ok(Change::Remove(obj));
+            return Ok(draft.remove(obj));
         }
         if obj.deletion_timestamp().is_none() {
             let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
@@ -109,7 +110,7 @@ pub fn deletion(
             meta.insert("deletionGracePeriodSeconds".into(), Value::from(0));
             kind.prepare_for_deletion(&mut obj);
         }
-        Ok(Change::Put(obj))
+        Ok(draft.put(obj))
     })
 }
 
@@ -118,7 +119,7 @@ mod tests {
     use super::*;
     use crate::registry::kinds::testing::{info, kind};
     use crate::registry::{RegistryRules, Resources};
-    use crate::storage::WriteRules;
+    use crate::storage::{Change, WriteRules};
     use keel_api::Reason;
     use serde_json::json;
 
@@ -157,20 +158,23 @@ mod tests {
 
     fn delete(kind_name: &str, stored: &Object, opts: DeleteOptions) -> Result<Change, ApiError> {
         let expected = opts.resource_version.parse().ok();
-        deletion(&info(kind_name), kind(kind_name), opts, expected)(stored)
+        deletion(&info(kind_name), kind(kind_name), opts, expected)(&Draft::from_object(
+            stored.clone(),
+        ))
     }
 
     #[test]
     fn an_object_nothing_holds_is_removed_as_it_is() {
         let stored = obj(json!({"metadata": {"name": "a", "uid": "u", "resourceVersion": "5"}}));
         let change = delete("ConfigMap", &stored, DeleteOptions::default()).unwrap();
-        assert_eq!(change, Change::Remove(stored));
+        assert_eq!(change, Change::Remove(Draft::from_object(stored)));
     }
 
     #[test]
     fn an_object_held_by_finalizers_is_only_marked() {
         let stored = obj(json!({"metadata": {"name": "a", "finalizers": ["x/y"]}}));
-        let Change::Put(marked) = delete("ConfigMap", &stored, DeleteOptions::default()).unwrap()
+        let Change::Put(Draft { object: marked, .. }) =
+            delete("ConfigMap", &stored, DeleteOptions::default()).unwrap()
         else {
             panic!("a held object must be kept")
         };
@@ -179,7 +183,7 @@ mod tests {
         // Deleting it again changes nothing.
         assert_eq!(
             delete("ConfigMap", &marked, DeleteOptions::default()).unwrap(),
-            Change::Put(marked.clone())
+            Change::Put(Draft::from_object(marked.clone()))
         );
         let rules = RegistryRules(Arc::new(Resources::builtin()));
         assert!(rules.is_finished(&info("ConfigMap"), &{
@@ -196,7 +200,8 @@ mod tests {
             propagation: Propagation::Foreground,
             ..DeleteOptions::default()
         };
-        let Change::Put(marked) = delete("ConfigMap", &stored, opts).unwrap() else {
+        let Change::Put(Draft { object: marked, .. }) = delete("ConfigMap", &stored, opts).unwrap()
+        else {
             panic!("foreground deletion must wait for the garbage collector")
         };
         assert_eq!(marked.finalizers(), ["foregroundDeletion"]);

@@ -12,7 +12,7 @@ use super::admission::admit_update;
 use super::kinds::Kind;
 use super::managed;
 use super::strategy::Subresource;
-use crate::storage::{Change, Mutation, target};
+use crate::storage::{Change, Draft, Mutation, target};
 
 /// The kinds of patch a client may send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,8 +174,8 @@ pub fn mutation(
         }
     };
     let info = info.clone();
-    Ok(Box::new(move |stored: &Object| {
-        let current = keel_api::conversion::served(&info, stored);
+    Ok(Box::new(move |stored: &Draft| {
+        let current = keel_api::conversion::served(&info, &stored.object);
         let current: &Object = &current;
         let t = target(&info, current.name());
         if sub == Subresource::Scale {
@@ -191,14 +191,14 @@ pub fn mutation(
             if let Some(spec) = spec.as_object_mut() {
                 spec.insert("replicas".into(), replicas.into());
             }
-            let mut new = admit_update(&info, &*rules, scaled, current, Subresource::Main)?;
-            managed::record_update(&*rules, &manager, sub, stored, &mut new);
-            return Ok(Change::Put(new));
+            let new = admit_update(&info, &*rules, scaled, current, Subresource::Main)?;
+            return Ok(Change::Put(managed::record_update(
+                &*rules, &manager, sub, stored, new,
+            )));
         }
-        // A patch that may address `managedFields` sees them as JSON, even where a batch
-        // holds them parsed.
+        // A patch that may address `managedFields` sees them as JSON.
         let source = if sees_entries {
-            managed::materialized(current)
+            Cow::Owned(stored.with(current.clone()).into_object())
         } else {
             Cow::Borrowed(current)
         };
@@ -213,9 +213,10 @@ pub fn mutation(
         })?;
         in_place_of(&mut patched, current);
         check_identity(&t, &patched, current)?;
-        let mut new = admit_update(&info, &*rules, patched, current, sub)?;
-        managed::record_update(&*rules, &manager, sub, stored, &mut new);
-        Ok(Change::Put(new))
+        let new = admit_update(&info, &*rules, patched, current, sub)?;
+        Ok(Change::Put(managed::record_update(
+            &*rules, &manager, sub, stored, new,
+        )))
     }))
 }
 
@@ -252,11 +253,17 @@ pub fn apply_mutation(
     apply: managed::Apply,
 ) -> Mutation {
     let info = info.clone();
-    Box::new(move |stored: &Object| {
-        let current = keel_api::conversion::served(&info, stored);
+    Box::new(move |stored: &Draft| {
+        let current = keel_api::conversion::served(&info, &stored.object);
         let current: &Object = &current;
         let t = target(&info, current.name());
-        let applied = managed::apply(&info, &*rules, &t, &apply, Some(current))?;
+        let applied = managed::apply(
+            &info,
+            &*rules,
+            &t,
+            &apply,
+            Some((current, stored.entries.as_slice())),
+        )?;
         let mut patched = applied.object;
         in_place_of(&mut patched, current);
         check_identity(&t, &patched, current)?;
@@ -271,9 +278,11 @@ pub fn apply_mutation(
             Subresource::Scale => Subresource::Main,
             sub => sub,
         };
-        let mut new = admit_update(&info, &*rules, patched, current, sub)?;
-        managed::set_entries(&mut new, applied.entries);
-        Ok(Change::Put(new))
+        let new = admit_update(&info, &*rules, patched, current, sub)?;
+        Ok(Change::Put(Draft {
+            object: new,
+            entries: Arc::new(applied.entries),
+        }))
     })
 }
 
@@ -396,7 +405,7 @@ mod tests {
             p,
             "test",
             false,
-        )?(&current)
+        )?(&Draft::from_object(current))
     }
 
     #[test]
@@ -416,7 +425,7 @@ mod tests {
 
     #[test]
     fn a_patch_that_drops_apiversion_or_kind_keeps_the_request_kind() {
-        let Ok(Change::Put(o)) = patch(
+        let Ok(Change::Put(Draft { object: o, .. })) = patch(
             PatchType::Merge,
             json!({"apiVersion": null, "kind": null, "data": {"b": "2"}}),
         ) else {

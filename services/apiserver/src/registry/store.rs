@@ -30,8 +30,8 @@ use crate::metrics::Metrics;
 use crate::storage::FRESH_WAIT;
 use crate::storage::resource_version;
 use crate::storage::{
-    Change, Coalescer, Filter, ListQuery, ListResult, Mutation, ReadFrom, Store, UpdateOptions,
-    WatchStream, target,
+    Change, Coalescer, Draft, Filter, ListQuery, ListResult, Mutation, ReadFrom, Store,
+    UpdateOptions, WatchStream, target, write_entries,
 };
 
 /// Who writes, and how: what every write takes besides its object.
@@ -461,9 +461,9 @@ impl Registry {
         }
         admission::validate_create(info, &*kind, &mut obj)?;
         match applied {
-            Some(entries) => managed::set_entries(&mut obj, entries),
+            Some(entries) => write_entries(&mut obj, &entries),
             None if w.track => managed::record_create(&*kind, w.manager, &mut obj),
-            None => managed::set_entries(&mut obj, Vec::new()),
+            None => write_entries(&mut obj, &[]),
         }
         let namespace = async {
             if !info.namespaced {
@@ -941,11 +941,12 @@ fn update_mutation(
 ) -> Mutation {
     let info = info.clone();
     let manager = manager.to_string();
-    Box::new(move |stored: &Object| {
-        let current = keel_api::conversion::served(&info, stored);
-        let mut new = admission::admit_update(&info, &*kind, obj.clone(), &current, sub)?;
-        managed::record_update(&*kind, &manager, sub, stored, &mut new);
-        Ok(Change::Put(new))
+    Box::new(move |stored: &Draft| {
+        let current = keel_api::conversion::served(&info, &stored.object);
+        let new = admission::admit_update(&info, &*kind, obj.clone(), &current, sub)?;
+        Ok(Change::Put(managed::record_update(
+            &*kind, &manager, sub, stored, new,
+        )))
     })
 }
 
@@ -959,11 +960,11 @@ fn tracked(mutation: Mutation, w: Write<'_>) -> Mutation {
     if w.track {
         return mutation;
     }
-    Box::new(move |current: &Object| {
+    Box::new(move |current: &Draft| {
         Ok(match mutation(current)? {
-            Change::Put(mut obj) => {
-                managed::set_entries(&mut obj, Vec::new());
-                Change::Put(obj)
+            Change::Put(mut draft) => {
+                draft.entries = Arc::default();
+                Change::Put(draft)
             }
             removed => removed,
         })
@@ -975,10 +976,10 @@ fn guarded(mutation: Mutation, check: Option<GrantCheck>) -> Mutation {
     let Some(check) = check else {
         return mutation;
     };
-    Box::new(move |current: &Object| {
+    Box::new(move |current: &Draft| {
         let change = mutation(current)?;
         if let Change::Put(new) = &change {
-            check.confirm(new, Some(current))?;
+            check.confirm(&new.object, Some(&current.object))?;
         }
         Ok(change)
     })
@@ -989,11 +990,11 @@ fn guarded(mutation: Mutation, check: Option<GrantCheck>) -> Mutation {
 /// request's version.)
 fn stored_form(info: &Arc<ResourceInfo>, kind: Arc<dyn Kind>, mutation: Mutation) -> Mutation {
     let info = info.clone();
-    Box::new(move |current: &Object| {
+    Box::new(move |current: &Draft| {
         Ok(match mutation(current)? {
-            Change::Put(mut obj) => {
-                admission::stored_form(&info, &*kind, &mut obj);
-                Change::Put(obj)
+            Change::Put(mut draft) => {
+                admission::stored_form(&info, &*kind, &mut draft.object);
+                Change::Put(draft)
             }
             removed => removed,
         })

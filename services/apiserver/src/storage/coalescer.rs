@@ -214,7 +214,7 @@ mod tests {
 
     use super::*;
     use crate::storage::keys::Keys;
-    use crate::storage::{Change, Committed};
+    use crate::storage::{Change, Committed, Draft};
 
     /// A store whose commit takes `latency` (an etcd round trip) and then applies the batch to
     /// one object as the store does: in order, a failing mutation skipped.
@@ -237,17 +237,18 @@ mod tests {
                 .unwrap()
                 .push((mutations.len(), deadline));
             tokio::time::sleep(self.latency).await;
-            let mut obj = self.object.lock().unwrap().clone();
+            let mut draft = Draft::from_object(self.object.lock().unwrap().clone());
             let mut errors = Vec::new();
             for m in mutations {
-                match m(&obj) {
-                    Ok(Change::Put(o) | Change::Remove(o)) => {
-                        obj = o;
+                match m(&draft) {
+                    Ok(Change::Put(d) | Change::Remove(d)) => {
+                        draft = d;
                         errors.push(None);
                     }
                     Err(e) => errors.push(Some(e)),
                 }
             }
+            let mut obj = draft.into_object();
             let rv = obj.resource_version().parse::<i64>().unwrap_or(0) + 1;
             obj.set_resource_version(&rv.to_string());
             *self.object.lock().unwrap() = obj.clone();
@@ -292,16 +293,18 @@ mod tests {
     /// Sets `data.<k>` to `v`.
     fn set(k: &str, v: &str) -> Mutation {
         let (k, v) = (k.to_string(), v.to_string());
-        Box::new(move |o: &Object| {
+        Box::new(move |d: &Draft| {
+            let o = &d.object;
             let mut o = o.clone();
             let data = o.as_map_mut().entry("data").or_insert(json!({}));
             data[k.as_str()] = json!(v);
-            Ok(Change::Put(o))
+            Ok(d.put(o))
         })
     }
 
     fn failing() -> Mutation {
-        Box::new(|o: &Object| {
+        Box::new(|d: &Draft| {
+            let o = &d.object;
             Err(ApiError::conflict(
                 crate::storage::target(&key().info, o.name()),
                 "this patch does not apply",

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::Store;
 use super::codec;
+use super::draft::{Change, Draft};
 use super::keys::ObjectKey;
 use super::read::Current;
 use super::recent::Written;
@@ -15,24 +16,7 @@ use crate::etcd::Cas;
 
 /// A change to apply to the current object: what to do with it, or why not. Applied again to
 /// the fresh object each time the compare-and-swap loses, so it must be a pure function of it.
-pub type Mutation = Box<dyn Fn(&Object) -> Result<Change, ApiError> + Send + Sync>;
-
-/// What a mutation makes of the object.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Change {
-    /// Store this object (removed instead when the [`WriteRules`] say it is finished).
-    Put(Object),
-    /// Remove the object now; this is its last state, as the caller is answered.
-    Remove(Object),
-}
-
-impl Change {
-    pub fn object(&self) -> &Object {
-        match self {
-            Change::Put(o) | Change::Remove(o) => o,
-        }
-    }
-}
+pub type Mutation = Box<dyn Fn(&Draft) -> Result<Change, ApiError> + Send + Sync>;
 
 /// The registry's rules for what storage writes, given to storage so that storage never calls
 /// up to the registry.
@@ -42,29 +26,28 @@ pub trait WriteRules: Send + Sync {
     fn is_finished(&self, info: &ResourceInfo, obj: &Object) -> bool;
 
     /// Applies a batch's `mutations` in order to `current` (as [`apply_in_order`]); a
-    /// registry may keep what its mutations share between them and finish the object once.
+    /// registry may judge the batch's result as a whole.
     fn apply_batch(
         &self,
-        current: &Object,
+        current: &Draft,
         mutations: &[&Mutation],
         errors: &mut [Option<ApiError>],
     ) -> Change {
-        apply_in_order(current, mutations, errors, |m, o| m(o))
+        apply_in_order(current, mutations, errors)
     }
 }
 
-/// Applies `mutations` in order to `current`, each (through `run`) to what the one before
-/// made: one that fails is skipped, its error put in its place in `errors`. None succeeding
-/// leaves `current` as it is.
+/// Applies `mutations` in order to `current`, each to what the one before made: one that
+/// fails is skipped, its error put in its place in `errors`. None succeeding leaves `current`
+/// as it is.
 pub fn apply_in_order(
-    current: &Object,
+    current: &Draft,
     mutations: &[&Mutation],
     errors: &mut [Option<ApiError>],
-    mut run: impl FnMut(&Mutation, &Object) -> Result<Change, ApiError>,
 ) -> Change {
     let mut change: Option<Change> = None;
     for (m, err) in mutations.iter().zip(errors.iter_mut()) {
-        match run(m, change.as_ref().map_or(current, Change::object)) {
+        match m(change.as_ref().map_or(current, Change::draft)) {
             Ok(c) => {
                 change = Some(c);
                 *err = None;
@@ -132,35 +115,42 @@ impl Store {
             {
                 return (Err(ApiError::stale(t)), errors);
             }
-            let change = self.rules.apply_batch(&cur.obj, mutations, &mut errors);
-            if cur.unverified && errors.iter().any(Option::is_some) {
+            let Current {
+                obj,
+                rv: cur_rv,
+                unverified,
+            } = cur;
+            let start = Draft::from_object(obj);
+            let change = self.rules.apply_batch(&start, mutations, &mut errors);
+            if unverified && errors.iter().any(Option::is_some) {
                 // A mutation may fail only because the cache's copy is behind (a JSON patch's
                 // `test` of a newer value): as Kubernetes' GuaranteedUpdate, try again on
                 // etcd's state, and answer what that says.
                 allow_cache = false;
                 continue;
             }
-            let (mut obj, remove) = match change {
-                Change::Put(obj) if obj == cur.obj => {
-                    if cur.unverified {
+            let (draft, remove) = match change {
+                Change::Put(draft) if draft == start => {
+                    if unverified {
                         // The cache may lag: only etcd can say that nothing changes.
                         allow_cache = false;
                         continue;
                     }
                     return (
                         Ok(Committed {
-                            object: cur.obj,
+                            object: start.into_object(),
                             removed: false,
                         }),
                         errors,
                     );
                 }
-                Change::Put(obj) => {
-                    let finished = self.rules.is_finished(info, &obj);
-                    (obj, finished)
+                Change::Put(draft) => {
+                    let finished = self.rules.is_finished(info, &draft.object);
+                    (draft, finished)
                 }
-                Change::Remove(obj) => (obj, true),
+                Change::Remove(draft) => (draft, true),
             };
+            let mut obj = draft.into_object();
             if opts.dry_run {
                 return (
                     Ok(Committed {
@@ -172,7 +162,7 @@ impl Store {
             }
             let mut stored = None;
             let result = if remove {
-                self.kv.compare_and_delete(&key.key, cur.rv, deadline).await
+                self.kv.compare_and_delete(&key.key, cur_rv, deadline).await
             } else {
                 let bytes = match codec::encode(&t, &obj) {
                     Ok(b) => b,
@@ -180,7 +170,7 @@ impl Store {
                 };
                 stored = Some(Bytes::copy_from_slice(&bytes));
                 self.kv
-                    .compare_and_put(&key.key, cur.rv, bytes, deadline)
+                    .compare_and_put(&key.key, cur_rv, bytes, deadline)
                     .await
             };
             match result {
@@ -256,7 +246,8 @@ mod tests {
     /// A mutation that sets `data[key]`, counting its calls.
     fn set(key: &'static str, value: &'static str, calls: &Arc<AtomicUsize>) -> Mutation {
         let calls = calls.clone();
-        Box::new(move |obj| {
+        Box::new(move |d: &Draft| {
+            let obj = &d.object;
             calls.fetch_add(1, Ordering::SeqCst);
             let mut obj = obj.clone();
             obj.as_map_mut()
@@ -265,7 +256,7 @@ mod tests {
                 .as_object_mut()
                 .unwrap()
                 .insert(key.into(), Value::from(value));
-            Ok(Change::Put(obj))
+            Ok(d.put(obj))
         })
     }
 
@@ -297,11 +288,11 @@ mod tests {
             let (f_mem, key) = (f.mem.clone(), f.key("app").key);
             let once = AtomicUsize::new(0);
             let winner = codec::to_storage(&configmap("app", json!({"a": "1", "c": "3"})));
-            let m: Mutation = Box::new(move |obj| {
+            let m: Mutation = Box::new(move |d: &Draft| {
                 if once.fetch_add(1, Ordering::SeqCst) == 0 {
                     f_mem.put(&key, winner.clone());
                 }
-                Ok(Change::Put(obj.clone()))
+                Ok(Change::Put(d.clone()))
             });
             m
         };
@@ -361,9 +352,9 @@ mod tests {
         let (mem, key) = (f.mem.clone(), f.key("app").key);
         let winner = codec::to_storage(&configmap("app", json!({"a": "other"})));
         let counted = set("b", "2", &calls);
-        let racing: Mutation = Box::new(move |obj| {
+        let racing: Mutation = Box::new(move |d: &Draft| {
             mem.put(&key, winner.clone());
-            counted(obj)
+            counted(d)
         });
         let opts = UpdateOptions {
             expected_revision: Some(expected),
@@ -481,14 +472,15 @@ mod tests {
         let calls = Arc::new(AtomicUsize::new(0));
         let counted = calls.clone();
         // A JSON patch's `test` of what only the newer state holds.
-        let test_a_is_2: Mutation = Box::new(move |obj| {
+        let test_a_is_2: Mutation = Box::new(move |d: &Draft| {
+            let obj = &d.object;
             counted.fetch_add(1, Ordering::SeqCst);
             if obj.as_map()["data"]["a"] != "2" {
                 return Err(ApiError::bad_request(Target::default(), "test failed"));
             }
             let mut obj = obj.clone();
             obj.as_map_mut()["data"]["b"] = json!("3");
-            Ok(Change::Put(obj))
+            Ok(d.put(obj))
         });
         let committed = f
             .store
@@ -540,10 +532,11 @@ mod tests {
         cm.metadata_mut()
             .insert("finalizers".into(), json!(["example.com/hold"]));
         f.store.create(&f.key("app"), cm, far()).await.unwrap();
-        let release: Mutation = Box::new(|obj| {
+        let release: Mutation = Box::new(|d: &Draft| {
+            let obj = &d.object;
             let mut obj = obj.clone();
             obj.metadata_mut().remove("finalizers");
-            Ok(Change::Put(obj))
+            Ok(d.put(obj))
         });
         let committed = f
             .store
@@ -576,7 +569,8 @@ mod tests {
         let (mem, key) = (f.mem.clone(), f.key("app").key);
         let rounds = Arc::new(AtomicUsize::new(0));
         let counted = rounds.clone();
-        let contended: Mutation = Box::new(move |obj| {
+        let contended: Mutation = Box::new(move |d: &Draft| {
+            let obj = &d.object;
             let n = counted.fetch_add(1, Ordering::SeqCst);
             mem.put(
                 &key,
@@ -585,7 +579,7 @@ mod tests {
             let mut mine = obj.clone();
             mine.as_map_mut()
                 .insert("data".into(), json!({"n": "mine"}));
-            Ok(Change::Put(mine))
+            Ok(d.put(mine))
         });
         let start = Instant::now();
         let deadline = start + Duration::from_secs(1);

@@ -16,7 +16,7 @@ use crate::registry::allocator::Pool;
 use crate::registry::kinds::PROTECTED_NAMESPACES;
 use crate::registry::rbac::defaults::policy_objects;
 use crate::registry::{Registry, Write};
-use crate::storage::{Change, Mutation, UpdateOptions};
+use crate::storage::{Draft, Mutation, UpdateOptions};
 
 /// How long one attempt to create an object may take.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -121,8 +121,8 @@ impl Bootstrap {
     /// as its operator made it. A failure is logged: the object stays as it was.
     async fn reconcile_policy(&self, info: &Arc<ResourceInfo>, expected: &Object) {
         let want = expected.as_map().clone();
-        let mutation: Mutation = Box::new(move |current: &Object| {
-            Ok(Change::Put(with_bootstrap_policy(current, &want)))
+        let mutation: Mutation = Box::new(move |current: &Draft| {
+            Ok(current.put(with_bootstrap_policy(&current.object, &want)))
         });
         let key = self.registry.store().key(info, "", expected.name());
         let opts = UpdateOptions {

@@ -19,7 +19,7 @@ use crate::registry::initializers::{
     self, CONFIG_GROUP, CONFIG_RESOURCE, CONFIG_VERSION, FailurePolicy, Initializer, Initializers,
 };
 use crate::registry::strategy;
-use crate::storage::{Change, Mutation, UpdateOptions, target};
+use crate::storage::{Draft, Mutation, UpdateOptions, target};
 
 /// How long the loop sleeps when nothing waits (it wakes sooner when something starts to).
 const IDLE: Duration = Duration::from_secs(3600);
@@ -241,7 +241,8 @@ fn config_gvr() -> GroupVersionResource {
 /// the head: the initializer finished, or the object changed).
 fn drop_head(info: &Arc<ResourceInfo>, name: String) -> Mutation {
     let info = info.clone();
-    Box::new(move |current: &Object| {
+    Box::new(move |draft: &Draft| {
+        let current = &draft.object;
         let pending = current.pending_initializers();
         if pending.first() != Some(&name.as_str()) {
             return Err(ApiError::conflict(
@@ -252,7 +253,7 @@ fn drop_head(info: &Arc<ResourceInfo>, name: String) -> Mutation {
         let rest: Vec<String> = pending[1..].iter().map(|s| s.to_string()).collect();
         let mut next = current.clone();
         initializers::set_pending(&mut next, &rest);
-        Ok(Change::Put(next))
+        Ok(draft.put(next))
     })
 }
 

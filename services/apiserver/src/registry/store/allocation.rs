@@ -22,7 +22,7 @@ use crate::registry::deletion::has_finalizers;
 use crate::registry::errors::kind_target;
 use crate::registry::kinds::Kind;
 use crate::storage::{
-    Change, Committed, Mutation, ObjectKey, ReadFrom, Store, UpdateOptions, target,
+    Change, Committed, Draft, Mutation, ObjectKey, ReadFrom, Store, UpdateOptions, target,
 };
 
 /// How long a release (or the read that decides it) may take past a request's deadline: it
@@ -99,8 +99,9 @@ impl Registry {
         loop {
             // The state the change is computed from, and committed on: the values to allocate
             // are the ones this state lacks.
-            let current: Object = self.store.get(key, ReadFrom::Etcd, deadline).await?;
+            let current = Draft::from_object(self.store.get(key, ReadFrom::Etcd, deadline).await?);
             let revision = current
+                .object
                 .resource_version()
                 .parse::<i64>()
                 .map_err(|_| ApiError::internal("a stored object has no revision"))?;
@@ -108,15 +109,16 @@ impl Registry {
                 return Err(ApiError::stale(target(info, &key.name)));
             }
             let (held_after, removed) = match mutation(&current)? {
-                Change::Put(o)
-                    if o.deletion_timestamp().is_some() && !has_finalizers(&*kind, &o) =>
+                Change::Put(d)
+                    if d.object.deletion_timestamp().is_some()
+                        && !has_finalizers(&*kind, &d.object) =>
                 {
                     (Vec::new(), true)
                 }
-                Change::Put(o) => (alloc.claims(&o), false),
+                Change::Put(d) => (alloc.claims(&d.object), false),
                 Change::Remove(_) => (Vec::new(), true),
             };
-            let held_before = alloc.claims(&current);
+            let held_before = alloc.claims(&current.object);
             let needed = to_allocate(&held_after, &held_before);
             let values = if needed.is_empty() {
                 Vec::new()
@@ -138,11 +140,11 @@ impl Registry {
                 .collect();
             let filled = {
                 let (inner, kind) = (mutation.clone(), kind.clone());
-                Box::new(move |cur: &Object| {
+                Box::new(move |cur: &Draft| {
                     let mut change = inner(cur)?;
-                    if let (Change::Put(obj), Some(alloc)) = (&mut change, kind.allocations()) {
+                    if let (Change::Put(d), Some(alloc)) = (&mut change, kind.allocations()) {
                         for (claim, value) in &fills {
-                            alloc.assign(obj, claim, value);
+                            alloc.assign(&mut d.object, claim, value);
                         }
                     }
                     Ok(change)
