@@ -15,11 +15,17 @@
 //!   `apply::tests` checks v4.4.2's order). Atomic lists are compared item by item, in order.
 //! - Entries are compared as sets of fields per manager and operation; times are not.
 //! - A refused apply is compared by its conflicts: (manager, operation, path) each.
+//! - An apply whose result holds a null is refused as invalid on both sides, as Kubernetes
+//!   refuses it for a custom resource (422) and as keel's validation does: smd leaves a map or
+//!   list whose items its removal took as null, and so must keel-patch. Compared by where the
+//!   nulls are.
 //!
 //! `SMD_ORACLE_SEED` (a number) picks the sequences, `SMD_ORACLE_SEQUENCES` how many;
 //! `SMD_ORACLE_GOPATH` builds the oracle against another copy of the library (a GOPATH holding
 //! `sigs.k8s.io/structured-merge-diff`), and `SMD_ORACLE_EXACT_ORDER=1` compares the order of
 //! every list too (for a library of v4.2 or later).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -446,6 +452,8 @@ enum Outcome {
         fields: BTreeMap<(String, String), String>,
     },
     Conflicts(Vec<(String, String, String)>),
+    /// Where the refused result held nulls.
+    Invalid(Vec<String>),
     Error(String),
 }
 
@@ -517,17 +525,18 @@ impl Keel {
                 let empty = Map::new();
                 let live = self.object.as_ref().unwrap_or(&empty);
                 let mut entries = self.entries.clone();
-                if self.object.is_some() && entries.is_empty() {
-                    if let Ok(fields) = fieldpath::field_set_of(live, &self.schema) {
-                        entries.push(Entry {
-                            manager: "before-first-apply".into(),
-                            operation: Operation::Update,
-                            api_version: "v1".into(),
-                            time: None,
-                            subresource: String::new(),
-                            fields: Arc::new(fields),
-                        });
-                    }
+                if self.object.is_some()
+                    && entries.is_empty()
+                    && let Ok(fields) = fieldpath::field_set_of(live, &self.schema)
+                {
+                    entries.push(Entry {
+                        manager: "before-first-apply".into(),
+                        operation: Operation::Update,
+                        api_version: "v1".into(),
+                        time: None,
+                        subresource: String::new(),
+                        fields: Arc::new(fields),
+                    });
                 }
                 let force = op.get("force").and_then(Value::as_bool).unwrap_or(false);
                 let w = writer(manager, Operation::Apply);
@@ -536,6 +545,14 @@ impl Keel {
                         let Value::Object(o) = applied.object else {
                             return Outcome::Error("apply made no object".into());
                         };
+                        let mut nulls = Vec::new();
+                        for (k, v) in &o {
+                            null_paths(v, &format!(".{k}"), &mut nulls);
+                        }
+                        if !nulls.is_empty() {
+                            nulls.sort();
+                            return Outcome::Invalid(nulls);
+                        }
                         self.object = Some(o);
                         self.entries = applied.entries;
                     }
@@ -580,6 +597,24 @@ impl Keel {
             object: Value::Object(self.object.clone().unwrap_or_default()),
             fields,
         }
+    }
+}
+
+/// Where `v` holds nulls: `.field`, and `[]` for a list's item.
+fn null_paths(v: &Value, at: &str, out: &mut Vec<String>) {
+    match v {
+        Value::Null => out.push(at.to_string()),
+        Value::Object(m) => {
+            for (k, x) in m {
+                null_paths(x, &format!("{at}.{k}"), out);
+            }
+        }
+        Value::Array(items) => {
+            for x in items {
+                null_paths(x, &format!("{at}[]"), out);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -655,6 +690,14 @@ fn run_oracle(bin: &Path, sequences: &[Vec<Value>]) -> Vec<Vec<Outcome>> {
 fn oracle_outcome(r: Value) -> Outcome {
     if let Some(e) = r.get("error").and_then(Value::as_str) {
         return Outcome::Error(e.to_string());
+    }
+    if let Some(Value::Array(nulls)) = r.get("invalid") {
+        return Outcome::Invalid(
+            nulls
+                .iter()
+                .map(|p| p.as_str().unwrap_or("").to_string())
+                .collect(),
+        );
     }
     if let Some(Value::Array(cs)) = r.get("conflicts") {
         let mut out: Vec<(String, String, String)> = cs
@@ -739,7 +782,7 @@ fn keel_applies_as_structured_merge_diff_does() {
     assert_eq!(oracle.len(), sequences.len());
 
     let mut failures = Vec::new();
-    let (mut applies, mut conflicts) = (0, 0);
+    let (mut applies, mut conflicts, mut invalid) = (0, 0, 0);
     for (i, (ops, theirs)) in sequences.iter().zip(&oracle).enumerate() {
         let mut keel = Keel::new(schema.clone());
         for (step, (op, theirs)) in ops.iter().zip(theirs).enumerate() {
@@ -749,6 +792,7 @@ fn keel_applies_as_structured_merge_diff_does() {
             }
             applies += usize::from(op["op"] == "apply");
             conflicts += usize::from(matches!(theirs, Outcome::Conflicts(_)));
+            invalid += usize::from(matches!(theirs, Outcome::Invalid(_)));
             if comparable(&ours, exact) != comparable(theirs, exact) {
                 failures.push(format!(
                     "sequence {i}, step {step}:\n  ops: {}\n  keel: {ours:?}\n  smd:  {theirs:?}",
@@ -760,7 +804,8 @@ fn keel_applies_as_structured_merge_diff_does() {
         }
     }
     eprintln!(
-        "{count} sequences (seed {seed:#x}): {applies} applies, {conflicts} refused for conflicts, {} differ",
+        "{count} sequences (seed {seed:#x}): {applies} applies, {conflicts} refused for conflicts, \
+         {invalid} for nulls, {} differ",
         failures.len()
     );
     assert!(

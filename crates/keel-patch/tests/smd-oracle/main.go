@@ -29,9 +29,10 @@
 //     the updater's entry (managedfieldsupdater.go);
 //   - an object with no managed fields is untracked by updates (skipnonapplied.go), and an
 //     apply to it first records everything it holds as an Update by "before-first-apply";
-//   - the object stored after a write holds no nulls: where the library leaves a field null
-//     (a container whose items a removal emptied), a typed object omits it and a custom
-//     resource's null is pruned, so the next operation never sees it.
+//   - an apply whose result holds a null (the library leaves a map or list whose items its
+//     removal took as null) is refused as invalid, as Kubernetes refuses it for a custom
+//     resource whose schema does not allow nulls (422), and nothing changes; its output is
+//     {"invalid": [paths of the nulls]}, a path of ".field" and "[]" for a list's item.
 package main
 
 import (
@@ -77,6 +78,7 @@ type result struct {
 	Object        interface{} `json:"object"`
 	ManagedFields []entry     `json:"managedFields"`
 	Conflicts     []conflict  `json:"conflicts,omitempty"`
+	Invalid       []string    `json:"invalid,omitempty"`
 	Error         string      `json:"error,omitempty"`
 }
 
@@ -180,27 +182,69 @@ func (s *state) run(o op) result {
 		}
 		next, managers, err := s.updater.Apply(live, config, version, s.managers, identity(o.Manager, "Apply"), o.Force)
 		if err != nil {
-			s.managers = before
-			if cs, ok := err.(merge.Conflicts); ok {
-				out := s.snapshot()
-				for _, c := range cs {
-					m, operation := splitIdentity(c.Manager)
-					out.Conflicts = append(out.Conflicts, conflict{Manager: m, Operation: operation, Path: c.Path.String()})
-				}
-				return out
+			var cs []conflict
+			if _, ok := err.(merge.Conflicts); ok {
+				cs, err = s.conflicts(live, config, identity(o.Manager, "Apply"))
 			}
-			return result{Error: err.Error()}
+			s.managers = before
+			if err != nil {
+				return result{Error: err.Error()}
+			}
+			out := s.snapshot()
+			out.Conflicts = cs
+			return out
 		}
-		s.managers = managers
 		if next != nil {
-			s.live = normalize(next.AsValue().Unstructured())
+			// The root is the object itself, which keeps its kind and name in Kubernetes: a
+			// removal that empties it leaves an empty object, not a null.
+			obj := next.AsValue().Unstructured()
+			if obj == nil {
+				obj = map[string]interface{}{}
+			}
+			if nulls := nullPaths(obj, ""); len(nulls) > 0 {
+				s.managers = before
+				sort.Strings(nulls)
+				return result{Invalid: nulls}
+			}
+			s.live = normalize(obj)
 		} else if s.live == nil {
 			s.live = map[string]interface{}{}
 		}
+		s.managers = managers
 	default:
 		return result{Error: "unknown op " + o.Op}
 	}
 	return s.snapshot()
+}
+
+// conflicts are the fields of other managers an apply by id would change, as the library's
+// update() finds them. They are not read from its error: v4.1.2's ConflictsFromManagers keeps
+// the path its set iteration reuses (v4.2 copies it), so two conflicts under one parent can
+// print as one path twice. The forced apply merges and prunes as the refused one did.
+func (s *state) conflicts(live, config *typed.TypedValue, id string) ([]conflict, error) {
+	next, _, err := s.updater.Apply(live, config, version, s.managers.Copy(), id, true)
+	if err != nil {
+		return nil, err
+	}
+	if next == nil {
+		return nil, fmt.Errorf("a refused apply changes nothing when forced")
+	}
+	compare, err := live.Compare(next)
+	if err != nil {
+		return nil, err
+	}
+	changed := compare.Modified.Union(compare.Added)
+	var out []conflict
+	for owner, set := range s.managers {
+		if owner == id {
+			continue
+		}
+		m, operation := splitIdentity(owner)
+		set.Set().Intersection(changed).Iterate(func(p fieldpath.Path) {
+			out = append(out, conflict{Manager: m, Operation: operation, Path: p.Copy().String()})
+		})
+	}
+	return out, nil
 }
 
 func (s *state) snapshot() result {
@@ -228,16 +272,31 @@ func (s *state) snapshot() result {
 	return out
 }
 
-// normalize copies a JSON value without its null fields (see the package doc) and with whole
-// floats as integers (the library's values are int64 or float64; JSON decoding gives floats).
+// nullPaths lists where v holds nulls.
+func nullPaths(v interface{}, at string) []string {
+	var out []string
+	switch t := v.(type) {
+	case nil:
+		out = append(out, at)
+	case map[string]interface{}:
+		for k, x := range t {
+			out = append(out, nullPaths(x, at+"."+k)...)
+		}
+	case []interface{}:
+		for _, x := range t {
+			out = append(out, nullPaths(x, at+"[]")...)
+		}
+	}
+	return out
+}
+
+// normalize copies a JSON value with whole floats as integers (the library's values are int64
+// or float64; JSON decoding gives floats).
 func normalize(v interface{}) interface{} {
 	switch t := v.(type) {
 	case map[string]interface{}:
 		out := make(map[string]interface{}, len(t))
 		for k, x := range t {
-			if x == nil {
-				continue
-			}
 			out[k] = normalize(x)
 		}
 		return out
