@@ -676,6 +676,69 @@ mod tests {
         assert_eq!(s.object["list"], json!([{"name": "live"}]));
     }
 
+    /// The merged list, by identity, of `live` and `config`.
+    fn order(live: &[&str], config: &[&str]) -> Vec<String> {
+        let live: Vec<String> = live.iter().map(|s| s.to_string()).collect();
+        let config: Vec<String> = config.iter().map(|s| s.to_string()).collect();
+        merged_order(&live, &config)
+            .into_iter()
+            .map(|step| match step {
+                Step::Live(j) => live[j].clone(),
+                Step::Config(i, _) => config[i].clone(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lists_merge_in_structured_merge_diff_v4_4_2s_order() {
+        // Each computed by smd v4.4.2 (Kubernetes 1.32), tests/smd-oracle built against it.
+        assert_eq!(order(&["d", "b", "a"], &["a", "d"]), ["b", "a", "d"]);
+        assert_eq!(
+            order(&["a", "b", "c", "d"], &["x", "d", "y", "b", "z"]),
+            ["a", "c", "x", "d", "y", "b", "z"]
+        );
+        assert_eq!(
+            order(&["a", "b", "c"], &["c", "new", "a"]),
+            ["b", "c", "new", "a"]
+        );
+        assert_eq!(
+            order(&["a", "b", "c", "d", "e"], &["e", "c", "a"]),
+            ["b", "d", "e", "c", "a"]
+        );
+        assert_eq!(
+            order(&["a", "b", "c", "d"], &["a", "aprime", "c", "cprime"]),
+            ["a", "b", "aprime", "c", "d", "cprime"]
+        );
+        assert_eq!(order(&[], &["b", "a"]), ["b", "a"]);
+        assert_eq!(order(&["b", "a"], &[]), ["b", "a"]);
+        // A live duplicate the configuration does not have stays twice; one it has is merged
+        // into neither copy.
+        assert_eq!(order(&["a", "x", "a"], &["b"]), ["a", "x", "a", "b"]);
+        let live = ["a".to_string(), "a".to_string()];
+        assert_eq!(
+            merged_order(&live, &["a".to_string()]),
+            [Step::Config(0, None)]
+        );
+    }
+
+    #[test]
+    fn a_keyed_list_merges_its_shared_items_in_the_configurations_order() {
+        let mut s = State::new();
+        let items = |names: &[&str]| json!({"list": names.iter().map(|n| json!({"name": n})).collect::<Vec<_>>()});
+        s.apply("bob", items(&["a", "b", "c"]), false).unwrap();
+        s.apply(
+            "alice",
+            json!({"list": [{"name": "c", "value": ["v1"]}, {"name": "d"}, {"name": "a"}]}),
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            s.object,
+            json!({"list": [{"name": "b"}, {"name": "c", "value": ["v1"]}, {"name": "d"},
+                            {"name": "a"}]})
+        );
+    }
+
     #[test]
     fn a_leaf_conflict_is_refused_and_forced() {
         let mut s = State::new();
