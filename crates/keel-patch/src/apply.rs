@@ -57,22 +57,33 @@ pub fn apply(
     // What the applier applied before and no longer does goes, unless it is owned
     // (structured-merge-diff's `prune`), found by walking its previous set only.
     let mut gone = Set::new();
-    if let Some(last) = entries.iter().find(|e| e.is(writer)).map(|e| &e.fields)
-        && !last.is_empty()
-    {
-        let owners: Vec<&Set> = entries
-            .iter()
-            .filter(|e| !e.is(writer))
-            .map(|e| &*e.fields)
-            .chain(std::iter::once(&applied))
-            .collect();
-        let mut walk = Prune {
-            schema,
-            fields: Vec::new(),
-            at: Vec::new(),
-            gone: &mut gone,
-        };
-        walk.fields_of(last, &merged, &owners, false, false);
+    if let Some(last) = entries.iter().find(|e| e.is(writer)).map(|e| &e.fields) {
+        // Only what it no longer applies can go (what it applies is owned, and so is every
+        // item and key on the way to it): an applier that applies what it applied before,
+        // the common case, costs nothing more here.
+        let dropped = last.difference(&applied);
+        if !dropped.is_empty() {
+            let owners: Vec<&Set> = entries
+                .iter()
+                .filter(|e| !e.is(writer))
+                .map(|e| &*e.fields)
+                .chain(std::iter::once(&applied))
+                .collect();
+            let mut walk = Prune {
+                schema,
+                fields: Vec::new(),
+                at: Vec::new(),
+                gone: &mut gone,
+            };
+            let level = Level {
+                last,
+                dropped: &dropped,
+                owners,
+                removed: false,
+                unowned: false,
+            };
+            walk.fields_of(&level, &merged);
+        }
     }
     let removed = !gone.is_empty();
     if removed {
@@ -364,7 +375,7 @@ fn remove_all(obj: &mut Value, gone: &Set, schema: &dyn MergeSchema, fields: &mu
 /// 3. of what step 2 left removed, only what the applier had applied goes.
 ///
 /// So a path of the previous set goes when a path at or above it that step 1 removed, and
-/// the object has, is owned by nobody.
+/// the object has, is owned by nobody; only paths the applier no longer applies can.
 struct Prune<'a> {
     schema: &'a dyn MergeSchema,
     /// The field path of the current container (list items add no segment).
@@ -373,37 +384,35 @@ struct Prune<'a> {
     gone: &'a mut Set,
 }
 
+/// Where the walk of [`Prune`] is, below one container.
+struct Level<'a> {
+    /// The applier's previous set here.
+    last: &'a Set,
+    /// What of it the applier no longer applies: the paths walked.
+    dropped: &'a Set,
+    /// Every manager's set here, the applier's new one included.
+    owners: Vec<&'a Set>,
+    /// Whether step 1 removed the container.
+    removed: bool,
+    /// Whether a path at or above the container that step 1 removed is owned by nobody.
+    unowned: bool,
+}
+
 impl Prune<'_> {
-    /// The paths of `last` below the object or struct `obj`; `owners` are every manager's
-    /// sets at the same place, `removed` whether step 1 removed `obj`, `unowned` whether a
-    /// path at or above `obj` that step 1 removed is owned by nobody.
-    fn fields_of(
-        &mut self,
-        last: &Set,
-        obj: &Map<String, Value>,
-        owners: &[&Set],
-        removed: bool,
-        unowned: bool,
-    ) {
+    /// The walk below the object or struct `obj`.
+    fn fields_of(&mut self, level: &Level<'_>, obj: &Map<String, Value>) {
         let struct_fields = !keys_are_items(self.schema, &self.fields);
-        for e in elements(last) {
+        for e in elements(level.dropped) {
             let PathElement::Field(k) = e else { continue };
             let Some(v) = obj.get(k) else { continue };
             self.fields.push(k.clone());
-            self.element(e, v, struct_fields, last, owners, removed, unowned);
+            self.element(level, e, v, struct_fields);
             self.fields.pop();
         }
     }
 
-    /// The paths of `last` in the set or keyed list `items`.
-    fn items_of(
-        &mut self,
-        last: &Set,
-        items: &[Value],
-        owners: &[&Set],
-        removed: bool,
-        unowned: bool,
-    ) {
+    /// The walk below the set or keyed list `items`.
+    fn items_of(&mut self, level: &Level<'_>, items: &[Value]) {
         let names: Vec<&str> = self.fields.iter().map(String::as_str).collect();
         let strategy = self.schema.list_strategy(&names);
         if strategy == ListStrategy::Replace {
@@ -416,45 +425,44 @@ impl Prune<'_> {
                 by_id.entry(id).or_insert(item);
             }
         }
-        for e in elements(last) {
+        for e in elements(level.dropped) {
             if let Some(v) = by_id.get(e) {
-                self.element(e, v, false, last, owners, removed, unowned);
+                self.element(level, e, v, false);
             }
         }
     }
 
-    /// One element `e` of `last`, whose value in the object is `v`.
-    #[allow(clippy::too_many_arguments)]
-    fn element(
-        &mut self,
-        e: &PathElement,
-        v: &Value,
-        struct_field: bool,
-        last: &Set,
-        owners: &[&Set],
-        removed: bool,
-        unowned: bool,
-    ) {
-        let below = last.children().get(e).filter(|c| !c.is_empty());
+    /// One element `e` of the walk, whose value in the object is `v`.
+    fn element(&mut self, level: &Level<'_>, e: &PathElement, v: &Value, struct_field: bool) {
+        let last_below = level.last.children().get(e).filter(|c| !c.is_empty());
         // Step 1's set: the applier's paths, and the struct fields it applied below.
-        let member = last.members().contains(e) || (struct_field && below.is_some());
-        let removed = removed || member;
-        let owned = owners.iter().any(|o| o.members().contains(e))
+        let member = level.last.members().contains(e) || (struct_field && last_below.is_some());
+        let removed = level.removed || member;
+        let owned = level.owners.iter().any(|o| o.members().contains(e))
             || (struct_field
-                && owners
+                && level
+                    .owners
                     .iter()
                     .any(|o| o.children().get(e).is_some_and(|c| !c.is_empty())));
-        let unowned = unowned || (removed && !owned && self.in_field_set(v, struct_field));
+        let unowned = level.unowned || (removed && !owned && self.in_field_set(v, struct_field));
         self.at.push(e.clone());
         if member && unowned {
             self.gone.insert(&self.at);
-        } else if let Some(below) = below {
-            let owners: Vec<&Set> = owners.iter().filter_map(|o| o.children().get(e)).collect();
+        } else if let (Some(last), Some(dropped)) = (last_below, level.dropped.children().get(e)) {
+            let below = Level {
+                last,
+                dropped,
+                owners: level
+                    .owners
+                    .iter()
+                    .filter_map(|o| o.children().get(e))
+                    .collect(),
+                removed,
+                unowned,
+            };
             match v {
-                Value::Object(m) if !atomic(self.schema, &self.fields) => {
-                    self.fields_of(below, m, &owners, removed, unowned)
-                }
-                Value::Array(items) => self.items_of(below, items, &owners, removed, unowned),
+                Value::Object(m) if !atomic(self.schema, &self.fields) => self.fields_of(&below, m),
+                Value::Array(items) => self.items_of(&below, items),
                 _ => {}
             }
         }
