@@ -28,6 +28,11 @@ packages=(
   # environment (pip installs grpcio from PyPI into it).
   python3
   python3-venv
+  # keel-patch's differential test (tests/smd_oracle.rs) builds tests/smd-oracle with Go, in
+  # GOPATH mode against Kubernetes' structured-merge-diff as Debian packages it (v4.1.2, its
+  # sources under /usr/share/gocode; json-iterator and yaml.v2 come as its dependencies).
+  golang-go
+  golang-k8s-sigs-structured-merge-diff-dev
 )
 # The compose stack and its test need Docker, which a new machine has (its engine cannot be
 # installed and started from here everywhere); the compose tool can be.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::fieldpath::{
-    FieldSetError, PathElement, Set, atomic, changed_fields, item_key, to_field_set,
+    FieldSetError, PathElement, Set, atomic, changed_fields, item_key, keys_are_items, to_field_set,
 };
 use crate::managed::{Conflict, Entry, Writer, conflicts, record_apply};
 use crate::{ListStrategy, MergeSchema};
@@ -54,25 +54,35 @@ pub fn apply(
     };
     let live = &without_entries(live);
     let mut merged = merge_fields(live, config, schema, &mut Vec::new());
-    let last = entries
-        .iter()
-        .find(|e| e.is(writer))
-        .map(|e| e.fields.difference(&applied))
-        .unwrap_or_default();
-    // A field stays while anything below it is owned (structured-merge-diff's named fields
-    // are members); a list item or set value only while it is owned itself.
+    // What the applier applied before and no longer does goes, unless it is owned
+    // (structured-merge-diff's `prune`), found by walking its previous set only.
     let mut gone = Set::new();
-    if !last.is_empty() {
-        let mut kept = applied.clone();
-        for e in entries.iter().filter(|e| !e.is(writer)) {
-            kept.union_with(&e.fields);
-        }
-        for path in last.paths() {
-            let field = matches!(path.0.last(), Some(PathElement::Field(_)));
-            let owned = kept.has(&path.0) || (field && kept.has_below(&path.0));
-            if !owned {
-                gone.insert(&path.0);
-            }
+    if let Some(last) = entries.iter().find(|e| e.is(writer)).map(|e| &e.fields) {
+        // Only what it no longer applies can go (what it applies is owned, and so is every
+        // item and key on the way to it): an applier that applies what it applied before,
+        // the common case, costs nothing more here.
+        let dropped = last.difference(&applied);
+        if !dropped.is_empty() {
+            let owners: Vec<&Set> = entries
+                .iter()
+                .filter(|e| !e.is(writer))
+                .map(|e| &*e.fields)
+                .chain(std::iter::once(&applied))
+                .collect();
+            let mut walk = Prune {
+                schema,
+                fields: Vec::new(),
+                at: Vec::new(),
+                gone: &mut gone,
+            };
+            let level = Level {
+                last,
+                dropped: &dropped,
+                owners,
+                removed: false,
+                unowned: false,
+            };
+            walk.fields_of(&level, &merged);
         }
     }
     let removed = !gone.is_empty();
@@ -108,9 +118,10 @@ pub fn apply(
 }
 
 /// `config` merged into `live`: the configuration's scalars, atomic lists and atomic maps win;
-/// maps merge key by key; keyed lists and sets merge item by item, the items both have in the
-/// configuration's order in the places they held, the live object's own items where they
-/// were, a new item before the next item of the configuration the live list has (or last).
+/// maps merge key by key; keyed lists and sets merge item by item, in structured-merge-diff
+/// v4.4.2's order ([`merged_order`]). A null configuration leaves a granular map or an
+/// associative list that has items as it is (structured-merge-diff reads the null as that
+/// container, empty).
 pub fn merge(
     live: Option<&Value>,
     config: &Value,
@@ -121,7 +132,14 @@ pub fn merge(
         (Some(Value::Object(l)), Value::Object(c)) if !atomic(schema, fields) => {
             Value::Object(merge_fields(l, c, schema, fields))
         }
-        (Some(Value::Array(l)), Value::Array(c)) => {
+        (Some(Value::Object(l)), Value::Null) if !l.is_empty() && !atomic(schema, fields) => {
+            Value::Object(l.clone())
+        }
+        (Some(Value::Array(l)), Value::Array(_) | Value::Null) => {
+            let c: &[Value] = match config {
+                Value::Array(c) => c,
+                _ => &[],
+            };
             let owned = fields.clone();
             let path: Vec<&str> = owned.iter().map(String::as_str).collect();
             let identity: Box<dyn Fn(&Value) -> Value> = match schema.list_strategy(&path) {
@@ -147,61 +165,110 @@ pub fn merge(
                     })
                 }
             };
+            if config.is_null() && l.is_empty() {
+                return Value::Null;
+            }
             // Identities as text: equal values print alike (maps print in key order).
             let config_ids: Vec<String> = c.iter().map(|v| identity(v).to_string()).collect();
             let live_ids: Vec<String> = l.iter().map(|v| identity(v).to_string()).collect();
-            let mut live_at: HashMap<&str, usize> = HashMap::with_capacity(l.len());
-            for (j, id) in live_ids.iter().enumerate() {
-                live_at.entry(id.as_str()).or_insert(j);
-            }
-            let in_config: HashSet<&str> = config_ids.iter().map(String::as_str).collect();
-            let item = |fields: &mut Vec<String>, i: usize| {
-                let before = live_at.get(config_ids[i].as_str()).map(|j| &l[*j]);
-                merge(before, &c[i], schema, fields)
-            };
-            // A new item goes before the next configuration item the live list has, else
-            // last; those sharing a place keep the configuration's order.
-            let mut next_shared: Vec<Option<usize>> = vec![None; c.len()];
-            for i in (0..c.len().saturating_sub(1)).rev() {
-                next_shared[i] = if live_at.contains_key(config_ids[i + 1].as_str()) {
-                    Some(i + 1)
-                } else {
-                    next_shared[i + 1]
-                };
-            }
-            let mut before: HashMap<usize, Vec<usize>> = HashMap::new();
-            let mut last: Vec<usize> = Vec::new();
-            for (i, id) in config_ids.iter().enumerate() {
-                if live_at.contains_key(id.as_str()) {
-                    continue;
-                }
-                match next_shared[i] {
-                    Some(j) => before.entry(j).or_default().push(i),
-                    None => last.push(i),
-                }
-            }
-            // The live list's slots: its own items stay, the shared ones take the
-            // configuration's order (a live duplicate of a shared item goes).
-            let mut shared = (0..c.len()).filter(|i| live_at.contains_key(config_ids[*i].as_str()));
-            let mut out: Vec<Value> = Vec::with_capacity(l.len() + c.len());
-            for (j, id) in live_ids.iter().enumerate() {
-                if !in_config.contains(id.as_str()) {
-                    out.push(l[j].clone());
-                    continue;
-                }
-                let Some(i) = shared.next() else { continue };
-                for new in before.remove(&i).unwrap_or_default() {
-                    out.push(item(fields, new));
-                }
-                out.push(item(fields, i));
-            }
-            for new in last {
-                out.push(item(fields, new));
+            let mut out = Vec::with_capacity(l.len() + c.len());
+            for step in merged_order(&live_ids, &config_ids) {
+                out.push(match step {
+                    Step::Live(j) => l[j].clone(),
+                    Step::Config(i, before) => merge(before.map(|j| &l[j]), &c[i], schema, fields),
+                });
             }
             Value::Array(out)
         }
         _ => config.clone(),
     }
+}
+
+/// One item of a merged set or keyed list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// The live list's item at this index, which the configuration does not have.
+    Live(usize),
+    /// The configuration's item at this index, merged into the live item at the other index
+    /// (none: the item is new, or the live list holds it more than once).
+    Config(usize, Option<usize>),
+}
+
+/// The order of a merged set or keyed list, from its items' identities, as
+/// structured-merge-diff v4.4.2 merges one (`typed/merge.go` `visitListItems`, Kubernetes
+/// 1.32): the two lists are walked together; an item both have is taken when both reach it,
+/// and a live item the configuration also has is passed over while it is not the next of
+/// those the configuration orders; a live item the configuration does not have stays where it
+/// is; a configuration item is taken when the live list is not on an item to keep. So the
+/// shared items follow the configuration's order, the live list's own items keep their
+/// places, and a new item comes after the configuration item before it. (v4.1.2 kept the
+/// live order and appended new items.) `live` may hold an identity twice: each copy the
+/// configuration does not have stays, and the configuration's item is merged into none.
+fn merged_order(live: &[String], config: &[String]) -> Vec<Step> {
+    let mut in_config: HashMap<&str, usize> = HashMap::with_capacity(config.len());
+    for (i, id) in config.iter().enumerate() {
+        in_config.entry(id.as_str()).or_insert(i);
+    }
+    // The live index of each identity, or none when the live list holds it twice.
+    let mut in_live: HashMap<&str, Option<usize>> = HashMap::with_capacity(live.len());
+    for (j, id) in live.iter().enumerate() {
+        in_live
+            .entry(id.as_str())
+            .and_modify(|at| *at = None)
+            .or_insert(Some(j));
+    }
+    let mut shared = config
+        .iter()
+        .map(String::as_str)
+        .filter(|id| in_live.contains_key(id));
+    let mut next_shared = shared.next();
+    let mut taken: HashSet<&str> = HashSet::with_capacity(config.len());
+    let mut out = Vec::with_capacity(live.len() + config.len());
+    let (mut li, mut ri) = (0, 0);
+    while li < live.len() || ri < config.len() {
+        let progress = (li, ri);
+        if li < live.len() && ri < config.len() {
+            let id = live[li].as_str();
+            if id == config[ri] {
+                taken.insert(id);
+                out.push(Step::Config(ri, in_live.get(id).copied().flatten()));
+                li += 1;
+                ri += 1;
+                next_shared = shared.next();
+                continue;
+            }
+            if in_config.contains_key(id) && next_shared.is_some_and(|n| n != id) {
+                // A shared item, but not the one the configuration orders next.
+                li += 1;
+                continue;
+            }
+        }
+        if li < live.len() {
+            let id = live[li].as_str();
+            if !in_config.contains_key(id) {
+                out.push(Step::Live(li));
+                li += 1;
+                continue;
+            } else if taken.contains(id) {
+                li += 1;
+            }
+        }
+        if ri < config.len() {
+            let id = config[ri].as_str();
+            taken.insert(id);
+            out.push(Step::Config(ri, in_live.get(id).copied().flatten()));
+            ri += 1;
+            if next_shared == Some(id) {
+                next_shared = shared.next();
+            }
+        }
+        if (li, ri) == progress {
+            // Unreachable with a configuration of distinct items (each is taken before the
+            // walk ends); a guard, so that no input loops forever.
+            li += 1;
+        }
+    }
+    out
 }
 
 /// `live` without `metadata.managedFields`, which are no field of the object: copied once,
@@ -263,36 +330,193 @@ fn remove_fields(
     }
 }
 
-/// Removes every path of `gone` from `obj` in one walk: a field, a keyed item with all it
-/// holds, a set's value.
+/// Removes every path of `gone` from `obj` in one walk (structured-merge-diff's
+/// `RemoveItems`): a field, a keyed item with all it holds, a set's value. A map or list
+/// this leaves empty becomes null, as structured-merge-diff leaves it: Kubernetes' typed
+/// objects then omit the field, and a custom resource whose schema does not allow the null is
+/// refused (422).
 fn remove_all(obj: &mut Value, gone: &Set, schema: &dyn MergeSchema, fields: &mut Vec<String>) {
     match obj {
-        Value::Object(m) => remove_fields(m, gone, schema, fields),
+        Value::Object(m) => {
+            remove_fields(m, gone, schema, fields);
+            if m.is_empty() {
+                *obj = Value::Null;
+            }
+        }
         Value::Array(items) => {
             let owned = fields.clone();
             let names: Vec<&str> = owned.iter().map(String::as_str).collect();
             let strategy = schema.list_strategy(&names);
-            let id_of = |item: &Value| -> Option<PathElement> {
-                match &strategy {
-                    ListStrategy::Replace => None,
-                    ListStrategy::Set => Some(PathElement::Value(item.clone())),
-                    ListStrategy::MergeByKeys(keys) => {
-                        item_key(item, keys, schema, &names).map(PathElement::key)
+            let id_of = |item: &Value| item_element(item, &strategy, schema, &names);
+            items.retain(|item| id_of(item).is_none_or(|id| !gone.members().contains(&id)));
+            if !gone.children().is_empty() {
+                for item in items.iter_mut() {
+                    if let Some(below) = id_of(item).and_then(|id| gone.children().get(&id)) {
+                        remove_all(item, below, schema, fields);
                     }
                 }
-            };
-            items.retain(|item| id_of(item).is_none_or(|id| !gone.members().contains(&id)));
-            if gone.children().is_empty() {
-                return;
             }
-            for item in items.iter_mut() {
-                if let Some(below) = id_of(item).and_then(|id| gone.children().get(&id)) {
-                    remove_all(item, below, schema, fields);
-                }
+            if items.is_empty() {
+                *obj = Value::Null;
             }
         }
         _ => {}
     }
+}
+
+/// The walk of an applier's previous set that finds what its apply removes, with the result
+/// of structured-merge-diff's `prune` (`merge/update.go`) but without its three walks of the
+/// whole object:
+/// 1. everything the applier applied before is removed, its structs' fields made members
+///    (`EnsureNamedFieldsAreMembers`: a struct field goes with what was applied below it);
+/// 2. what was removed is put back where any manager, the applier's new configuration
+///    included, owns it (a struct field while anything below it is owned, a map key, list
+///    item or set value only when owned itself), so an unowned item goes with all inside it;
+/// 3. of what step 2 left removed, only what the applier had applied goes.
+///
+/// So a path of the previous set goes when a path at or above it that step 1 removed, and
+/// the object has, is owned by nobody; only paths the applier no longer applies can.
+struct Prune<'a> {
+    schema: &'a dyn MergeSchema,
+    /// The field path of the current container (list items add no segment).
+    fields: Vec<String>,
+    at: Vec<PathElement>,
+    gone: &'a mut Set,
+}
+
+/// Where the walk of [`Prune`] is, below one container.
+struct Level<'a> {
+    /// The applier's previous set here.
+    last: &'a Set,
+    /// What of it the applier no longer applies: the paths walked.
+    dropped: &'a Set,
+    /// Every manager's set here, the applier's new one included.
+    owners: Vec<&'a Set>,
+    /// Whether step 1 removed the container.
+    removed: bool,
+    /// Whether a path at or above the container that step 1 removed is owned by nobody.
+    unowned: bool,
+}
+
+impl Prune<'_> {
+    /// The walk below the object or struct `obj`.
+    fn fields_of(&mut self, level: &Level<'_>, obj: &Map<String, Value>) {
+        let struct_fields = !keys_are_items(self.schema, &self.fields);
+        for e in elements(level.dropped) {
+            let PathElement::Field(k) = e else { continue };
+            let Some(v) = obj.get(k) else { continue };
+            self.fields.push(k.clone());
+            self.element(level, e, v, struct_fields);
+            self.fields.pop();
+        }
+    }
+
+    /// The walk below the set or keyed list `items`.
+    fn items_of(&mut self, level: &Level<'_>, items: &[Value]) {
+        let names: Vec<&str> = self.fields.iter().map(String::as_str).collect();
+        let strategy = self.schema.list_strategy(&names);
+        if strategy == ListStrategy::Replace {
+            return;
+        }
+        let id_of = |item: &Value| item_element(item, &strategy, self.schema, &names);
+        let mut by_id: std::collections::BTreeMap<PathElement, &Value> = Default::default();
+        for item in items {
+            if let Some(id) = id_of(item) {
+                by_id.entry(id).or_insert(item);
+            }
+        }
+        for e in elements(level.dropped) {
+            if let Some(v) = by_id.get(e) {
+                self.element(level, e, v, false);
+            }
+        }
+    }
+
+    /// One element `e` of the walk, whose value in the object is `v`.
+    fn element(&mut self, level: &Level<'_>, e: &PathElement, v: &Value, struct_field: bool) {
+        let last_below = level.last.children().get(e).filter(|c| !c.is_empty());
+        // Step 1's set: the applier's paths, and the struct fields it applied below.
+        let member = level.last.members().contains(e) || (struct_field && last_below.is_some());
+        let removed = level.removed || member;
+        let owned = level.owners.iter().any(|o| o.members().contains(e))
+            || (struct_field
+                && level
+                    .owners
+                    .iter()
+                    .any(|o| o.children().get(e).is_some_and(|c| !c.is_empty())));
+        let unowned = level.unowned || (removed && !owned && self.in_field_set(v, struct_field));
+        self.at.push(e.clone());
+        if member && unowned {
+            self.gone.insert(&self.at);
+        } else if let (Some(last), Some(dropped)) = (last_below, level.dropped.children().get(e)) {
+            let below = Level {
+                last,
+                dropped,
+                owners: level
+                    .owners
+                    .iter()
+                    .filter_map(|o| o.children().get(e))
+                    .collect(),
+                removed,
+                unowned,
+            };
+            match v {
+                Value::Object(m) if !atomic(self.schema, &self.fields) => self.fields_of(&below, m),
+                Value::Array(items) => self.items_of(&below, items),
+                _ => {}
+            }
+        }
+        self.at.pop();
+    }
+
+    /// Whether the object's field set (structs' fields made members) has the path to `v`: an
+    /// item or map key always; a struct field unless it holds only what owns nothing (an
+    /// empty set or keyed list, or a struct of those).
+    fn in_field_set(&mut self, v: &Value, struct_field: bool) -> bool {
+        if !struct_field {
+            return true;
+        }
+        match v {
+            Value::Object(m) if !m.is_empty() && !atomic(self.schema, &self.fields) => {
+                keys_are_items(self.schema, &self.fields)
+                    || m.iter().any(|(k, x)| {
+                        self.fields.push(k.clone());
+                        let has = self.in_field_set(x, true);
+                        self.fields.pop();
+                        has
+                    })
+            }
+            Value::Array(items) if items.is_empty() => {
+                let names: Vec<&str> = self.fields.iter().map(String::as_str).collect();
+                self.schema.list_strategy(&names) == ListStrategy::Replace
+            }
+            _ => true,
+        }
+    }
+}
+
+/// The path element of `item` in the set or keyed list at `names` (`None` in an atomic list,
+/// or for an item without its key).
+fn item_element(
+    item: &Value,
+    strategy: &ListStrategy,
+    schema: &dyn MergeSchema,
+    names: &[&str],
+) -> Option<PathElement> {
+    match strategy {
+        ListStrategy::Replace => None,
+        ListStrategy::Set => Some(PathElement::Value(item.clone())),
+        ListStrategy::MergeByKeys(keys) => {
+            item_key(item, keys, schema, names).map(PathElement::key)
+        }
+    }
+}
+
+/// The elements of a set that are members or have paths below them.
+fn elements(s: &Set) -> impl Iterator<Item = &PathElement> {
+    s.members()
+        .iter()
+        .chain(s.children().keys().filter(|e| !s.members().contains(*e)))
 }
 
 #[cfg(test)]
@@ -458,6 +682,69 @@ mod tests {
         );
         assert_eq!(left[0], "live");
         assert_eq!(s.object["list"], json!([{"name": "live"}]));
+    }
+
+    /// The merged list, by identity, of `live` and `config`.
+    fn order(live: &[&str], config: &[&str]) -> Vec<String> {
+        let live: Vec<String> = live.iter().map(|s| s.to_string()).collect();
+        let config: Vec<String> = config.iter().map(|s| s.to_string()).collect();
+        merged_order(&live, &config)
+            .into_iter()
+            .map(|step| match step {
+                Step::Live(j) => live[j].clone(),
+                Step::Config(i, _) => config[i].clone(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lists_merge_in_structured_merge_diff_v4_4_2s_order() {
+        // Each computed by smd v4.4.2 (Kubernetes 1.32), tests/smd-oracle built against it.
+        assert_eq!(order(&["d", "b", "a"], &["a", "d"]), ["b", "a", "d"]);
+        assert_eq!(
+            order(&["a", "b", "c", "d"], &["x", "d", "y", "b", "z"]),
+            ["a", "c", "x", "d", "y", "b", "z"]
+        );
+        assert_eq!(
+            order(&["a", "b", "c"], &["c", "new", "a"]),
+            ["b", "c", "new", "a"]
+        );
+        assert_eq!(
+            order(&["a", "b", "c", "d", "e"], &["e", "c", "a"]),
+            ["b", "d", "e", "c", "a"]
+        );
+        assert_eq!(
+            order(&["a", "b", "c", "d"], &["a", "aprime", "c", "cprime"]),
+            ["a", "b", "aprime", "c", "d", "cprime"]
+        );
+        assert_eq!(order(&[], &["b", "a"]), ["b", "a"]);
+        assert_eq!(order(&["b", "a"], &[]), ["b", "a"]);
+        // A live duplicate the configuration does not have stays twice; one it has is merged
+        // into neither copy.
+        assert_eq!(order(&["a", "x", "a"], &["b"]), ["a", "x", "a", "b"]);
+        let live = ["a".to_string(), "a".to_string()];
+        assert_eq!(
+            merged_order(&live, &["a".to_string()]),
+            [Step::Config(0, None)]
+        );
+    }
+
+    #[test]
+    fn a_keyed_list_merges_its_shared_items_in_the_configurations_order() {
+        let mut s = State::new();
+        let items = |names: &[&str]| json!({"list": names.iter().map(|n| json!({"name": n})).collect::<Vec<_>>()});
+        s.apply("bob", items(&["a", "b", "c"]), false).unwrap();
+        s.apply(
+            "alice",
+            json!({"list": [{"name": "c", "value": ["v1"]}, {"name": "d"}, {"name": "a"}]}),
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            s.object,
+            json!({"list": [{"name": "b"}, {"name": "c", "value": ["v1"]}, {"name": "d"},
+                            {"name": "a"}]})
+        );
     }
 
     #[test]

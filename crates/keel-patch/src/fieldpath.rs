@@ -470,11 +470,12 @@ pub struct FieldSetError {
 }
 
 /// The fields an applier owns for sending `config` (structured-merge-diff's `ToFieldSet`):
-/// every scalar and atomic list it sent, every item of a keyed list (by its key, with the
-/// schema's defaults for omitted key fields) or of a set (by value) and what it sent inside,
-/// every map key it sent; an empty map or a null as itself; but the structs on the way are not
-/// owned, and neither is what [`NEVER_OWNED`] names. Lists merge, and maps are atomic or
-/// granular, as `schema` says.
+/// every scalar and atomic list or map it sent, every item of a keyed list (by its key, with
+/// the schema's defaults for omitted key fields) or of a set (by value) and what it sent
+/// inside, every key of a map of items it sent ([`crate::MergeSchema::keys_are_items`]: `"f:s1":
+/// {".": {}, ...}`); a field whose value is an empty map or a null as itself; but the structs
+/// on the way are not owned, an empty set or keyed list owns nothing, and neither is what
+/// [`NEVER_OWNED`] names. Lists merge, and maps are atomic or granular, as `schema` says.
 pub fn to_field_set(config: &Value, schema: &dyn crate::MergeSchema) -> Result<Set, FieldSetError> {
     let mut out = Set::new();
     let Value::Object(m) = config else {
@@ -496,10 +497,10 @@ pub fn to_field_set(config: &Value, schema: &dyn crate::MergeSchema) -> Result<S
 }
 
 /// What a write from `live` to `new` changed (structured-merge-diff's `Compare`: added and
-/// modified, not removed): what an Update manager comes to own. A map or list item that is new
-/// is owned itself (`"."`) with what it holds; a scalar or atomic list that differs is owned;
-/// the server's metadata never is. Not yet checked against Kubernetes: whether a keyed list
-/// that is new is owned itself too (`"f:ports":{".":{}, ...}`); here it is not.
+/// modified, not removed): what an Update manager comes to own. A map, struct, set or keyed
+/// list that is new is owned itself (`"."`) with what it holds, and so is a list item; a
+/// scalar, an atomic list or map, or an empty map or list that is new or differs is owned
+/// itself; a map emptied is not (its keys are removed); the server's metadata never is.
 pub fn changed(
     live: &Value,
     new: &Value,
@@ -512,21 +513,15 @@ pub fn changed(
     }
 }
 
-/// [`to_field_set`] of an object's fields, with no copy of the object.
+/// What a write that created `obj` owns: [`changed`] from nothing to it, every map, list and
+/// item with its `"."`. It is what Kubernetes records for `before-first-apply`, the Update it
+/// runs from an empty object to the live one when an object nobody is recorded as owning is
+/// applied (`skipNonApplied`), and what a create records.
 pub fn field_set_of(
     obj: &Map<String, Value>,
     schema: &dyn crate::MergeSchema,
 ) -> Result<Set, FieldSetError> {
-    let mut out = Set::new();
-    visit_map(
-        obj,
-        schema,
-        &mut Vec::new(),
-        &mut Vec::new(),
-        &mut out,
-        crate::MAX_DEPTH,
-    )?;
-    Ok(out.difference(never_owned()))
+    changed_fields(&Map::new(), obj, schema)
 }
 
 /// [`changed`] between two objects' fields, with no copy of either.
@@ -604,6 +599,10 @@ fn diff_fields(
     Ok(())
 }
 
+/// Compares one value of `new` with the same of `live` (`None`: `live` has none), as
+/// structured-merge-diff's `Compare` walks them: a leaf (a scalar, an atomic list or map, or
+/// empty containers on both sides) is changed when new or different; a granular map, set or
+/// keyed list is compared item by item, and is changed itself only when it is new.
 fn diff(
     new: &Value,
     live: Option<&Value>,
@@ -619,24 +618,38 @@ fn diff(
             why: format!("nested deeper than {}", crate::MAX_DEPTH),
         });
     }
+    let leaf = |out: &mut Diff, at: &[PathElement]| {
+        if live != Some(new) {
+            out.changed.insert(at);
+        }
+    };
     match new {
-        Value::Object(m) if !m.is_empty() && !atomic(schema, fields) => {
-            let live = live.and_then(Value::as_object);
-            if live.is_none() {
+        Value::Object(m) if atomic(schema, fields) || (m.is_empty() && empty_or_absent(live)) => {
+            leaf(out, at);
+        }
+        Value::Object(m) => {
+            let before = live.and_then(Value::as_object);
+            if before.is_none() {
                 out.changed.insert(at);
             }
-            diff_fields(m, live, schema, fields, at, out, depth)
+            diff_fields(m, before, schema, fields, at, out, depth)?;
         }
         Value::Array(items) => {
             let names: Vec<String> = fields.clone();
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let strategy = schema.list_strategy(&names);
+            if strategy == crate::ListStrategy::Replace
+                || (items.is_empty() && empty_or_absent(live))
+            {
+                leaf(out, at);
+                return Ok(());
+            }
             let live_items = live.and_then(Value::as_array);
-            match schema.list_strategy(&names) {
-                crate::ListStrategy::Replace => {
-                    if live != Some(new) {
-                        out.changed.insert(at);
-                    }
-                }
+            if live_items.is_none() {
+                out.changed.insert(at);
+            }
+            match strategy {
+                crate::ListStrategy::Replace => {}
                 crate::ListStrategy::Set => {
                     let before: std::collections::HashSet<String> = live_items
                         .into_iter()
@@ -683,7 +696,9 @@ fn diff(
                         if before.is_none() || (whole && before != Some(item)) {
                             out.changed.insert(at);
                         }
-                        if let (Value::Object(m), false) = (item, whole) {
+                        if let (Value::Object(m), false) = (item, whole)
+                            && before != Some(item)
+                        {
                             let before = before.and_then(Value::as_object);
                             diff_fields(m, before, schema, fields, at, out, depth)?;
                         }
@@ -699,23 +714,26 @@ fn diff(
                     }
                 }
             }
-            Ok(())
         }
-        _ => {
-            if live != Some(new) {
-                out.changed.insert(at);
-            }
-            // An emptied map: its keys are gone.
-            if let (Value::Object(_), Some(Value::Object(before))) = (new, live) {
+        // A null where a granular map or an associative list was: structured-merge-diff reads
+        // it as that container, empty, so its items are removed and it is not changed itself.
+        Value::Null if !atomic(schema, fields) && !empty_or_absent(live) => match live {
+            Some(Value::Object(before)) => {
                 for k in before.keys() {
                     at.push(PathElement::Field(k.clone()));
                     out.removed.insert(at);
                     at.pop();
                 }
             }
-            Ok(())
-        }
+            Some(Value::Array(_)) => {
+                let empty = Value::Array(Vec::new());
+                diff(&empty, live, schema, fields, at, out, depth)?;
+            }
+            _ => leaf(out, at),
+        },
+        _ => leaf(out, at),
     }
+    Ok(())
 }
 
 /// The key of `item` in the keyed list at field path `names` (its `keys`, each from the item
@@ -752,6 +770,25 @@ pub(crate) fn atomic(schema: &dyn crate::MergeSchema, fields: &[String]) -> bool
     schema.map_atomic(&names)
 }
 
+/// Whether the keys of the object at the field path `fields` are items (a map), not declared
+/// fields (a struct).
+pub(crate) fn keys_are_items(schema: &dyn crate::MergeSchema, fields: &[String]) -> bool {
+    let names: Vec<&str> = fields.iter().map(String::as_str).collect();
+    schema.keys_are_items(&names)
+}
+
+/// Whether `v` is absent, null, or an empty map or list: what structured-merge-diff compares
+/// as one value rather than item by item ("emptyPromoteToLeaf"), so that `{}` and `[]` are
+/// owned and changed themselves.
+fn empty_or_absent(v: Option<&Value>) -> bool {
+    match v {
+        None | Some(Value::Null) => true,
+        Some(Value::Object(m)) => m.is_empty(),
+        Some(Value::Array(a)) => a.is_empty(),
+        Some(_) => false,
+    }
+}
+
 /// [`NEVER_OWNED`] as a set, made once.
 fn never_owned() -> &'static Set {
     static NEVER: std::sync::LazyLock<Set> = std::sync::LazyLock::new(|| {
@@ -782,10 +819,15 @@ fn visit_map(
             why: format!("nested deeper than {}", crate::MAX_DEPTH),
         });
     }
+    let items = keys_are_items(schema, fields);
     for (k, v) in m {
         at.push(PathElement::Field(k.clone()));
         fields.push(k.clone());
         visit_value(v, schema, fields, at, out, depth - 1)?;
+        // A map's key is owned as an item; a struct's field only as a leaf (above).
+        if items {
+            out.insert(at);
+        }
         fields.pop();
         at.pop();
     }
@@ -1015,7 +1057,8 @@ mod tests {
         let set = changed(&live, &new, &schema).unwrap();
         assert_eq!(
             set.to_fields_v1(),
-            r#"{"f:metadata":{"f:labels":{".":{},"f:team":{}}},"f:spec":{"f:replicas":{},"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"b\"}":{".":{},"f:image":{},"f:name":{},"f:ports":{"k:{\"containerPort\":80,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{}}}}}}}}}"#
+            r#"{"f:metadata":{"f:labels":{".":{},"f:team":{}}},"f:spec":{"f:replicas":{},"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"b\"}":{".":{},"f:image":{},"f:name":{},"f:ports":{".":{},"k:{\"containerPort\":80,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{}}}}}}}}}"#,
+            "a new keyed list is owned itself, as smd's Compare adds it"
         );
         assert!(changed(&new, &new, &schema).unwrap().is_empty());
     }

@@ -51,6 +51,17 @@ pub trait MergeSchema {
     fn map_atomic(&self, _path: &[&str]) -> bool {
         false
     }
+
+    /// Whether the object at `path` (or each element of the list of objects at `path`) is a
+    /// map whose keys are its items (OpenAPI `additionalProperties`: labels, a map of
+    /// settings), not a struct of declared fields (`properties`). Server-side apply owns a
+    /// map's keys as items (an applier of `{"s1": {"value": "on"}}` owns `s1` itself, which
+    /// therefore goes whole when it stops applying it) but not a struct's fields, which stay
+    /// while anything below them is owned (structured-merge-diff's `FindField`). The default,
+    /// structs everywhere, is what kinds whose maps hold only scalars need.
+    fn keys_are_items(&self, _path: &[&str]) -> bool {
+        false
+    }
 }
 
 /// The rules of a kind with no schema (structured-merge-diff's deduced type): every list is

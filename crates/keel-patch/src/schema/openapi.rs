@@ -70,6 +70,21 @@ impl OpenApiSchema {
     }
 }
 
+impl OpenApiSchema {
+    /// Whether the object at `path` inside an `ObjectMeta` is a map of items (`labels`,
+    /// `annotations`); `None` when `path` is not inside one.
+    fn meta_items(resolved: &Resolved<'_>, path: &[&str]) -> Option<bool> {
+        resolved
+            .object_roots
+            .iter()
+            .rev()
+            .find_map(|&start| match path.get(start..) {
+                Some(["metadata", rest @ ..]) => Some(matches!(rest, ["labels" | "annotations"])),
+                _ => None,
+            })
+    }
+}
+
 /// Fields of a list's elements are reached through `items`: paths name no list positions.
 fn element_schema(node: &Value) -> &Value {
     node.get("items")
@@ -143,6 +158,20 @@ impl MergeSchema for OpenApiSchema {
                 .get("x-kubernetes-map-type")
                 .and_then(Value::as_str)
                 == Some("atomic")
+        })
+    }
+
+    fn keys_are_items(&self, path: &[&str]) -> bool {
+        let resolved = self.resolve(path);
+        if let Some(rule) = Self::meta_items(&resolved, path) {
+            return rule;
+        }
+        resolved.node.map(element_schema).is_some_and(|node| {
+            node.get("properties").is_none()
+                && (node
+                    .get("additionalProperties")
+                    .is_some_and(Value::is_object)
+                    || node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)))
         })
     }
 

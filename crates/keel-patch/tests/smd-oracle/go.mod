@@ -1,0 +1,3 @@
+module smd-oracle
+
+go 1.19
