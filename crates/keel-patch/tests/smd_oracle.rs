@@ -22,10 +22,9 @@
 //!
 //! `SMD_ORACLE_SEED` (a number) picks the sequences, `SMD_ORACLE_SEQUENCES` how many;
 //! `SMD_ORACLE_GOPATH` builds the oracle against another copy of the library (a GOPATH holding
-//! `sigs.k8s.io/structured-merge-diff`; `tests/smd-oracle/gopath-from-checkout.sh` makes one
-//! from a checkout), and `SMD_ORACLE_EXACT_ORDER=1` compares the order of every list too (for
-//! a library of v4.2 or later: against v4.4.2, Kubernetes 1.32's, nothing differs in order
-//! either). `smd_cases.rs` holds the differences this test found, one case each.
+//! `sigs.k8s.io/structured-merge-diff` and its imports), and `SMD_ORACLE_EXACT_ORDER=1`
+//! compares the order of every list too (for a library of v4.2 or later: built once by hand
+//! against v4.4.2, Kubernetes 1.32's, nothing differed in order either). `smd_cases.rs` holds the differences this test found, one case each.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
