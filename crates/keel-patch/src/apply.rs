@@ -63,11 +63,14 @@ pub fn apply(
         // the common case, costs nothing more here.
         let dropped = last.difference(&applied);
         if !dropped.is_empty() {
+            // The configuration owns its identity too (`metadata.name`, ...), which no entry
+            // records (Kubernetes strips it after structured-merge-diff has pruned with it):
+            // so `metadata` stays when the last label an applier applied goes.
             let owners: Vec<&Set> = entries
                 .iter()
                 .filter(|e| !e.is(writer))
                 .map(|e| &*e.fields)
-                .chain(std::iter::once(&applied))
+                .chain([&applied, crate::fieldpath::never_owned()])
                 .collect();
             let mut walk = Prune {
                 schema,
@@ -630,6 +633,29 @@ mod tests {
         s.entries[0].operation = Operation::Apply;
         s.apply("one", json!({"data": {"a": "4"}}), false).unwrap();
         assert_eq!(s.object, json!({"data": {"a": "4"}}));
+    }
+
+    /// The configuration owns its identity, which no entry records: when the applier drops
+    /// the last label it applied, `metadata` stays, with the name in it.
+    #[test]
+    fn dropping_the_last_label_keeps_the_objects_identity() {
+        let mut s = State::new();
+        let meta = |labels: Option<Value>| {
+            let mut m = json!({"name": "cm", "namespace": "default"});
+            if let Some(l) = labels {
+                m["labels"] = l;
+            }
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": m})
+        };
+        s.apply("bob", meta(Some(json!({"tier": "web"}))), false)
+            .unwrap_or_else(|e| panic!("{e}"));
+        s.apply("bob", meta(None), false)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            s.object,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "cm", "namespace": "default"}})
+        );
     }
 
     #[test]

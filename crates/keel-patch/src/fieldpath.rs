@@ -790,7 +790,7 @@ fn empty_or_absent(v: Option<&Value>) -> bool {
 }
 
 /// [`NEVER_OWNED`] as a set, made once.
-fn never_owned() -> &'static Set {
+pub(crate) fn never_owned() -> &'static Set {
     static NEVER: std::sync::LazyLock<Set> = std::sync::LazyLock::new(|| {
         let mut s = Set::new();
         for path in NEVER_OWNED {

@@ -314,7 +314,9 @@ pub fn apply(
                 manager: "before-first-apply".into(),
                 operation: Operation::Update,
                 api_version: info.api_version(),
-                time: None,
+                // An Update from nothing to the live object, now (Kubernetes'
+                // skipNonApplied manager).
+                time: Some(now()),
                 subresource: String::new(),
                 fields: fields.into(),
             });
@@ -367,6 +369,9 @@ pub fn apply(
             "an apply made something that is not an object",
         ));
     };
+    if kind.typed() {
+        drop_nulls(&mut object);
+    }
     if apply.manager == KUBECTL
         && let Some(c) = current
     {
@@ -378,6 +383,25 @@ pub fn apply(
         object,
         entries: applied.entries,
     })
+}
+
+/// `object` without the members that are `null`, at any depth (lists' items included): what
+/// decoding into Go structs makes of them.
+fn drop_nulls(object: &mut Map<String, Value>) {
+    object.retain(|_, v| !v.is_null());
+    for v in object.values_mut() {
+        match v {
+            Value::Object(m) => drop_nulls(m),
+            Value::Array(items) => {
+                for item in items.iter_mut() {
+                    if let Value::Object(m) = item {
+                        drop_nulls(m);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 fn invalid_config(t: &Target, e: keel_patch::apply::ApplyError) -> ApiError {

@@ -156,6 +156,14 @@ pub trait Kind: Send + Sync {
         None
     }
 
+    /// Whether its objects are Go structs in Kubernetes, where a `null` is the field left
+    /// out: a server-side apply's removal leaves `null` where it empties a map or list
+    /// (structured-merge-diff's result), which such a kind drops. A custom object keeps them
+    /// for its schema to judge, as Kubernetes does.
+    fn typed(&self) -> bool {
+        true
+    }
+
     /// The last rules of every write, after validation: a custom object is pruned and checked
     /// against its CRD's schema.
     fn admit(&self, _obj: &mut Object) -> Result<(), ApiError> {

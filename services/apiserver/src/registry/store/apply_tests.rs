@@ -223,6 +223,49 @@ async fn what_only_the_applier_owned_goes_when_it_stops_applying_it() {
     );
 }
 
+/// Removal that empties a map or list leaves no field at all in a built-in object (not `{}`,
+/// nor the `null` structured-merge-diff leaves, which Go's structs read as absent); and an
+/// object nobody owned is first `before-first-apply`'s, at a time, with its marks.
+#[tokio::test]
+async fn removal_that_empties_a_field_leaves_none_in_a_built_in_object() {
+    let f = Fixture::new().await;
+    let mut labelled = configmap(json!({"a": "1"}));
+    labelled["metadata"]["labels"] = json!({"tier": "web"});
+    f.apply("bob", labelled).await.unwrap();
+    let mut bare = configmap(json!({}));
+    bare.as_object_mut().unwrap().remove("data");
+    let after = f.apply("bob", bare).await.unwrap();
+    assert!(after.as_map().get("data").is_none(), "{:?}", after.as_map());
+    assert!(
+        after.metadata().unwrap().get("labels").is_none(),
+        "{:?}",
+        after.metadata()
+    );
+
+    // before-first-apply.
+    let cm = f
+        .create(crate::registry::testing::configmap(
+            "untracked",
+            json!({"k": "v"}),
+        ))
+        .await
+        .unwrap();
+    let mut reset = cm.clone();
+    reset
+        .metadata_mut()
+        .insert("managedFields".into(), json!([]));
+    f.update(&reset, Subresource::Main).await.unwrap();
+    let mut config = configmap(json!({"other": "x"}));
+    config["metadata"]["name"] = json!("untracked");
+    let applied = f.apply("alice", config).await.unwrap();
+    let before = managed_fields(&applied)
+        .into_iter()
+        .find(|e| e["manager"] == "before-first-apply")
+        .expect("before-first-apply's entry");
+    assert!(before["time"].is_string(), "{before}");
+    assert_eq!(before["fieldsV1"], json!({"f:data": {".": {}, "f:k": {}}}));
+}
+
 #[tokio::test]
 async fn a_keyed_item_goes_with_its_last_owner_whatever_others_set_inside_it() {
     // TestApplyCanRemoveMapItemsContributedToByControllers.
