@@ -275,6 +275,11 @@ pub fn prepare_for_update(
         if let Some(ns) = old_meta.get("namespace") {
             meta.insert("namespace".into(), ns.clone());
         }
+        // A cluster-scoped object has none, whatever the request says (Kubernetes'
+        // `BeforeUpdate`): Helm charts put one on their ClusterRoles.
+        if !info.namespaced {
+            meta.remove("namespace");
+        }
     }
     if info.status_subresource {
         match old.as_map().get("status") {
@@ -402,6 +407,20 @@ mod tests {
         assert_eq!(out.as_map()["spec"], json!({"replicas": 1}));
         assert_eq!(out.as_map()["status"], json!({"replicas": 1}));
         assert_eq!(out.label("x"), None);
+    }
+
+    /// Helm charts put a namespace on their ClusterRoles: an update of a cluster-scoped
+    /// object drops it, as Kubernetes' `BeforeUpdate` does (a create already did).
+    #[test]
+    fn an_update_of_a_cluster_scoped_object_drops_a_namespace() {
+        let i = info("ClusterRole");
+        let old = obj(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "r", "uid": "u"}, "rules": []}));
+        let mut sent = old.clone();
+        sent.set_meta_str("namespace", "charts");
+        let new = prepare_for_update(&i, sent, &old, Subresource::Main).unwrap();
+        assert_eq!(new.namespace(), "");
+        validate(&i, &new).unwrap();
     }
 
     #[test]
