@@ -1208,6 +1208,76 @@ async fn a_service_account_subject_without_a_namespace_is_the_role_bindings_own(
     );
 }
 
+/// A role whose `resourceNames` hold one ConfigMap lets its holder list and watch that one
+/// by a field selector on its name, as Kubernetes authorizes such a list (single-object
+/// informers); a list of all, or of another name, is still refused.
+#[tokio::test]
+async fn a_list_or_watch_of_one_name_is_authorized_as_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(&etcd, &["--token-auth-file", &token_file(&dir)]).await;
+    let admin = client(&api, "admin-token").await;
+    let bob = client(&api, "bob-token").await;
+    let cms = gvr("", "v1", "configmaps");
+    admin
+        .create(&cms, "default", &configmap("foo"))
+        .await
+        .unwrap();
+    grant(
+        &admin,
+        "default",
+        "foo-reader",
+        "bob",
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["foo"],
+                "verbs": ["get", "list", "watch"]}]),
+    )
+    .await;
+    let by_name = |name: &str| ListParams {
+        field_selector: format!("metadata.name={name}"),
+        ..ListParams::default()
+    };
+    let foo = by_name("foo");
+    let listed = eventually(Duration::from_secs(5), "bob lists foo", || async {
+        bob.list(&cms, "default", &foo).await.ok()
+    })
+    .await;
+    let names: Vec<&str> = listed
+        .items
+        .iter()
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["foo"]);
+    forbidden(
+        bob.list(&cms, "default", &ListParams::default()).await,
+        "configmaps is forbidden: User \"bob\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\"",
+    );
+    forbidden(
+        bob.list(&cms, "default", &by_name("bar")).await,
+        "configmaps \"bar\" is forbidden: User \"bob\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\"",
+    );
+    let params = WatchParams {
+        namespace: "default".into(),
+        field_selector: "metadata.name=foo".into(),
+        ..Default::default()
+    };
+    let mut w = bob.watch(&cms, &params).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), w.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.object["metadata"]["name"], "foo");
+    let all = WatchParams {
+        namespace: "default".into(),
+        ..Default::default()
+    };
+    let refused = match bob.watch(&cms, &all).await {
+        Err(e) => e,
+        Ok(mut w) => w.next().await.unwrap().unwrap_err(),
+    };
+    assert_eq!(refused.reason, Reason::Forbidden);
+}
+
 /// One plain-text REST request with a bearer token: the status code and the body.
 fn rest(
     api: &ApiServer,

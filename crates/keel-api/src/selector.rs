@@ -185,6 +185,15 @@ impl FieldSelector {
         self.0.is_empty()
     }
 
+    /// The value `field` must equal, if a requirement says so (Kubernetes'
+    /// `RequiresExactMatch`): a list or watch of `metadata.name=x` is authorized as naming `x`.
+    pub fn requires_exact_match(&self, field: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(f, equal, _)| f == field && *equal)
+            .map(|(_, _, v)| v.as_str())
+    }
+
     pub fn matches_object(&self, obj: &impl Selectable) -> bool {
         let own: Vec<&str> = self
             .0

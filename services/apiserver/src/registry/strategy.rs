@@ -414,8 +414,10 @@ mod tests {
     #[test]
     fn an_update_of_a_cluster_scoped_object_drops_a_namespace() {
         let i = info("ClusterRole");
-        let old = obj(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": "r", "uid": "u"}, "rules": []}));
+        let old = obj(
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "r", "uid": "u"}, "rules": []}),
+        );
         let mut sent = old.clone();
         sent.set_meta_str("namespace", "charts");
         let new = prepare_for_update(&i, sent, &old, Subresource::Main).unwrap();

@@ -5,7 +5,7 @@ use keel_api::shard::ShardSelector;
 
 use super::handler::{Context, Verb};
 use super::limits::Class;
-use super::names::{collection_scope, shard_scope};
+use super::names::{collection_scope, selected_name, shard_scope};
 pub use crate::registry::ListResult;
 use crate::registry::{ListOptions, target};
 
@@ -46,7 +46,7 @@ impl Verb for List {
             ));
         }
         let namespace = filter.namespace.clone().unwrap_or_default();
-        cx.authorize(Self::NAME, &namespace, "", "")
+        cx.authorize(Self::NAME, &namespace, &selected_name(&filter), "")
             .await?
             .list(
                 &cx.info,

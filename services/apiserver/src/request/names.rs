@@ -135,6 +135,19 @@ pub fn collection_scope(
     })
 }
 
+/// The name a list or watch is authorized for (Kubernetes' `RequestInfo`): the one its field
+/// selector requires `metadata.name` to equal, when that is a valid path segment, so a role
+/// whose `resourceNames` hold it may list or watch that one object (single-object
+/// informers); else none.
+pub fn selected_name(filter: &Filter) -> String {
+    filter
+        .fields
+        .requires_exact_match("metadata.name")
+        .filter(|n| keel_api::validation::path_segment_name(n).is_empty())
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// The namespace of a request that names one object (get, patch, delete): `default` when a
 /// namespaced resource's request gives none, as for a create or update (DESIGN.md,
 /// "Namespaces"); none for a cluster-scoped resource.

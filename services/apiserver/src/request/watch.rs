@@ -10,7 +10,7 @@ use keel_api::shard::ShardSelector;
 
 use super::handler::{Context, Verb};
 use super::limits::{Class, Slot};
-use super::names::{collection_scope, shard_scope};
+use super::names::{collection_scope, selected_name, shard_scope};
 use crate::metrics::Metrics;
 use crate::registry::WatchStream;
 pub use crate::registry::{WatchEvent, WatchEventKind};
@@ -58,7 +58,7 @@ impl Verb for Watch {
             ));
         }
         let inner = cx
-            .authorize(Self::NAME, &namespace, "", "")
+            .authorize(Self::NAME, &namespace, &selected_name(&filter), "")
             .await?
             .watch(
                 &cx.info,
