@@ -3,7 +3,7 @@
 # built from Debian's packages (mmdebstrap; no image registry, so `docker import`), plays the new
 # machine: Debian with Docker and nothing else. Inside a container of it, with only the host's Rust
 # toolchain mounted read-only, this runs scripts/install-deps.sh, the release build, a test
-# against a real etcd, scripts/local-up.sh, and scripts/up.sh against the host's Docker engine
+# against a real etcd, the structured-merge-diff oracle's test (Go), scripts/local-up.sh, and scripts/up.sh against the host's Docker engine
 # (socket mounted, stack under a project and ports of its own, removed afterwards). Any package
 # missing from install-deps.sh fails one of these steps, and so this check.
 #
@@ -26,6 +26,8 @@ if [ "${1:-}" = "--inside" ]; then
   cargo build --release --locked --workspace --bins
   echo "==> [new machine] a test against a real etcd (tests/tests/verbs.rs)"
   cargo test --release --locked -p keel-tests --test verbs -- --test-threads 2
+  echo "==> [new machine] the structured-merge-diff differential test (Go and the library from Debian)"
+  SMD_ORACLE_SEQUENCES=20 cargo test --release --locked -p keel-patch --test smd_oracle
   echo "==> [new machine] the grpcio conformance test (python3-venv, grpcio from PyPI)"
   KEEL_BIN_DIR=target/release ./tests/python/run.sh
   echo "==> [new machine] scripts/local-up.sh"
