@@ -1,241 +1,303 @@
 #!/usr/bin/env python3
-"""Writes the OpenAPI v3 schemas of keel's built-in kinds, as Kubernetes publishes them, to
-services/apiserver/src/registry/builtin-openapi.json (checked in; the API server embeds
-it for `kubectl explain`).
+"""Writes what keel knows of its built-in kinds' schemas, from Kubernetes' own OpenAPI
+document, into two checked-in files:
 
-Kubernetes' own OpenAPI document is generated from its Go types; the official Python client
-(PyPI `kubernetes`, pinned in tests/python/requirements.txt) is generated from that document and
-keeps its field names, types, descriptions and required fields. This script reads them back
-from the client's model classes:
+- services/apiserver/src/registry/builtin-openapi.json: the kinds' OpenAPI v3 schemas as the
+  API server serves them (`/openapi/v3`, `/openapi/v2`, `kubectl explain`, field validation):
+  every definition a kind reaches, exactly as Kubernetes' document has it (names, types,
+  formats, descriptions, required fields, and the `x-kubernetes-*` extensions: list and map
+  types, patch strategies and merge keys, group-version-kinds, unions), references written
+  the v3 way (`allOf: [{$ref: #/components/schemas/<name>}]`).
+- crates/keel-patch/src/schema/builtin-types.json: the same definitions cut down to what
+  server-side apply and strategic merge patch read (properties, items, additionalProperties,
+  references, the five list, map and patch extensions, a key's default), and only the parts
+  that say something: a field not there is an atomic list or a granular map in both.
+  keel-patch embeds it (`BuiltinSchema`).
 
-    target/python-venv/bin/python scripts/gen-builtin-openapi.py
+The source is Kubernetes 1.32's `api/openapi-spec/swagger.json` (OpenAPI v2), as the official
+Python client's release for 1.32 keeps it (SOURCE below; the client's generator downloads it
+from Kubernetes' release-1.32 branch, its scripts/constants.py KUBERNETES_BRANCH, and keeps
+it as `swagger.json.unprocessed`). To run again, fetch that file and give its path:
 
-(tests/python/run.sh makes that virtual environment.) Run it again when the pin changes or a
-built-in kind is added; the output is deterministic.
+    curl -fLo /tmp/swagger.json \\
+      https://raw.githubusercontent.com/kubernetes-client/python/v32.0.1/kubernetes/swagger.json.unprocessed
+    python3 scripts/gen-builtin-openapi.py /tmp/swagger.json
+
+(or `git -C <a clone of kubernetes-client/python> show v32.0.1:kubernetes/swagger.json.unprocessed`).
+The script refuses a document whose sha256 is not SOURCE's: to move to another Kubernetes
+release, change SOURCE (and KINDS, when keel serves other kinds) and run it again. It needs
+nothing beyond Python 3's standard library; the output is deterministic.
+
+What is not in Kubernetes' document is kept here by hand, each said where it is added
+(HAND_KEPT, also listed in the types file's `handKept`): keel's InitializerConfiguration and
+`ObjectMeta.initializers`; the v1beta1 CustomResourceDefinition keel still serves; the
+list-map keys' defaults Kubernetes' v3 documents carry and its v2 document does not
+(`protocol: TCP` of container and service ports); and the one type Kubernetes makes atomic
+to server-side apply by its name (RawExtension).
 """
 
-import inspect
+import copy
+import hashlib
 import json
-import re
 import sys
 from pathlib import Path
 
-import kubernetes
-import kubernetes.client.models as models
+SOURCE = {
+    "repository": "https://github.com/kubernetes-client/python",
+    "tag": "v32.0.1",
+    "commit": "bc4fd671bfa702007e090ae3ae28bf28bc9c3a6e",
+    "path": "kubernetes/swagger.json.unprocessed",
+    "sha256": "0350c464f4e616e1240676ca629dac47e46d87d6c42d84b42a0bd98dfa0d5139",
+    "kubernetes": "release-1.32 api/openapi-spec/swagger.json",
+}
 
-# The kinds keel serves, their group/version and model, and Kubernetes' one-line description
-# of each (the Go type's comment; the client keeps field descriptions only).
+# The built-in kinds keel serves (crates/keel-api/src/resource.rs), found in the document by
+# their `x-kubernetes-group-version-kind`.
 KINDS = [
-    ("", "v1", "Namespace", "V1Namespace",
-     "Namespace provides a scope for Names. Use of multiple namespaces is optional."),
-    ("", "v1", "Pod", "V1Pod",
-     "Pod is a collection of containers that can run on a host. This resource is created by "
-     "clients and scheduled onto hosts."),
-    ("", "v1", "ConfigMap", "V1ConfigMap",
-     "ConfigMap holds configuration data for pods to consume."),
-    ("", "v1", "Event", "CoreV1Event",
-     "Event is a report of an event somewhere in the cluster."),
-    ("", "v1", "Secret", "V1Secret",
-     "Secret holds secret data of a certain type. The total bytes of the values in the Data "
-     "field must be less than MaxSecretSize bytes."),
-    ("", "v1", "ServiceAccount", "V1ServiceAccount",
-     "ServiceAccount binds together: * a name, understood by users, and perhaps by peripheral "
-     "systems, for an identity * a principal that can be authenticated and authorized * a set "
-     "of secrets"),
-    ("", "v1", "Service", "V1Service",
-     "Service is a named abstraction of software service (for example, mysql) consisting of "
-     "local port (for example 3306) that the proxy listens on, and the selector that "
-     "determines which pods will answer requests sent through the proxy."),
-    ("", "v1", "Endpoints", "V1Endpoints",
-     "Endpoints is a collection of endpoints that implement the actual service."),
-    ("", "v1", "PersistentVolumeClaim", "V1PersistentVolumeClaim",
-     "PersistentVolumeClaim is a user's request for and claim to a persistent volume"),
-    ("", "v1", "PersistentVolume", "V1PersistentVolume",
-     "PersistentVolume (PV) is a storage resource provisioned by an administrator. It is "
-     "analogous to a node."),
-    ("", "v1", "ResourceQuota", "V1ResourceQuota",
-     "ResourceQuota sets aggregate quota restrictions enforced per namespace"),
-    ("", "v1", "LimitRange", "V1LimitRange",
-     "LimitRange sets resource usage limits for each kind of resource in a Namespace."),
-    ("", "v1", "Node", "V1Node",
-     "Node is a worker node in Kubernetes. Each node will have a unique identifier in the "
-     "cache (i.e. in etcd)."),
-    ("apps", "v1", "ReplicaSet", "V1ReplicaSet",
-     "ReplicaSet ensures that a specified number of pod replicas are running at any given time."),
-    ("apps", "v1", "Deployment", "V1Deployment",
-     "Deployment enables declarative updates for Pods and ReplicaSets."),
-    ("apps", "v1", "StatefulSet", "V1StatefulSet",
-     "StatefulSet represents a set of pods with consistent identities."),
-    ("apps", "v1", "DaemonSet", "V1DaemonSet",
-     "DaemonSet represents the configuration of a daemon set."),
-    ("apps", "v1", "ControllerRevision", "V1ControllerRevision",
-     "ControllerRevision implements an immutable snapshot of state data."),
-    ("batch", "v1", "Job", "V1Job",
-     "Job represents the configuration of a single job."),
-    ("batch", "v1", "CronJob", "V1CronJob",
-     "CronJob represents the configuration of a single cron job."),
-    ("coordination.k8s.io", "v1", "Lease", "V1Lease",
-     "Lease defines a lease concept."),
-    ("networking.k8s.io", "v1", "Ingress", "V1Ingress",
-     "Ingress is a collection of rules that allow inbound connections to reach the endpoints "
-     "defined by a backend."),
-    ("networking.k8s.io", "v1", "IngressClass", "V1IngressClass",
-     "IngressClass represents the class of the Ingress, referenced by the Ingress Spec."),
-    ("networking.k8s.io", "v1", "NetworkPolicy", "V1NetworkPolicy",
-     "NetworkPolicy describes what network traffic is allowed for a set of Pods"),
-    ("discovery.k8s.io", "v1", "EndpointSlice", "V1EndpointSlice",
-     "EndpointSlice represents a subset of the endpoints that implement a service."),
-    ("autoscaling", "v2", "HorizontalPodAutoscaler", "V2HorizontalPodAutoscaler",
-     "HorizontalPodAutoscaler is the configuration for a horizontal pod autoscaler, which "
-     "automatically manages the replica count of any resource implementing the scale "
-     "subresource based on the metrics specified."),
-    ("autoscaling", "v1", "HorizontalPodAutoscaler", "V1HorizontalPodAutoscaler",
-     "configuration of a horizontal pod autoscaler."),
-    ("policy", "v1", "PodDisruptionBudget", "V1PodDisruptionBudget",
-     "PodDisruptionBudget is an object to define the max disruption that can be caused to a "
-     "collection of pods"),
-    ("scheduling.k8s.io", "v1", "PriorityClass", "V1PriorityClass",
-     "PriorityClass defines mapping from a priority class name to the priority integer value."),
-    ("storage.k8s.io", "v1", "StorageClass", "V1StorageClass",
-     "StorageClass describes the parameters for a class of storage for which "
-     "PersistentVolumes can be dynamically provisioned."),
-    ("rbac.authorization.k8s.io", "v1", "Role", "V1Role",
-     "Role is a namespaced, logical grouping of PolicyRules that can be referenced as a unit by "
-     "a RoleBinding."),
-    ("rbac.authorization.k8s.io", "v1", "RoleBinding", "V1RoleBinding",
-     "RoleBinding references a role, but does not contain it. It can reference a Role in the "
-     "same namespace or a ClusterRole in the global namespace."),
-    ("rbac.authorization.k8s.io", "v1", "ClusterRole", "V1ClusterRole",
-     "ClusterRole is a cluster level, logical grouping of PolicyRules that can be referenced as "
-     "a unit by a RoleBinding or ClusterRoleBinding."),
-    ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "V1ClusterRoleBinding",
-     "ClusterRoleBinding references a ClusterRole, but not contain it. It can reference a "
-     "ClusterRole in the global namespace, and adds who information via Subject."),
-    ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "V1CustomResourceDefinition",
-     "CustomResourceDefinition represents a resource that should be exposed on the API server. "
-     "Its name MUST be in the format <.spec.name>.<.spec.group>."),
+    ("", "v1", k) for k in (
+        "Namespace", "Pod", "ConfigMap", "Event", "Secret", "ServiceAccount", "Service",
+        "Endpoints", "PersistentVolumeClaim", "PersistentVolume", "ResourceQuota", "LimitRange",
+        "Node")
+] + [
+    ("apps", "v1", k) for k in (
+        "ReplicaSet", "Deployment", "StatefulSet", "DaemonSet", "ControllerRevision")
+] + [
+    ("batch", "v1", "Job"),
+    ("batch", "v1", "CronJob"),
+    ("coordination.k8s.io", "v1", "Lease"),
+    ("networking.k8s.io", "v1", "Ingress"),
+    ("networking.k8s.io", "v1", "IngressClass"),
+    ("networking.k8s.io", "v1", "NetworkPolicy"),
+    ("discovery.k8s.io", "v1", "EndpointSlice"),
+    ("autoscaling", "v2", "HorizontalPodAutoscaler"),
+    ("autoscaling", "v1", "HorizontalPodAutoscaler"),
+    ("policy", "v1", "PodDisruptionBudget"),
+    ("scheduling.k8s.io", "v1", "PriorityClass"),
+    ("storage.k8s.io", "v1", "StorageClass"),
+] + [
+    ("rbac.authorization.k8s.io", "v1", k) for k in (
+        "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+] + [
+    ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
 ]
 
-# Go packages of the groups, for Kubernetes' schema names (io.k8s.api.apps.v1.Deployment).
-PACKAGES = {
-    "": "io.k8s.api.core",
-    "apps": "io.k8s.api.apps",
-    "coordination.k8s.io": "io.k8s.api.coordination",
-    "batch": "io.k8s.api.batch",
-    "networking.k8s.io": "io.k8s.api.networking",
-    "discovery.k8s.io": "io.k8s.api.discovery",
-    "autoscaling": "io.k8s.api.autoscaling",
-    "policy": "io.k8s.api.policy",
-    "scheduling.k8s.io": "io.k8s.api.scheduling",
-    "storage.k8s.io": "io.k8s.api.storage",
-    "rbac.authorization.k8s.io": "io.k8s.api.rbac",
-    "apiextensions.k8s.io": "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions",
-}
+# The extensions server-side apply and strategic merge patch read.
+MERGE_EXTENSIONS = (
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
+    "x-kubernetes-patch-merge-key",
+    "x-kubernetes-patch-strategy",
+)
+
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
-# Core types first reached from another group's kinds (a Deployment's pod template).
-CORE_MODELS = {"V1PodTemplateSpec", "V1PersistentVolumeClaim", "V1ObjectReference",
-               "V1TypedLocalObjectReference", "V1TopologySelectorTerm",
-               "V1TopologySelectorLabelRequirement", "V1LocalObjectReference"}
-META_MODELS = {"V1ObjectMeta", "V1LabelSelector", "V1LabelSelectorRequirement",
-               "V1ManagedFieldsEntry", "V1OwnerReference", "V1Condition", "V1ListMeta"}
-# Fields Kubernetes declares as int-or-string (the client types them as plain `object`).
-INT_OR_STRING = {"max_surge", "max_unavailable", "min_available", "port", "target_port"}
-# The client's version prefixes and group prefixes on model names (V1, CoreV1, ...).
-MODEL_GROUPS = "Core|Apps|Rbac|Coordination|Apiextensions|Discovery|Networking|Storage|Policy|Batch"
-PREFIX = re.compile(rf"^({MODEL_GROUPS})?V\d+((alpha|beta)\d+)?")
 
-NOQA = re.compile(r"\s*# noqa: E501")
+# Kept by hand: what Kubernetes 1.32's document does not say. Each is listed in the types
+# file's `handKept`.
+HAND_KEPT = [
+    "io.k8s.api.core.v1.ContainerPort.protocol and io.k8s.api.core.v1.ServicePort.protocol: "
+    "default TCP (Kubernetes' +default=\"TCP\", in its v3 documents and server-side apply's "
+    "schema, not in its v2 document)",
+    f"{META}.ObjectMeta.initializers: keel's (Kubernetes 1.7-1.13's ObjectMeta; pending merges "
+    "by name)",
+    "admissionregistration.k8s.io/v1alpha1 InitializerConfiguration: keel's (Kubernetes "
+    "1.13's types: initializers merge by name)",
+    "apiextensions.k8s.io/v1beta1 CustomResourceDefinition: not in Kubernetes 1.32; keel "
+    "stores it as v1, and gives it v1's types",
+    "io.k8s.apimachinery.pkg.runtime.RawExtension: atomic (Kubernetes' converter of OpenAPI "
+    "to server-side apply's types, kube-openapi's schemaconv, makes it an untyped atomic "
+    "value by name)",
+]
+
+# Atomic to server-side apply by name (HAND_KEPT's last line).
+UNTYPED_ATOMIC = ["io.k8s.apimachinery.pkg.runtime.RawExtension"]
+
+# Defaults of list-map keys (HAND_KEPT's first line): (definition, property) -> default.
+KEY_DEFAULTS = {
+    ("io.k8s.api.core.v1.ContainerPort", "protocol"): "TCP",
+    ("io.k8s.api.core.v1.ServicePort", "protocol"): "TCP",
+}
+
+# keel's own definitions, in the document's form (HAND_KEPT's second and third lines).
+INITIALIZERS = f"{META}.Initializers"
+INITIALIZER = f"{META}.Initializer"
+INITIALIZER_CONFIGURATION = "io.k8s.api.admissionregistration.v1alpha1.InitializerConfiguration"
+KEEL_DEFINITIONS = {
+    INITIALIZERS: {"properties": {"pending": {
+        "type": "array",
+        "items": {"$ref": f"#/definitions/{INITIALIZER}"},
+        "x-kubernetes-patch-merge-key": "name",
+        "x-kubernetes-patch-strategy": "merge",
+    }}},
+    INITIALIZER: {"properties": {"name": {"type": "string"}}},
+    INITIALIZER_CONFIGURATION: {"properties": {
+        "metadata": {"$ref": f"#/definitions/{META}.ObjectMeta"},
+        "initializers": {
+            "type": "array",
+            "items": {"$ref": "#/definitions/io.k8s.api.admissionregistration.v1alpha1.Initializer"},
+            "x-kubernetes-patch-merge-key": "name",
+            "x-kubernetes-patch-strategy": "merge",
+        },
+    }},
+    "io.k8s.api.admissionregistration.v1alpha1.Initializer": {"properties": {
+        "name": {"type": "string"},
+    }},
+}
+KEEL_KINDS = {
+    "admissionregistration.k8s.io/v1alpha1/InitializerConfiguration": INITIALIZER_CONFIGURATION,
+}
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVED = ROOT / "services/apiserver/src/registry/builtin-openapi.json"
+TYPES = ROOT / "crates/keel-patch/src/schema/builtin-types.json"
 
 
-def field_description(cls, attr):
-    """The field's description: the property docstring between its first line and :return:."""
-    doc = inspect.getdoc(getattr(cls, attr)) or ""
-    lines = [NOQA.sub("", l) for l in doc.splitlines()[1:]]
-    text = "\n".join(lines).split(":return:")[0].strip()
-    return text
+def ref_name(ref):
+    return ref.rsplit("/", 1)[-1]
 
 
-def required(cls, attr):
-    prop = getattr(cls, attr)
-    if prop.fset is None:
-        return False
-    return "must not be `None`" in inspect.getsource(prop.fset)
+def refs(schema):
+    """The definitions a schema references, in order."""
+    if isinstance(schema, dict):
+        if "$ref" in schema:
+            yield ref_name(schema["$ref"])
+        for key, value in schema.items():
+            if key == "properties":
+                for prop in value.values():
+                    yield from refs(prop)
+            elif key in ("items", "additionalProperties"):
+                yield from refs(value)
 
 
-class Generator:
-    def __init__(self):
-        self.names = {}  # model class name -> schema name
-        self.schemas = {}
+def reached(definitions, roots):
+    """Every definition the roots reach, by name."""
+    seen, todo = set(), list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        if name not in definitions:
+            raise SystemExit(f"the document references {name}, which it does not define")
+        seen.add(name)
+        todo.extend(refs(definitions[name]))
+    return seen
 
-    def name_of(self, model, package):
-        if model not in self.names:
-            base = PREFIX.sub("", model)
-            pkg = META if model in META_MODELS else PACKAGES[""] if model in CORE_MODELS else package
-            version = re.match(rf"^(?:{MODEL_GROUPS})?(V\d+(?:(?:alpha|beta)\d+)?)", model)
-            version = version.group(1).lower() if version else "v1"
-            self.names[model] = f"{pkg}.{version}.{base}" if pkg != META else f"{META}.{base}"
-            self.schemas[self.names[model]] = None  # reserved: recursion stops here
-            self.schemas[self.names[model]] = self.model_schema(model, package)
-        return self.names[model]
 
-    def type_schema(self, t, package, attr=None):
-        m = re.fullmatch(r"list\[(.+)\]", t)
-        if m:
-            return {"type": "array", "items": self.type_schema(m.group(1), package)}
-        m = re.fullmatch(r"dict\(str, (.+)\)", t)
-        if m:
-            return {"type": "object", "additionalProperties": self.type_schema(m.group(1), package)}
-        simple = {"str": {"type": "string"}, "int": {"type": "integer", "format": "int64"},
-                  "bool": {"type": "boolean"}, "float": {"type": "number", "format": "double"},
-                  "datetime": {"type": "string", "format": "date-time"},
-                  "date": {"type": "string", "format": "date"}}
-        if t in simple:
-            return dict(simple[t])
-        if t == "object":
-            if attr in INT_OR_STRING:
-                return {"x-kubernetes-int-or-string": True}
-            return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-        if hasattr(models, t):
-            return {"allOf": [{"$ref": "#/components/schemas/" + self.name_of(t, package)}]}
-        raise SystemExit(f"unknown type {t!r}")
+def to_v3(schema):
+    """A v2 schema as Kubernetes' v3 documents write it: a reference is an `allOf` of one,
+    beside the field's own description and extensions."""
+    if isinstance(schema, list):
+        return [to_v3(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key == "$ref":
+            out["allOf"] = [{"$ref": "#/components/schemas/" + ref_name(value)}]
+        elif key == "properties":
+            out[key] = {name: to_v3(prop) for name, prop in value.items()}
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            out[key] = to_v3(value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
-    def model_schema(self, model, package):
-        cls = getattr(models, model)
-        props, req = {}, []
-        for attr, t in sorted(cls.openapi_types.items(), key=lambda kv: cls.attribute_map[kv[0]]):
-            name = cls.attribute_map[attr]
-            s = self.type_schema(t, package, attr)
-            d = field_description(cls, attr)
-            if d:
-                s["description"] = d
-            props[name] = s
-            if required(cls, attr):
-                req.append(name)
-        out = {"type": "object", "properties": props}
-        if req:
-            out["required"] = req
-        return out
 
-    def run(self):
-        kinds = {}
-        for model in sorted(META_MODELS):
-            self.name_of(model, META)
-        for group, version, kind, model, description in KINDS:
-            name = self.name_of(model, PACKAGES[group])
-            s = self.schemas[name]
-            s["description"] = description
-            s["x-kubernetes-group-version-kind"] = [{"group": group, "version": version, "kind": kind}]
-            kinds[f"{group}/{version}/{kind}"] = name
-        return {"generatedFrom": f"kubernetes {kubernetes.__version__} (PyPI)",
-                "kinds": kinds, "schemas": dict(sorted(self.schemas.items()))}
+def served(definitions, kinds):
+    schemas = {name: to_v3(definitions[name]) for name in reached(definitions, kinds.values())}
+    for (definition, prop), default in KEY_DEFAULTS.items():
+        schemas[definition]["properties"][prop]["default"] = default
+    return schemas
+
+
+def merge_part(schema, keep):
+    """The part of a schema that merging reads; None if it says nothing. `keep(name)` says
+    whether a referenced definition is kept."""
+    if not isinstance(schema, dict):
+        return None
+    out = {k: copy.deepcopy(schema[k]) for k in MERGE_EXTENSIONS if k in schema}
+    if "default" in schema:
+        out["default"] = schema["default"]
+    if "$ref" in schema and keep(ref_name(schema["$ref"])):
+        out["$ref"] = "#/definitions/" + ref_name(schema["$ref"])
+    props = {}
+    for name, prop in schema.get("properties", {}).items():
+        part = merge_part(prop, keep)
+        if part is not None:
+            props[name] = part
+    if props:
+        out["properties"] = props
+    for key in ("items", "additionalProperties"):
+        part = merge_part(schema.get(key), keep)
+        if part is not None:
+            out[key] = part
+    return out or None
+
+
+def merge_types(definitions, kinds):
+    """The definitions the kinds reach, cut to what merging reads, and keel's own."""
+    definitions = copy.deepcopy(definitions)
+    for (definition, prop), default in KEY_DEFAULTS.items():
+        definitions[definition]["properties"][prop]["default"] = default
+    for name in UNTYPED_ATOMIC:
+        definitions[name]["x-kubernetes-map-type"] = "atomic"
+    definitions.update(copy.deepcopy(KEEL_DEFINITIONS))
+    definitions[f"{META}.ObjectMeta"]["properties"]["initializers"] = {
+        "$ref": f"#/definitions/{INITIALIZERS}"}
+    names = reached(definitions, list(kinds.values()) + list(KEEL_KINDS.values()))
+    # A definition is kept while it says something, itself or through what it references:
+    # start from all of them and drop those that say nothing until none is dropped.
+    kept = set(names)
+    while True:
+        parts = {n: merge_part(definitions[n], kept.__contains__) for n in sorted(kept)}
+        now = {n for n, part in parts.items() if part is not None}
+        if now == kept:
+            break
+        kept = now
+    return {n: parts[n] for n in sorted(kept)}
 
 
 def main():
-    out = Path(__file__).resolve().parent.parent / "services/apiserver/src/registry/builtin-openapi.json"
-    doc = Generator().run()
-    out.write_text(json.dumps(doc, indent=None, separators=(",", ":"), sort_keys=False) + "\n")
-    print(f"{out}: {len(doc['kinds'])} kinds, {len(doc['schemas'])} schemas, "
-          f"{out.stat().st_size // 1024} KiB", file=sys.stderr)
+    if len(sys.argv) != 2:
+        raise SystemExit(__doc__)
+    raw = Path(sys.argv[1]).read_bytes()
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != SOURCE["sha256"]:
+        raise SystemExit(f"{sys.argv[1]}: sha256 {digest}, not {SOURCE['sha256']} (SOURCE)")
+    definitions = json.loads(raw)["definitions"]
+    by_gvk = {}
+    for name, schema in definitions.items():
+        for gvk in schema.get("x-kubernetes-group-version-kind", []):
+            by_gvk[(gvk["group"], gvk["version"], gvk["kind"])] = name
+    kinds = {}
+    for group, version, kind in KINDS:
+        if (group, version, kind) not in by_gvk:
+            raise SystemExit(f"the document has no {group}/{version} {kind}")
+        kinds[f"{group}/{version}/{kind}"] = by_gvk[(group, version, kind)]
+    origin = (f"{SOURCE['kubernetes']}, as {SOURCE['repository']} {SOURCE['tag']} "
+              f"({SOURCE['commit']}) keeps it at {SOURCE['path']}, sha256 {SOURCE['sha256']}")
+
+    schemas = served(definitions, kinds)
+    doc = {"generatedFrom": origin, "kinds": dict(sorted(kinds.items())),
+           "schemas": dict(sorted(schemas.items()))}
+    SERVED.write_text(json.dumps(doc, separators=(",", ":"), sort_keys=True) + "\n")
+
+    api_kinds = {}
+    for key, name in kinds.items():
+        group, version, kind = key.split("/")
+        api_kinds[f"{group}/{version}/{kind}" if group else f"{version}/{kind}"] = name
+    api_kinds["apiextensions.k8s.io/v1beta1/CustomResourceDefinition"] = \
+        api_kinds["apiextensions.k8s.io/v1/CustomResourceDefinition"]
+    api_kinds.update(KEEL_KINDS)
+    types = {"generatedFrom": origin, "handKept": HAND_KEPT,
+             "kinds": dict(sorted(api_kinds.items())),
+             "definitions": merge_types(definitions, kinds)}
+    TYPES.write_text(json.dumps(types, indent=1, sort_keys=True) + "\n")
+
+    for path, what in ((SERVED, f"{len(kinds)} kinds, {len(schemas)} schemas"),
+                       (TYPES, f"{len(api_kinds)} kinds, {len(types['definitions'])} definitions")):
+        print(f"{path.relative_to(ROOT)}: {what}, {path.stat().st_size // 1024} KiB",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

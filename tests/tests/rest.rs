@@ -560,3 +560,87 @@ async fn refusals_are_audit_lines_too() {
         ]
     );
 }
+
+/// `/openapi/v3` and `/openapi/v2` carry Kubernetes' list and map types (its
+/// `x-kubernetes-*` extensions), where clients read them: kubectl, and tools that merge as
+/// server-side apply does (Argo CD's server-side diff).
+#[tokio::test]
+async fn openapi_documents_carry_kubernetes_list_and_map_types() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let get = |path: &str| {
+        let (code, body) = call(api.grpc, "GET", path, "application/json", b"");
+        assert_eq!(code, 200, "{path}: {body}");
+        body
+    };
+    let root = get("/openapi/v3");
+    let v3 = |gv: &str| {
+        let url = root["paths"][gv]["serverRelativeURL"].as_str().unwrap();
+        get(url)["components"]["schemas"].clone()
+    };
+
+    let core = v3("api/v1");
+    let spread = &core["io.k8s.api.core.v1.PodSpec"]["properties"]["topologySpreadConstraints"];
+    assert_eq!(spread["x-kubernetes-list-type"], "map");
+    assert_eq!(
+        spread["x-kubernetes-list-map-keys"],
+        json!(["topologyKey", "whenUnsatisfiable"])
+    );
+    assert_eq!(spread["x-kubernetes-patch-merge-key"], "topologyKey");
+    assert_eq!(spread["x-kubernetes-patch-strategy"], "merge");
+    let ports = &core["io.k8s.api.core.v1.Container"]["properties"]["ports"];
+    assert_eq!(
+        ports["x-kubernetes-list-map-keys"],
+        json!(["containerPort", "protocol"])
+    );
+    assert_eq!(
+        core["io.k8s.api.core.v1.ContainerPort"]["properties"]["protocol"]["default"],
+        "TCP"
+    );
+    assert_eq!(
+        core["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["properties"]["finalizers"]["x-kubernetes-list-type"],
+        "set"
+    );
+    assert_eq!(
+        core["io.k8s.api.core.v1.PersistentVolumeSpec"]["properties"]["claimRef"]["x-kubernetes-map-type"],
+        "granular"
+    );
+    let policy = v3("apis/policy/v1");
+    assert_eq!(
+        policy["io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"]["x-kubernetes-map-type"],
+        "atomic"
+    );
+    assert_eq!(
+        policy["io.k8s.api.policy.v1.PodDisruptionBudgetSpec"]["properties"]["selector"]["x-kubernetes-patch-strategy"],
+        "replace"
+    );
+    assert_eq!(
+        policy["io.k8s.api.policy.v1.PodDisruptionBudget"]["x-kubernetes-group-version-kind"],
+        json!([{"group": "policy", "kind": "PodDisruptionBudget", "version": "v1"}])
+    );
+
+    // v2: the same extensions beside `$ref`s, and no v3 `default`s, as Kubernetes' v2 has it.
+    let v2 = get("/openapi/v2");
+    let defs = &v2["definitions"];
+    let ports = &defs["io.k8s.api.core.v1.Container"]["properties"]["ports"];
+    assert_eq!(
+        ports["items"],
+        json!({"$ref": "#/definitions/io.k8s.api.core.v1.ContainerPort"})
+    );
+    assert_eq!(ports["x-kubernetes-list-type"], "map");
+    assert_eq!(ports["x-kubernetes-patch-merge-key"], "containerPort");
+    let claim = &defs["io.k8s.api.core.v1.PersistentVolumeSpec"]["properties"]["claimRef"];
+    assert_eq!(
+        claim["$ref"],
+        "#/definitions/io.k8s.api.core.v1.ObjectReference"
+    );
+    assert_eq!(claim["x-kubernetes-map-type"], "granular");
+    assert_eq!(
+        defs["io.k8s.api.core.v1.ContainerPort"]["properties"]["protocol"].get("default"),
+        None
+    );
+    assert_eq!(
+        defs["io.k8s.api.apps.v1.DeploymentSpec"]["properties"]["strategy"]["x-kubernetes-patch-strategy"],
+        "retainKeys"
+    );
+}

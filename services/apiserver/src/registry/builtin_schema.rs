@@ -1,7 +1,8 @@
 //! Kubernetes' OpenAPI v3 schemas of the built-in kinds (`builtin-openapi.json`, made by
-//! `scripts/gen-builtin-openapi.py` from the official Python client's models): what
-//! `/openapi/v3` publishes for `kubectl explain`, and the fields `fieldValidation=Strict`
-//! accepts.
+//! `scripts/gen-builtin-openapi.py` from Kubernetes 1.32's OpenAPI document, extensions
+//! included): what `/openapi/v3` and `/openapi/v2` publish, for `kubectl explain` and for
+//! clients that read list and map types, and the fields `fieldValidation=Strict` accepts. The
+//! same script writes keel-patch's cut of them (`BuiltinSchema`'s list and map types).
 
 use std::sync::LazyLock;
 

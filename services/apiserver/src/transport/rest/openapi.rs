@@ -4,11 +4,14 @@
 //! keel has: a custom resource's `openAPIV3Schema`. `/openapi/v2` is `openapi_v2`'s.
 //!
 //! Built-in kinds have Kubernetes' schemas (`registry/builtin-openapi.json`, made by
-//! `scripts/gen-builtin-openapi.py` from the official Python client's models: field names,
-//! types, descriptions, required fields), for `kubectl explain`. Their PATCH operations declare
-//! no request body, so kubectl computes strategic merge patches from its own compiled-in types
-//! (which carry the merge keys these schemas lack), as it does against any server that
-//! publishes no strategic-merge-patch body for a kind.
+//! `scripts/gen-builtin-openapi.py` from Kubernetes 1.32's own OpenAPI document: field names,
+//! types, descriptions, required fields, and the extensions clients read list and map types
+//! from: `x-kubernetes-list-type`, `-list-map-keys`, `-map-type`, `-patch-strategy`,
+//! `-patch-merge-key`), for `kubectl explain` and for clients that merge or diff as server-side
+//! apply does (Argo CD's server-side diff). Their PATCH operations declare no request body, so
+//! kubectl computes strategic merge patches from its own compiled-in types (which carry the
+//! same merge keys), as it does against any server that publishes no strategic-merge-patch
+//! body for a kind.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};

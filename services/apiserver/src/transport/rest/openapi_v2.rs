@@ -6,7 +6,8 @@
 //! JSON is served too, by `Accept`.
 //!
 //! Its `definitions` are the built-in kinds' schemas, the same ones `/openapi/v3` publishes
-//! (references rewritten to `#/definitions/`), each kind's tagged with
+//! (references rewritten to `#/definitions/`, extensions kept, v3's `default`s left out, as in
+//! Kubernetes' v2 document), each kind's tagged with
 //! `x-kubernetes-group-version-kind`, so kubectl validates a built-in object of a List as
 //! Kubernetes would. Two departures, both on the side of letting the server decide (it
 //! validates every write, `fieldValidation` included): `paths` is empty, since a path whose
@@ -35,31 +36,44 @@ pub fn document(v3_schemas: &Map<String, Value>) -> Value {
     })
 }
 
-/// A v3 schema as v2 writes it: a reference is `$ref: #/definitions/<name>` itself, not an
-/// `allOf` of one.
+/// A v3 schema as Kubernetes' v2 document writes it: a reference is `$ref: #/definitions/<name>`
+/// itself, not an `allOf` of one, beside the field's description and extensions (a
+/// PersistentVolume's `claimRef` keeps its `x-kubernetes-map-type`); and no `default`, which
+/// only Kubernetes' v3 documents carry (a port's `protocol`).
 fn to_v2(schema: &Value) -> Value {
-    match schema {
-        Value::Object(m) => {
-            let reference = m.get("$ref").and_then(Value::as_str).or_else(|| {
-                m.get("allOf")
-                    .and_then(Value::as_array)
-                    .filter(|a| a.len() == 1)
-                    .and_then(|a| a[0].get("$ref"))
-                    .and_then(Value::as_str)
-            });
-            if let Some(r) = reference {
-                let name = r.trim_start_matches("#/components/schemas/");
-                let mut out = json!({"$ref": format!("#/definitions/{name}")});
-                if let Some(d) = m.get("description") {
-                    out["description"] = d.clone();
-                }
-                return out;
-            }
-            Value::Object(m.iter().map(|(k, v)| (k.clone(), to_v2(v))).collect())
-        }
-        Value::Array(a) => Value::Array(a.iter().map(to_v2).collect()),
-        other => other.clone(),
+    let Value::Object(m) = schema else {
+        return schema.clone();
+    };
+    let reference = m.get("$ref").and_then(Value::as_str).or_else(|| {
+        m.get("allOf")
+            .and_then(Value::as_array)
+            .filter(|a| a.len() == 1)
+            .and_then(|a| a[0].get("$ref"))
+            .and_then(Value::as_str)
+    });
+    let mut out = Map::new();
+    if let Some(r) = reference {
+        let name = r.trim_start_matches("#/components/schemas/");
+        out.insert("$ref".into(), json!(format!("#/definitions/{name}")));
     }
+    for (k, v) in m {
+        match k.as_str() {
+            "$ref" | "allOf" if reference.is_some() => {}
+            "default" => {}
+            "properties" => {
+                let props = v.as_object().into_iter().flatten();
+                let props = props.map(|(name, p)| (name.clone(), to_v2(p)));
+                out.insert(k.clone(), Value::Object(props.collect()));
+            }
+            "items" | "additionalProperties" => {
+                out.insert(k.clone(), to_v2(v));
+            }
+            _ => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    Value::Object(out)
 }
 
 /// The document in gnostic's protobuf form, as client-go decodes it.
@@ -316,6 +330,12 @@ mod tests {
                 "properties": {
                     "metadata": {"allOf": [{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}], "description": "meta"},
                     "spec": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "claimRef": {"allOf": [{"$ref": "#/components/schemas/io.k8s.api.core.v1.ObjectReference"}],
+                                 "x-kubernetes-map-type": "granular"},
+                    "ports": {"type": "array", "items": {"allOf": [{"$ref": "#/components/schemas/io.k8s.api.core.v1.ContainerPort"}]},
+                              "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["containerPort", "protocol"]},
+                    "protocol": {"type": "string", "default": "TCP"},
+                    "default": {"type": "object", "description": "a field named default"},
                 },
                 "x-kubernetes-group-version-kind": [{"group": "", "kind": "Pod", "version": "v1"}],
             },
@@ -335,6 +355,27 @@ mod tests {
         assert_eq!(
             meta,
             &json!({"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "description": "meta"})
+        );
+    }
+
+    #[test]
+    fn extensions_stay_beside_references_and_defaults_go() {
+        let d = document(&schemas());
+        let props = &d["definitions"]["io.k8s.api.core.v1.Pod"]["properties"];
+        assert_eq!(
+            props["claimRef"],
+            json!({"$ref": "#/definitions/io.k8s.api.core.v1.ObjectReference",
+                   "x-kubernetes-map-type": "granular"})
+        );
+        assert_eq!(
+            props["ports"],
+            json!({"type": "array", "items": {"$ref": "#/definitions/io.k8s.api.core.v1.ContainerPort"},
+                   "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["containerPort", "protocol"]})
+        );
+        assert_eq!(props["protocol"], json!({"type": "string"}));
+        assert_eq!(
+            props["default"],
+            json!({"type": "object", "description": "a field named default"})
         );
     }
 
