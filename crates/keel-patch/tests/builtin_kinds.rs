@@ -440,6 +440,66 @@ fn first_apply_without_last_applied_only_adds_and_changes() {
 }
 
 #[test]
+fn a_disruption_budgets_selector_is_replaced_whole() {
+    // PodDisruptionBudgetSpec.selector: `patchStrategy: replace` in Kubernetes' document.
+    let schema = BuiltinSchema::for_kind("policy/v1", "PodDisruptionBudget").unwrap();
+    let live = json!({"spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}});
+    let patch = json!({"spec": {"selector": {"matchLabels": {"tier": "front"}}}});
+    assert_eq!(
+        apply(&live, &patch, &schema),
+        json!({"spec": {"minAvailable": 1, "selector": {"matchLabels": {"tier": "front"}}}})
+    );
+    // A changed selector is sent whole; an unchanged one not at all.
+    let modified = json!({"spec": {"minAvailable": 1,
+        "selector": {"matchLabels": {"app": "web", "tier": "front"}}}});
+    assert_two_way(
+        &live,
+        &modified,
+        &json!({"spec": {"selector": {"matchLabels": {"app": "web", "tier": "front"}}}}),
+        &schema,
+    );
+    let modified =
+        json!({"spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}});
+    assert_two_way(
+        &live,
+        &modified,
+        &json!({"spec": {"minAvailable": 2}}),
+        &schema,
+    );
+    // A Deployment's selector, with no strategy of its own, merges key by key.
+    let deployment = BuiltinSchema::for_kind("apps/v1", "Deployment").unwrap();
+    assert_eq!(
+        apply(&live, &patch, &deployment),
+        json!({"spec": {"minAvailable": 1,
+            "selector": {"matchLabels": {"app": "web", "tier": "front"}}}})
+    );
+}
+
+#[test]
+fn spread_constraints_merge_by_topology_key_as_in_kubernetes() {
+    let schema = pod_schema();
+    let zone = |when: &str, skew: u64| json!({"topologyKey": "zone", "whenUnsatisfiable": when, "maxSkew": skew});
+    let live = json!({"spec": {"topologySpreadConstraints": [zone("DoNotSchedule", 1)]}});
+    // What kubectl sends: the merge key and what changed.
+    let patch =
+        json!({"spec": {"topologySpreadConstraints": [{"topologyKey": "zone", "maxSkew": 2}]}});
+    assert_eq!(
+        apply(&live, &patch, &schema),
+        json!({"spec": {"topologySpreadConstraints": [zone("DoNotSchedule", 2)]}})
+    );
+    // Two constraints on one key cannot be patched one by one: the list is replaced.
+    let modified = json!({"spec": {"topologySpreadConstraints": [
+        zone("DoNotSchedule", 1), zone("ScheduleAnyway", 3)]}});
+    assert_two_way(
+        &live,
+        &modified,
+        &json!({"spec": {"topologySpreadConstraints": [
+            {"$patch": "replace"}, zone("DoNotSchedule", 1), zone("ScheduleAnyway", 3)]}}),
+        &schema,
+    );
+}
+
+#[test]
 fn custom_kinds_merge_by_their_list_map_keys() {
     let schema = OpenApiSchema::new(json!({
         "type": "object",

@@ -1,4 +1,11 @@
-//! What a strategic merge patch needs to know about a kind: how each list field merges.
+//! What server-side apply and strategic merge patch need to know about a kind: how each list
+//! is keyed, which maps are atomic, which objects are unions.
+//!
+//! Kubernetes declares these twice, and the two families differ: server-side apply reads
+//! `x-kubernetes-list-type`, `x-kubernetes-list-map-keys` and `x-kubernetes-map-type`
+//! (container ports keyed by `containerPort` and `protocol`), strategic merge patch reads
+//! `x-kubernetes-patch-strategy` and `x-kubernetes-patch-merge-key` (container ports merged by
+//! `containerPort`). [`MergeSchema`] answers for each.
 
 mod builtin;
 mod openapi;
@@ -7,7 +14,7 @@ pub use builtin::BuiltinSchema;
 pub use openapi::OpenApiSchema;
 use serde_json::Value;
 
-/// How a list field merges in a strategic merge patch.
+/// How a list field merges, in a strategic merge patch or in server-side apply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListStrategy {
     /// The patch's list replaces the whole list: Kubernetes' default (`atomic`).
@@ -26,9 +33,29 @@ pub enum ListStrategy {
 /// `["spec", "template", "spec", "containers"]`. Entering a list element adds no segment (the
 /// fields of a container are under `[.., "containers", "env"]`), and entering a free-form map
 /// (labels, data) adds the map key as a segment.
+///
+/// [`MergeSchema::list_strategy`], [`MergeSchema::map_atomic`] and
+/// [`MergeSchema::keys_are_items`] are server-side apply's (`fieldpath`, `apply`); [`MergeSchema::patch_strategy`], [`MergeSchema::patch_replaces`]
+/// and [`MergeSchema::retain_keys`] strategic merge patch's; [`MergeSchema::merge_key_default`]
+/// both's.
 pub trait MergeSchema {
-    /// How the list at `path` merges. Unknown fields replace, as in Kubernetes.
+    /// How server-side apply keys the list at `path` (`x-kubernetes-list-type`: `map` by its
+    /// `x-kubernetes-list-map-keys`, `set`, `atomic`). Unknown fields are atomic, as in
+    /// Kubernetes.
     fn list_strategy(&self, path: &[&str]) -> ListStrategy;
+
+    /// How a strategic merge patch merges the list at `path` (Kubernetes'
+    /// `x-kubernetes-patch-strategy: merge` and `x-kubernetes-patch-merge-key`); by default as
+    /// server-side apply keys it.
+    fn patch_strategy(&self, path: &[&str]) -> ListStrategy {
+        self.list_strategy(path)
+    }
+
+    /// Whether a strategic merge patch replaces the map at `path` whole instead of merging
+    /// into it (`x-kubernetes-patch-strategy: replace`: a PodDisruptionBudget's `selector`).
+    fn patch_replaces(&self, _path: &[&str]) -> bool {
+        false
+    }
 
     /// Whether the map at `path` (or each element of the list of maps at `path`) is a union
     /// whose patches carry `$retainKeys`, so that setting one member clears the others

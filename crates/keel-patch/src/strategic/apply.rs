@@ -141,9 +141,14 @@ impl Applier<'_> {
             let current = merged.remove(name);
             path.push(name);
             let new = match value {
-                Value::Object(patch) => self
-                    .merge_object(current.and_then(into_object), patch, path, depth + 1)?
-                    .map(Value::Object),
+                Value::Object(patch) => {
+                    // A map the schema replaces whole merges into nothing.
+                    let current = current
+                        .and_then(into_object)
+                        .filter(|_| !self.schema.patch_replaces(path));
+                    self.merge_object(current, patch, path, depth + 1)?
+                        .map(Value::Object)
+                }
                 Value::Array(patch) => {
                     let directives = lists.get(name.as_str()).copied().unwrap_or_default();
                     let current = current.and_then(into_array);
@@ -208,7 +213,7 @@ impl Applier<'_> {
         if depth > MAX_DEPTH {
             return Err(too_deep("the patch"));
         }
-        let mut merged = match self.schema.list_strategy(path) {
+        let mut merged = match self.schema.patch_strategy(path) {
             ListStrategy::Set => return self.merge_set(original, patch, directives, path),
             ListStrategy::Replace => match patch {
                 Some(patch) => self.replacement(patch, path, depth)?,

@@ -227,6 +227,15 @@ impl Differ<'_> {
                     self.check_conflict(last_value.is_some() && !wanted.is_null(), trail)?;
                     patch.insert(name.clone(), self.new_value(wanted, trail, depth + 1)?);
                 }
+                (Value::Object(_), Some(current @ Value::Object(_)))
+                    if self.schema.patch_replaces(&trail.fields()) =>
+                {
+                    // A map the schema replaces whole is sent whole when it changes.
+                    if wanted != current {
+                        self.check_conflict(last_value != Some(current), trail)?;
+                        patch.insert(name.clone(), self.new_value(wanted, trail, depth + 1)?);
+                    }
+                }
                 (Value::Object(wanted), Some(Value::Object(current))) => {
                     let retain = self.schema.retain_keys(&trail.fields());
                     let last_object = last_value.and_then(Value::as_object);
@@ -299,7 +308,7 @@ impl Differ<'_> {
             current,
         } = lists;
         let fields = trail.fields();
-        match self.schema.list_strategy(&fields) {
+        match self.schema.patch_strategy(&fields) {
             ListStrategy::Replace => {
                 if wanted != current {
                     self.check_conflict(last != Some(current), trail)?;
@@ -558,7 +567,7 @@ impl Differ<'_> {
                 Ok(Value::Object(out))
             }
             Value::Array(list) => {
-                let strategy = self.schema.list_strategy(&trail.fields());
+                let strategy = self.schema.patch_strategy(&trail.fields());
                 self.new_list(list, &strategy, trail, depth)
             }
             other => Ok(other.clone()),

@@ -9,7 +9,8 @@ use crate::registry::initializers;
 pub struct InitializerConfiguration;
 
 impl Kind for InitializerConfiguration {
-    /// Its lists all replace, as Kubernetes' types declare no merge key for them.
+    /// Kubernetes 1.13's types, kept by hand in keel-patch (the kind is in no document of
+    /// Kubernetes 1.32): `initializers` merge by name, their `rules` replace.
     fn merge_schema(&self) -> Option<MergeKeys> {
         builtin_merge_keys(
             "admissionregistration.k8s.io/v1alpha1",

@@ -134,8 +134,9 @@ pub trait Kind: Send + Sync {
     /// `deletionTimestamp`.
     fn prepare_for_deletion(&self, _obj: &mut Object) {}
 
-    /// The merge keys of its lists for strategic merge patch; `None`: such patches are
-    /// refused. A built-in kind's are `keel_patch::BuiltinSchema`'s (which clients share).
+    /// The list and map types of its fields, for strategic merge patch and server-side
+    /// apply; `None`: strategic patches are refused (and apply treats every list as atomic).
+    /// A built-in kind's are `keel_patch::BuiltinSchema`'s (which clients share).
     fn merge_schema(&self) -> Option<MergeKeys> {
         None
     }
@@ -221,8 +222,8 @@ pub(super) fn items_mut<'a>(
 /// The merge keys of a kind's lists, shared by the patches that use them.
 pub type MergeKeys = Arc<dyn MergeSchema + Send + Sync>;
 
-/// The merge keys Kubernetes declares in its Go types for a built-in kind (`keel_patch`
-/// keeps them, for clients' patches too).
+/// The list and map types of a built-in kind, from Kubernetes' OpenAPI document
+/// (`keel_patch` embeds them, for clients' patches too).
 fn builtin_merge_keys(api_version: &str, kind: &str) -> Option<MergeKeys> {
     keel_patch::BuiltinSchema::for_kind(api_version, kind).map(|s| Arc::new(s) as MergeKeys)
 }
@@ -467,6 +468,31 @@ mod tests {
                     .iter()
                     .any(|r| r.gvr.group == *g && r.gvr.resource == *res),
                 "{res}.{g} is registered but no such resource is served"
+            );
+        }
+    }
+
+    #[test]
+    fn every_stored_built_in_kind_has_list_and_map_types() {
+        // From Kubernetes' OpenAPI document (keel's own InitializerConfiguration by hand):
+        // strategic patches and server-side apply of every kind keel stores know its lists.
+        for r in keel_api::builtin_resources() {
+            let schema = keel_patch::BuiltinSchema::for_kind(&r.api_version(), &r.kind);
+            assert!(
+                schema.is_some(),
+                "{} {} has no types",
+                r.api_version(),
+                r.kind
+            );
+            let served = builtin()
+                .into_iter()
+                .find(|s| s.info.gvr == r.gvr)
+                .unwrap_or_else(|| panic!("{} not served", r.gvr));
+            assert!(
+                served.kind.merge_schema().is_some(),
+                "{} {} has no merge schema",
+                r.api_version(),
+                r.kind
             );
         }
     }

@@ -887,3 +887,132 @@ async fn an_apply_too_large_with_its_entries_is_refused_not_stored_without_them(
     let got = f.get(&cm).await.unwrap();
     assert_eq!(got, cm, "nothing was written");
 }
+
+/// A pod template spreading over zones with `constraints`.
+fn spread(constraints: Value) -> Value {
+    let mut d = nginx(Some(1), "nginx:1.14");
+    d["spec"]["template"]["spec"]["topologySpreadConstraints"] = constraints;
+    d
+}
+
+fn zone(when: &str, skew: u64) -> Value {
+    json!({"topologyKey": "zone", "whenUnsatisfiable": when, "maxSkew": skew,
+           "labelSelector": {"matchLabels": {"app": "nginx"}}})
+}
+
+#[tokio::test]
+async fn two_spread_constraints_on_one_topology_key_are_two_items() {
+    // Kubernetes' document keys topologySpreadConstraints by topologyKey and
+    // whenUnsatisfiable: a hard and a soft constraint on one key are two items, not a
+    // duplicate.
+    let f = Fixture::new().await;
+    let both = json!([zone("DoNotSchedule", 1), zone("ScheduleAnyway", 3)]);
+    let made = f.apply("kubectl", spread(both.clone())).await.unwrap();
+    assert_eq!(
+        made.as_map()["spec"]["template"]["spec"]["topologySpreadConstraints"],
+        both
+    );
+    let owned = &fields_of(&made, "kubectl", "Apply")["f:spec"]["f:template"]["f:spec"]["f:topologySpreadConstraints"];
+    for key in [
+        r#"k:{"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule"}"#,
+        r#"k:{"topologyKey":"zone","whenUnsatisfiable":"ScheduleAnyway"}"#,
+    ] {
+        assert_eq!(
+            owned[key],
+            json!({".": {}, "f:labelSelector": {}, "f:maxSkew": {}, "f:topologyKey": {},
+                   "f:whenUnsatisfiable": {}}),
+            "{owned}"
+        );
+    }
+    // Another applier's soft constraint with another skew conflicts on that item alone.
+    let e = f
+        .apply("other", spread(json!([zone("ScheduleAnyway", 5)])))
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Conflict);
+    assert_eq!(
+        e.causes
+            .iter()
+            .map(|c| c.field.as_str())
+            .collect::<Vec<_>>(),
+        [
+            r#".spec.template.spec.topologySpreadConstraints[topologyKey="zone",whenUnsatisfiable="ScheduleAnyway"].maxSkew"#
+        ]
+    );
+    // Dropping the soft one from the file removes it and keeps the hard one.
+    let one = f
+        .apply("kubectl", spread(json!([zone("DoNotSchedule", 1)])))
+        .await
+        .unwrap();
+    assert_eq!(
+        one.as_map()["spec"]["template"]["spec"]["topologySpreadConstraints"],
+        json!([zone("DoNotSchedule", 1)])
+    );
+}
+
+#[tokio::test]
+async fn label_selectors_of_network_policies_and_disruption_budgets_are_atomic() {
+    // LabelSelector is `x-kubernetes-map-type: atomic`: owned, conflicting and replaced whole.
+    let f = Fixture::new().await;
+    let pdb = |labels: Value| {
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": "web", "namespace": "default"},
+               "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}})
+    };
+    let policy = |labels: Value| {
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+               "metadata": {"name": "web", "namespace": "default"},
+               "spec": {"podSelector": {"matchLabels": labels},
+                        "ingress": [{"from": [{"namespaceSelector": {"matchLabels": labels}}]}]}})
+    };
+    let made = f.apply("one", pdb(json!({"app": "web"}))).await.unwrap();
+    assert_eq!(
+        fields_of(&made, "one", "Apply"),
+        json!({"f:spec": {"f:minAvailable": {}, "f:selector": {}}})
+    );
+    let e = f
+        .apply("two", pdb(json!({"tier": "front"})))
+        .await
+        .unwrap_err();
+    // The same minAvailable is no conflict; the selector is one, whichever labels differ.
+    assert_eq!(
+        e.message,
+        r#"Apply failed with 1 conflict: conflict with "one": .spec.selector"#
+    );
+    let other = Object::from_value(pdb(json!({"tier": "front"}))).unwrap();
+    let forced = f
+        .patch_as(
+            "two",
+            &other,
+            Subresource::Main,
+            PatchType::Apply,
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                   "metadata": {"name": "web", "namespace": "default"},
+                   "spec": {"selector": {"matchLabels": {"tier": "front"}}}}),
+            true,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        forced.as_map()["spec"]["selector"],
+        json!({"matchLabels": {"tier": "front"}}),
+        "replaced whole, not merged key by key"
+    );
+
+    let made = f.apply("one", policy(json!({"app": "web"}))).await.unwrap();
+    assert_eq!(
+        fields_of(&made, "one", "Apply"),
+        json!({"f:spec": {"f:ingress": {}, "f:podSelector": {}}})
+    );
+    let e = f
+        .apply("two", policy(json!({"tier": "front"})))
+        .await
+        .unwrap_err();
+    let fields: Vec<&str> = e.causes.iter().map(|c| c.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [".spec.ingress", ".spec.podSelector"],
+        "{}",
+        e.message
+    );
+}
