@@ -7,16 +7,15 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::LazyLock;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::openapi::{Walk, has_patch_strategy};
+use super::tree::{Definitions, Node};
 use super::{ListStrategy, MergeSchema};
 
-/// `kinds`: `apiVersion/Kind` → definition name; `definitions`: by name, referencing each
-/// other as `#/definitions/<name>`.
+/// `kinds`: `apiVersion/Kind` → definition name; `definitions`: compiled, by name.
 struct Types {
     kinds: HashMap<String, String>,
-    definitions: Map<String, Value>,
+    definitions: Definitions,
 }
 
 /// `None` if the embedded file does not parse, which its own test rules out: every kind then
@@ -24,19 +23,14 @@ struct Types {
 static TYPES: LazyLock<Option<Types>> = LazyLock::new(|| parse(include_str!("builtin-types.json")));
 
 fn parse(text: &str) -> Option<Types> {
-    let Value::Object(mut doc) = serde_json::from_str(text).ok()? else {
-        return None;
-    };
-    let Some(Value::Object(definitions)) = doc.remove("definitions") else {
-        return None;
-    };
-    let Some(Value::Object(kinds)) = doc.remove("kinds") else {
-        return None;
-    };
-    let kinds = kinds
-        .into_iter()
-        .filter_map(|(k, v)| Some((k, v.as_str()?.to_owned())))
+    let doc: Value = serde_json::from_str(text).ok()?;
+    let kinds = doc
+        .get("kinds")?
+        .as_object()?
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
         .collect();
+    let definitions = Definitions::compile(doc.get("definitions")?.as_object()?);
     Some(Types { kinds, definitions })
 }
 
@@ -48,8 +42,8 @@ fn parse(text: &str) -> Option<Types> {
 pub struct BuiltinSchema {
     /// The kind's definition name (`io.k8s.api.core.v1.Pod`).
     name: &'static str,
-    root: &'static Value,
-    definitions: &'static Map<String, Value>,
+    root: &'static Node,
+    definitions: &'static Definitions,
 }
 
 impl fmt::Debug for BuiltinSchema {
@@ -73,55 +67,50 @@ impl BuiltinSchema {
     pub fn for_kind(api_version: &str, kind: &str) -> Option<Self> {
         let types = TYPES.as_ref()?;
         let name = types.kinds.get(&format!("{api_version}/{kind}"))?;
-        let (name, root) = types.definitions.get_key_value(name)?;
         Some(Self {
             name,
-            root,
+            root: types.definitions.get(name)?,
             definitions: &types.definitions,
         })
     }
 
-    fn walk(&self) -> Walk<'static> {
-        Walk {
-            definitions: Some(self.definitions),
-        }
-    }
-
     /// The schema node of the field at `path`: `None` when the document says nothing of it
     /// (an atomic list, a granular map).
-    fn node(&self, path: &[&str]) -> Option<&'static Value> {
-        self.walk().resolve(self.root, path).node
+    fn node(&self, path: &[&str]) -> Option<&'static Node> {
+        self.definitions.resolve(self.root, path, None)
     }
 }
 
 impl MergeSchema for BuiltinSchema {
     fn list_strategy(&self, path: &[&str]) -> ListStrategy {
-        self.node(path)
-            .map_or(ListStrategy::Replace, |node| self.walk().list_type(node))
+        self.node(path).map_or(ListStrategy::Replace, |node| {
+            self.definitions.list_type(node)
+        })
     }
 
     fn patch_strategy(&self, path: &[&str]) -> ListStrategy {
-        self.node(path)
-            .map_or(ListStrategy::Replace, |node| self.walk().patch_list(node))
+        self.node(path).map_or(ListStrategy::Replace, |node| {
+            self.definitions.patch_list(node)
+        })
     }
 
     fn patch_replaces(&self, path: &[&str]) -> bool {
         self.node(path)
-            .is_some_and(|node| has_patch_strategy(node, "replace"))
+            .is_some_and(|node| node.has_strategy("replace"))
     }
 
     fn retain_keys(&self, path: &[&str]) -> bool {
         self.node(path)
-            .is_some_and(|node| has_patch_strategy(node, "retainKeys"))
+            .is_some_and(|node| node.has_strategy("retainKeys"))
     }
 
     fn merge_key_default(&self, path: &[&str], key: &str) -> Option<Value> {
-        self.walk().key_default(self.node(path)?, key)
+        self.definitions.key_default(self.node(path)?, key)
     }
 
     fn map_atomic(&self, path: &[&str]) -> bool {
         self.node(path)
-            .is_some_and(|node| self.walk().map_atomic(node))
+            .is_some_and(|node| self.definitions.map_atomic(node))
     }
 }
 
@@ -143,7 +132,7 @@ mod tests {
         let types = TYPES.as_ref().expect("builtin-types.json parses");
         assert!(types.kinds.len() >= 37, "{}", types.kinds.len());
         for (kind, name) in &types.kinds {
-            assert!(types.definitions.contains_key(name), "{kind}: {name}");
+            assert!(types.definitions.get(name).is_some(), "{kind}: {name}");
         }
     }
 

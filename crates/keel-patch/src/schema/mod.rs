@@ -9,6 +9,7 @@
 
 mod builtin;
 mod openapi;
+mod tree;
 
 pub use builtin::BuiltinSchema;
 pub use openapi::OpenApiSchema;

@@ -1,0 +1,313 @@
+//! An OpenAPI schema compiled for lookups by field path: only what merging reads (the list,
+//! map and patch extensions, a property's `default`, embedded resources), with each `$ref`
+//! turned into the index of its definition, so that a lookup costs one hash per path segment.
+//! Kubernetes' readers' rules over it: server-side apply's list and map types (kube-openapi's
+//! `schemaconv`) and strategic merge patch's strategies (`strategicpatch`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{Map, Value};
+
+use super::ListStrategy;
+
+/// One schema node: a field, a list's elements or a map's values.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Node {
+    /// The definition a `$ref` names (an `allOf` of one reference, as v3 documents write a
+    /// field of a named type): where the path goes on. The node's own extensions stay here.
+    reference: Option<usize>,
+    properties: BTreeMap<String, Node>,
+    /// Whether the schema declares `properties` (a struct), even none.
+    declares_properties: bool,
+    items: Option<Box<Node>>,
+    additional: Option<Box<Node>>,
+    /// `x-kubernetes-list-type`.
+    list_type: Option<String>,
+    /// `x-kubernetes-list-map-keys`.
+    list_map_keys: Vec<String>,
+    /// `x-kubernetes-map-type`.
+    map_type: Option<String>,
+    /// `x-kubernetes-patch-merge-key`.
+    merge_key: Option<String>,
+    /// `x-kubernetes-patch-strategy`, split at its commas (`merge,retainKeys`).
+    patch_strategies: Vec<String>,
+    default: Option<Value>,
+    /// `x-kubernetes-embedded-resource`: an object with its own `metadata`.
+    embedded: bool,
+    /// `x-kubernetes-preserve-unknown-fields`.
+    preserve_unknown: bool,
+}
+
+/// How many `$ref`s in a row are followed before a node is taken as it is (a reference
+/// circle in a malformed document).
+const MAX_REFS: usize = 16;
+
+/// Schemas nested deeper are cut there (parsed JSON is at most 128 deep).
+const MAX_NESTING: usize = 256;
+
+/// Named definitions, and how to compile schemas that reference them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Definitions {
+    nodes: Vec<Node>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Definitions {
+    /// Compiles `definitions` (name → schema, referencing each other as `#/definitions/<name>`
+    /// or `#/components/schemas/<name>`). A reference to a missing definition is dropped.
+    pub(crate) fn compile(definitions: &Map<String, Value>) -> Self {
+        let by_name: HashMap<String, usize> = definitions
+            .keys()
+            .enumerate()
+            .map(|(i, name)| (name.clone(), i))
+            .collect();
+        let nodes = definitions
+            .values()
+            .map(|schema| compile(schema, &by_name, 0))
+            .collect();
+        Self { nodes, by_name }
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<&Node> {
+        self.by_name.get(name).and_then(|&i| self.nodes.get(i))
+    }
+
+    /// The node `node` stands for: its references followed.
+    pub(crate) fn target<'a>(&'a self, mut node: &'a Node) -> &'a Node {
+        for _ in 0..MAX_REFS {
+            match node.reference.and_then(|i| self.nodes.get(i)) {
+                Some(next) => node = next,
+                None => return node,
+            }
+        }
+        node
+    }
+
+    /// The elements' node when `node` is a list, else the node `node` stands for: paths name
+    /// no list positions.
+    pub(crate) fn element<'a>(&'a self, node: &'a Node) -> &'a Node {
+        let target = self.target(node);
+        match &target.items {
+            Some(items) => self.target(items),
+            None => target,
+        }
+    }
+
+    /// The field node at `path` below `root` (its own extensions, its reference unfollowed);
+    /// `None` where the schema says nothing. Entering a free-form map consumes a segment.
+    /// `embedded` gets the path lengths at which an embedded resource starts.
+    pub(crate) fn resolve<'a>(
+        &'a self,
+        root: &'a Node,
+        path: &[&str],
+        mut embedded: Option<&mut Vec<usize>>,
+    ) -> Option<&'a Node> {
+        let mut node = root;
+        for (i, segment) in path.iter().enumerate() {
+            let current = self.element(node);
+            node = match current.properties.get(*segment) {
+                Some(field) => field,
+                None => current.additional.as_deref()?,
+            };
+            if let Some(roots) = embedded.as_deref_mut()
+                && (node.embedded || self.element(node).embedded)
+            {
+                roots.push(i + 1);
+            }
+        }
+        Some(node)
+    }
+
+    /// Server-side apply's list type (kube-openapi's `schemaconv`): `x-kubernetes-list-type`
+    /// (`map` keyed by `x-kubernetes-list-map-keys`, `set`, `atomic`); without one, a patch
+    /// strategy of `merge` makes it keyed by the patch merge key, or a set without one;
+    /// anything else is atomic.
+    pub(crate) fn list_type(&self, node: &Node) -> ListStrategy {
+        match node.list_type.as_deref() {
+            Some("map") if !node.list_map_keys.is_empty() => {
+                ListStrategy::MergeByKeys(node.list_map_keys.clone())
+            }
+            Some("set") => ListStrategy::Set,
+            Some(_) => ListStrategy::Replace,
+            None if node.has_strategy("merge") => match &node.merge_key {
+                Some(key) => ListStrategy::MergeByKeys(vec![key.clone()]),
+                None => ListStrategy::Set,
+            },
+            None => ListStrategy::Replace,
+        }
+    }
+
+    /// Strategic merge patch's strategy for a list: `x-kubernetes-patch-strategy: merge`
+    /// merges by `x-kubernetes-patch-merge-key` (a set without one); any other list is
+    /// replaced. keel's one departure: where the list-map keys are the merge key and keys
+    /// with a default (a port's `protocol`, TCP), elements merge by all of them, so that
+    /// 53/TCP and 53/UDP are two ports while a patch naming only the port still names the
+    /// TCP one.
+    pub(crate) fn patch_list(&self, node: &Node) -> ListStrategy {
+        if !node.has_strategy("merge") {
+            return ListStrategy::Replace;
+        }
+        let Some(key) = &node.merge_key else {
+            return ListStrategy::Set;
+        };
+        let keys = &node.list_map_keys;
+        let widened = node.list_type.as_deref() == Some("map")
+            && keys.contains(key)
+            && keys
+                .iter()
+                .all(|k| k == key || self.key_default(node, k).is_some());
+        if widened {
+            ListStrategy::MergeByKeys(keys.clone())
+        } else {
+            ListStrategy::MergeByKeys(vec![key.clone()])
+        }
+    }
+
+    /// Whether the map at `node`, or each element of the list at `node`, is atomic to
+    /// server-side apply (`x-kubernetes-map-type: atomic`, from `+mapType` or `+structType`).
+    /// A field's own extension overrides its type's (a PersistentVolume's `claimRef` is a
+    /// granular `ObjectReference`).
+    pub(crate) fn map_atomic(&self, node: &Node) -> bool {
+        let target = self.target(node);
+        let (own, of_type) = match &target.items {
+            Some(items) => (&**items, self.target(items)),
+            None => (node, target),
+        };
+        own.map_type.as_deref().or(of_type.map_type.as_deref()) == Some("atomic")
+    }
+
+    /// Whether the object at `node` (or each element of the list at `node`) is a map whose
+    /// keys are items (`additionalProperties`, or unknown fields preserved) rather than a
+    /// struct of declared `properties`.
+    pub(crate) fn keys_are_items(&self, node: &Node) -> bool {
+        let element = self.element(node);
+        !element.declares_properties && (element.additional.is_some() || element.preserve_unknown)
+    }
+
+    /// The `default` of the property `key` of the elements of the list at `node`.
+    pub(crate) fn key_default(&self, node: &Node, key: &str) -> Option<Value> {
+        self.element(node).properties.get(key)?.default.clone()
+    }
+}
+
+impl Node {
+    /// Compiles a schema that references no definitions (a CRD's).
+    pub(crate) fn standalone(schema: &Value) -> Self {
+        compile(schema, &HashMap::new(), 0)
+    }
+
+    /// Whether `x-kubernetes-patch-strategy` names `strategy`.
+    pub(crate) fn has_strategy(&self, strategy: &str) -> bool {
+        self.patch_strategies.iter().any(|s| s == strategy)
+    }
+}
+
+fn compile(schema: &Value, names: &HashMap<String, usize>, depth: usize) -> Node {
+    let Value::Object(m) = schema else {
+        return Node::default();
+    };
+    if depth > MAX_NESTING {
+        return Node::default();
+    }
+    let text = |key: &str| m.get(key).and_then(Value::as_str).map(str::to_owned);
+    let reference = m
+        .get("$ref")
+        .or_else(|| match m.get("allOf") {
+            Some(Value::Array(all)) if all.len() == 1 => all[0].get("$ref"),
+            _ => None,
+        })
+        .and_then(Value::as_str)
+        .map(|r| r.rsplit_once('/').map_or(r, |(_, name)| name))
+        .and_then(|name| names.get(name).copied());
+    let child = |key: &str| {
+        m.get(key)
+            .filter(|v| v.is_object())
+            .map(|v| Box::new(compile(v, names, depth + 1)))
+    };
+    Node {
+        reference,
+        properties: m
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|props| {
+                props
+                    .iter()
+                    .map(|(name, p)| (name.clone(), compile(p, names, depth + 1)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        declares_properties: m.contains_key("properties"),
+        items: child("items"),
+        additional: child("additionalProperties"),
+        list_type: text("x-kubernetes-list-type"),
+        list_map_keys: m
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array)
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        map_type: text("x-kubernetes-map-type"),
+        merge_key: text("x-kubernetes-patch-merge-key"),
+        patch_strategies: text("x-kubernetes-patch-strategy")
+            .map(|s| s.split(',').map(|s| s.trim().to_owned()).collect())
+            .unwrap_or_default(),
+        default: m.get("default").cloned(),
+        embedded: m.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true)),
+        preserve_unknown: m.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn definitions() -> Definitions {
+        let defs = json!({
+            "Spec": {"properties": {
+                "ref": {"$ref": "#/definitions/Ref", "x-kubernetes-map-type": "granular"},
+                "refs": {"type": "array", "items": {"$ref": "#/definitions/Ref"},
+                         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name", "kind"],
+                         "x-kubernetes-patch-strategy": "merge", "x-kubernetes-patch-merge-key": "name"},
+                "byName": {"additionalProperties": {"allOf": [{"$ref": "#/components/schemas/Ref"}]}},
+                "loop": {"$ref": "#/definitions/Loop"},
+                "dangling": {"$ref": "#/definitions/Nowhere", "x-kubernetes-list-type": "set"},
+            }},
+            "Ref": {"x-kubernetes-map-type": "atomic",
+                    "properties": {"name": {"type": "string"}, "kind": {"default": "Pod"}}},
+            "Loop": {"$ref": "#/definitions/Loop"},
+        });
+        Definitions::compile(defs.as_object().unwrap())
+    }
+
+    #[test]
+    fn references_are_followed_and_a_fields_own_extensions_win() {
+        let d = definitions();
+        let spec = d.get("Spec").unwrap();
+        let at = |path: &[&str]| d.resolve(spec, path, None);
+        assert!(!d.map_atomic(at(&["ref"]).unwrap()));
+        assert!(d.map_atomic(at(&["refs"]).unwrap()));
+        assert!(d.map_atomic(at(&["byName", "any"]).unwrap()));
+        assert!(at(&["byName", "any", "name"]).is_some());
+        assert!(at(&["refs", "nope"]).is_none());
+        // A reference circle ends; a reference to nothing is dropped, the node kept.
+        assert!(at(&["loop", "x"]).is_none());
+        assert_eq!(d.list_type(at(&["dangling"]).unwrap()), ListStrategy::Set);
+    }
+
+    #[test]
+    fn apply_keys_by_list_map_keys_and_strategic_widens_by_defaulted_ones() {
+        let d = definitions();
+        let refs = d.resolve(d.get("Spec").unwrap(), &["refs"], None).unwrap();
+        let keys =
+            |k: &[&str]| ListStrategy::MergeByKeys(k.iter().map(|s| s.to_string()).collect());
+        assert_eq!(d.list_type(refs), keys(&["name", "kind"]));
+        assert_eq!(d.patch_list(refs), keys(&["name", "kind"]));
+        assert_eq!(d.key_default(refs, "kind"), Some(json!("Pod")));
+        assert_eq!(d.key_default(refs, "name"), None);
+    }
+}
