@@ -11,7 +11,8 @@ document, into two checked-in files:
 - crates/keel-patch/src/schema/builtin-types.json: the same definitions cut down to what
   server-side apply and strategic merge patch read (properties, items, additionalProperties,
   references, the five list, map and patch extensions, a key's default), and only the parts
-  that say something: a field not there is an atomic list or a granular map in both.
+  that say something: a field not there is an atomic list or a granular struct in both (every
+  map stays, as `additionalProperties`, since apply owns a map's keys as items).
   keel-patch embeds it (`BuiltinSchema`).
 
 The source is Kubernetes 1.32's `api/openapi-spec/swagger.json` (OpenAPI v2), as the official
@@ -229,6 +230,8 @@ def merge_part(schema, keep):
         out["properties"] = props
     for key in ("items", "additionalProperties"):
         part = merge_part(schema.get(key), keep)
+        if part is None and key == "additionalProperties" and isinstance(schema.get(key), dict):
+            part = {}  # a map: server-side apply owns its keys as items, not as fields
         if part is not None:
             out[key] = part
     return out or None
@@ -245,6 +248,9 @@ def merge_types(definitions, kinds):
     definitions[f"{META}.ObjectMeta"]["properties"]["initializers"] = {
         "$ref": f"#/definitions/{INITIALIZERS}"}
     names = reached(definitions, list(kinds.values()) + list(KEEL_KINDS.values()))
+    for name in names:
+        if "properties" in definitions[name] and "additionalProperties" in definitions[name]:
+            raise SystemExit(f"{name} is both a struct and a map: the cut cannot say which")
     # A definition is kept while it says something, itself or through what it references:
     # start from all of them and drop those that say nothing until none is dropped.
     kept = set(names)

@@ -177,6 +177,19 @@ fn atomic(doc: &Doc, node: &Value) -> bool {
     }
 }
 
+/// Whether server-side apply owns the keys of the object at the field (or of each element)
+/// as items: a map (`additionalProperties`), not a struct (`properties`).
+fn keys_are_items(doc: &Doc, node: &Value) -> bool {
+    let value = match doc.items(node) {
+        Some((_, items)) => doc.of(items),
+        None => doc.of(node),
+    };
+    value.get("properties").is_none()
+        && value
+            .get("additionalProperties")
+            .is_some_and(Value::is_object)
+}
+
 fn api_version(key: &str) -> (String, &str) {
     let (group, rest) = key.split_once('/').unwrap();
     let (version, kind) = rest.split_once('/').unwrap();
@@ -278,6 +291,16 @@ fn every_field_of_every_kind_has_the_types_of_kubernetes_document() {
                 schema.map_atomic(&path).to_string(),
                 map_atomic.to_string(),
             );
+            let items = keys_are_items(&doc, node);
+            if items {
+                c.count("maps");
+            }
+            c.check(
+                &at,
+                "keys are items",
+                schema.keys_are_items(&path).to_string(),
+                items.to_string(),
+            );
             c.check(
                 &at,
                 "retainKeys",
@@ -305,6 +328,7 @@ fn every_field_of_every_kind_has_the_types_of_kubernetes_document() {
     assert!(seen["non-atomic lists"] > 300, "{seen:?}");
     assert!(seen["atomic maps"] > 350, "{seen:?}");
     assert!(seen["key default"] > 500, "{seen:?}");
+    assert!(seen["maps"] > 300, "{seen:?}");
 }
 
 #[test]

@@ -112,6 +112,13 @@ impl MergeSchema for BuiltinSchema {
         self.node(path)
             .is_some_and(|node| self.definitions.map_atomic(node))
     }
+
+    /// Maps are what the document types with `additionalProperties`: labels, a ConfigMap's
+    /// data, a CRD's schema `properties` (whose values are objects).
+    fn keys_are_items(&self, path: &[&str]) -> bool {
+        self.node(path)
+            .is_some_and(|node| self.definitions.keys_are_items(node))
+    }
 }
 
 #[cfg(test)]
@@ -293,6 +300,28 @@ mod tests {
         assert!(!pv.map_atomic(&["spec", "claimRef"]));
         let binding = schema("rbac.authorization.k8s.io/v1", "RoleBinding");
         assert!(binding.map_atomic(&["roleRef"]));
+    }
+
+    #[test]
+    fn maps_own_their_keys_as_items_and_structs_do_not() {
+        let pod = schema("v1", "Pod");
+        assert!(pod.keys_are_items(&["metadata", "labels"]));
+        assert!(pod.keys_are_items(&["spec", "nodeSelector"]));
+        assert!(pod.keys_are_items(&["spec", "containers", "resources", "limits"]));
+        assert!(!pod.keys_are_items(&["spec"]));
+        assert!(!pod.keys_are_items(&["spec", "containers"]));
+        assert!(!pod.keys_are_items(&["metadata"]));
+        let crd = schema("apiextensions.k8s.io/v1", "CustomResourceDefinition");
+        let props = [
+            "spec",
+            "versions",
+            "schema",
+            "openAPIV3Schema",
+            "properties",
+        ];
+        assert!(crd.keys_are_items(&props));
+        assert!(!crd.keys_are_items(&[&props[..], &["spec"]].concat()));
+        assert!(crd.keys_are_items(&[&props[..], &["spec", "properties"]].concat()));
     }
 
     #[test]
