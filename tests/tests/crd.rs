@@ -455,3 +455,62 @@ async fn the_seeds_v1beta1_crd_is_served_and_read_back_in_its_own_form() {
     .unwrap();
     crd_gone(&cb).await;
 }
+
+/// A CRD of a built-in group and resource, stored before such CRDs were refused (here: written
+/// to etcd directly), is never served, may still be deleted, and its deletion leaves the
+/// built-in objects it named alone: they share its keys.
+#[tokio::test]
+async fn a_stored_crd_of_a_built_in_resource_is_deleted_without_taking_the_built_in_objects() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let bindings = gvr("rbac.authorization.k8s.io", "v1", "clusterrolebindings");
+    let before = c
+        .list(&bindings, "", &ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .len();
+    assert!(before > 0, "the bootstrap bindings");
+    let name = "clusterrolebindings.rbac.authorization.k8s.io";
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": name, "uid": "5f0c3c4e-0000-4000-8000-000000000001",
+                     "creationTimestamp": "2026-01-01T00:00:00Z",
+                     "finalizers": ["customresourcecleanup.apiextensions.k8s.io"]},
+        "spec": {"group": "rbac.authorization.k8s.io", "scope": "Cluster",
+                 "names": {"kind": "ClusterRoleBinding", "plural": "clusterrolebindings",
+                           "singular": "clusterrolebinding", "listKind": "ClusterRoleBindingList"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object",
+                                   "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    let mut kv = etcd.client().await;
+    kv.put(
+        format!("/registry/apiextensions.k8s.io/customresourcedefinitions/{name}"),
+        serde_json::to_vec(&crd).unwrap(),
+        None,
+    )
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(5), "the CRD read back", || async {
+        c.get(&crds(), "", name).await.ok()
+    })
+    .await;
+    c.delete(&crds(), "", name, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(20), "the CRD to be gone", || async {
+        let e = c.get(&crds(), "", name).await.err()?;
+        (e.reason == Reason::NotFound).then_some(())
+    })
+    .await;
+    let after = c
+        .list(&bindings, "", &ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .len();
+    assert_eq!(
+        after, before,
+        "no built-in binding was deleted with the CRD"
+    );
+}

@@ -329,15 +329,18 @@ fn remove_fields(
             fields.push(k.clone());
             remove_all(child, below, schema, fields);
             fields.pop();
+            if child.is_null() && schema.typed() {
+                m.remove(k);
+            }
         }
     }
 }
 
 /// Removes every path of `gone` from `obj` in one walk (structured-merge-diff's
 /// `RemoveItems`): a field, a keyed item with all it holds, a set's value. A map or list
-/// this leaves empty becomes null, as structured-merge-diff leaves it: Kubernetes' typed
-/// objects then omit the field, and a custom resource whose schema does not allow the null is
-/// refused (422).
+/// this leaves empty becomes null, as structured-merge-diff leaves it: a typed kind's field
+/// is then removed ([`MergeSchema::typed`]: Kubernetes' Go structs omit it), and a custom
+/// resource whose schema does not allow the null is refused (422).
 fn remove_all(obj: &mut Value, gone: &Set, schema: &dyn MergeSchema, fields: &mut Vec<String>) {
     match obj {
         Value::Object(m) => {
@@ -574,10 +577,28 @@ mod tests {
         }
     }
 
+    /// [`Fixture`], whose objects are Go structs (a built-in kind's).
+    struct Typed;
+
+    impl MergeSchema for Typed {
+        fn list_strategy(&self, path: &[&str]) -> ListStrategy {
+            Fixture.list_strategy(path)
+        }
+
+        fn keys_are_items(&self, path: &[&str]) -> bool {
+            path == ["labels"]
+        }
+
+        fn typed(&self) -> bool {
+            true
+        }
+    }
+
     /// A sequence of applies and updates over one object, as SMD's fixtures run them.
     struct State {
         object: Value,
         entries: Vec<Entry>,
+        schema: &'static dyn MergeSchema,
     }
 
     impl State {
@@ -585,6 +606,7 @@ mod tests {
             State {
                 object: json!({}),
                 entries: Vec::new(),
+                schema: &Fixture,
             }
         }
 
@@ -593,7 +615,7 @@ mod tests {
             let a = apply(
                 self.object.as_object().unwrap(),
                 &config,
-                &Fixture,
+                self.schema,
                 &self.entries,
                 &w,
                 force,
@@ -606,9 +628,9 @@ mod tests {
 
         fn update(&mut self, manager: &str, new: Value) {
             let w = writer(manager, Operation::Update);
-            let change = changed(&self.object, &new, &Fixture).unwrap();
-            let before = to_field_set(&self.object, &Fixture).unwrap();
-            let after = to_field_set(&new, &Fixture).unwrap();
+            let change = changed(&self.object, &new, self.schema).unwrap();
+            let before = to_field_set(&self.object, self.schema).unwrap();
+            let after = to_field_set(&new, self.schema).unwrap();
             let removed = before.difference(&after);
             self.entries = crate::managed::record_update(&self.entries, &w, &change, &removed, NOW);
             self.object = new;
@@ -656,6 +678,31 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "ConfigMap",
                    "metadata": {"name": "cm", "namespace": "default"}})
         );
+    }
+
+    /// Where removal empties a map someone else owns, structured-merge-diff leaves `null`;
+    /// a typed kind's object has no such field (Go's structs omit it).
+    #[test]
+    fn a_typed_kinds_map_that_removal_empties_is_removed_not_null() {
+        for (schema, want) in [
+            (
+                &Fixture as &'static dyn MergeSchema,
+                json!({"labels": null}),
+            ),
+            (&Typed, json!({})),
+        ] {
+            let mut s = State {
+                schema,
+                ..State::new()
+            };
+            s.update("updater", json!({"labels": {"k0": "x"}}));
+            s.apply("alice", json!({"labels": {"k1": "v1"}}), false)
+                .unwrap_or_else(|e| panic!("{e}"));
+            s.update("updater", json!({"labels": {"k1": "v1"}}));
+            s.apply("alice", json!({}), false)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(s.object, want);
+        }
     }
 
     #[test]

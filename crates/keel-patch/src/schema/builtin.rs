@@ -82,6 +82,10 @@ impl BuiltinSchema {
 }
 
 impl MergeSchema for BuiltinSchema {
+    fn typed(&self) -> bool {
+        true
+    }
+
     fn list_strategy(&self, path: &[&str]) -> ListStrategy {
         self.node(path).map_or(ListStrategy::Replace, |node| {
             self.definitions.list_type(node)

@@ -90,6 +90,14 @@ pub trait MergeSchema {
     fn keys_are_items(&self, _path: &[&str]) -> bool {
         false
     }
+
+    /// Whether the kind's objects are Go structs in Kubernetes, where a `null` field is one
+    /// left out: a map or list an apply's removal empties is then removed, where
+    /// structured-merge-diff leaves it `null` (Kubernetes' typed objects drop it). A custom
+    /// resource's stays `null`, for its schema to judge, as Kubernetes does.
+    fn typed(&self) -> bool {
+        false
+    }
 }
 
 /// The rules of a kind with no schema (structured-merge-diff's deduced type): every list is

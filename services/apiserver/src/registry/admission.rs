@@ -32,6 +32,14 @@ pub fn validate_create(
     obj: &mut Object,
 ) -> Result<(), ApiError> {
     validate(info, kind, obj)?;
+    let mut causes = Vec::new();
+    kind.validate_create(obj, &mut causes);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(
+            super::errors::kind_target(info, obj.name()),
+            causes,
+        ));
+    }
     kind.admit(obj)
 }
 

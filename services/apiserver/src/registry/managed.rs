@@ -93,17 +93,19 @@ fn entries_field(obj: &Object) -> Option<&Value> {
 /// `IgnoreManagedFieldsTimestampsTransformer`): the objects equal, and the same entries,
 /// whatever their `time` (and so their order, which follows the times).
 pub fn equal_but_times(new: &Draft, current: &Draft) -> bool {
+    let same = |a: &Entry, b: &Entry| {
+        a.manager == b.manager
+            && a.operation == b.operation
+            && a.api_version == b.api_version
+            && a.subresource == b.subresource
+            && a.fields == b.fields
+    };
+    // Each way, so that entries given twice are not the same as two different ones.
+    let within = |xs: &[Entry], ys: &[Entry]| xs.iter().all(|x| ys.iter().any(|y| same(x, y)));
     new.object == current.object
         && new.entries.len() == current.entries.len()
-        && new.entries.iter().all(|e| {
-            current.entries.iter().any(|c| {
-                c.manager == e.manager
-                    && c.operation == e.operation
-                    && c.api_version == e.api_version
-                    && c.subresource == e.subresource
-                    && c.fields == e.fields
-            })
-        })
+        && within(&new.entries, &current.entries)
+        && within(&current.entries, &new.entries)
 }
 
 /// A create by `manager`: it owns every field of the new object as it will be stored,
@@ -369,8 +371,9 @@ pub fn apply(
             "an apply made something that is not an object",
         ));
     };
-    if kind.typed() {
-        drop_nulls(&mut object);
+    // A configuration's `managedFields: null` (allowed: it names no entries) is no field.
+    if let Some(Value::Object(meta)) = object.get_mut("metadata") {
+        meta.remove("managedFields");
     }
     if apply.manager == KUBECTL
         && let Some(c) = current
@@ -383,25 +386,6 @@ pub fn apply(
         object,
         entries: applied.entries,
     })
-}
-
-/// `object` without the members that are `null`, at any depth (lists' items included): what
-/// decoding into Go structs makes of them.
-fn drop_nulls(object: &mut Map<String, Value>) {
-    object.retain(|_, v| !v.is_null());
-    for v in object.values_mut() {
-        match v {
-            Value::Object(m) => drop_nulls(m),
-            Value::Array(items) => {
-                for item in items.iter_mut() {
-                    if let Value::Object(m) = item {
-                        drop_nulls(m);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
 }
 
 fn invalid_config(t: &Target, e: keel_patch::apply::ApplyError) -> ApiError {
@@ -583,6 +567,22 @@ mod tests {
         let mut no_entries = a.clone();
         no_entries.entries = Arc::default();
         assert!(!equal_but_times(&no_entries, &a));
+        // One entry twice is not two entries.
+        let x_and_y = cm(
+            json!([
+                entry("2020-01-01T00:00:00Z", "x"),
+                entry("2020-01-01T00:00:00Z", "y")
+            ]),
+            json!({"a": "1"}),
+        );
+        let x_twice = cm(
+            json!([
+                entry("2020-01-01T00:00:00Z", "x"),
+                entry("2021-01-01T00:00:00Z", "x")
+            ]),
+            json!({"a": "1"}),
+        );
+        assert!(!equal_but_times(&x_twice, &x_and_y));
         // The same entries in another order (their times order them) are the same.
         let two =
             |t1: &str, t2: &str| cm(json!([entry(t1, "x"), entry(t2, "y")]), json!({"a": "1"}));

@@ -105,6 +105,20 @@ pub fn precondition(kind: PatchType, patch: &Value) -> Option<String> {
     }
 }
 
+/// Whether `patch` is a JSON patch that tests `metadata.resourceVersion` (kopf's optimistic
+/// lock): it must meet the object as committed, never a batch's intermediate state, which
+/// still holds the stored resourceVersion after the patches before it, so it is not
+/// coalesced.
+pub fn tests_resource_version(kind: PatchType, patch: &Value) -> bool {
+    kind == PatchType::Json
+        && patch.as_array().is_some_and(|ops| {
+            ops.iter().any(|op| {
+                op.get("op").and_then(Value::as_str) == Some("test")
+                    && op.get("path").and_then(Value::as_str) == Some("/metadata/resourceVersion")
+            })
+        })
+}
+
 /// The mutation applying `patch` of type `kind` by `manager` to the current object, and
 /// recording it in `managedFields` (`force`: an apply takes fields other managers own).
 pub fn mutation(
@@ -457,5 +471,14 @@ mod tests {
         assert_eq!(precondition(PatchType::Json, &p).as_deref(), Some("7"));
         let p = json!([{"op": "test", "path": "/metadata/resourceVersion", "value": "7"}]);
         assert_eq!(precondition(PatchType::Json, &p), None);
+        // Not a precondition, but not coalesced either: a batch's intermediate state still
+        // holds the stored resourceVersion.
+        assert!(tests_resource_version(PatchType::Json, &p));
+        let other = json!([{"op": "test", "path": "/data/a", "value": "7"}]);
+        assert!(!tests_resource_version(PatchType::Json, &other));
+        assert!(!tests_resource_version(
+            PatchType::Merge,
+            &json!({"metadata": {"resourceVersion": "7"}})
+        ));
     }
 }

@@ -714,6 +714,7 @@ impl Registry {
                 .filter(|rv| *rv > 0),
         };
         let rules = self.resources.kind(&info.gvr);
+        let alone = patch::tests_resource_version(kind, &body);
         let mutation = patch::mutation(info, rules.clone(), kind, sub, body, w.manager, w.force)
             .map_err(|e| e.with_target(&t))?;
         let check = self
@@ -723,17 +724,18 @@ impl Registry {
         let key = self.store.key(info, namespace, name);
         // A precondition, or a dry run, is one compare (or none); never coalesced. Nor is a
         // patch of an object holding shared values: its allocations are made for the state it
-        // is applied to (`Registry::commit`).
-        let object = if dry_run || expected_revision.is_some() || rules.allocations().is_some() {
-            let opts = UpdateOptions {
-                expected_revision,
-                dry_run,
-                ..UpdateOptions::default()
+        // is applied to (`Registry::commit`); nor a test of the resourceVersion.
+        let object =
+            if dry_run || expected_revision.is_some() || alone || rules.allocations().is_some() {
+                let opts = UpdateOptions {
+                    expected_revision,
+                    dry_run,
+                    ..UpdateOptions::default()
+                };
+                Arc::new(self.commit(&key, opts, mutation, deadline).await?.object)
+            } else {
+                self.coalescer.mutate(key, mutation, deadline).await?
             };
-            Arc::new(self.commit(&key, opts, mutation, deadline).await?.object)
-        } else {
-            self.coalescer.mutate(key, mutation, deadline).await?
-        };
         // A batch's object is shared by its callers: copied only to be converted.
         Ok(match keel_api::conversion::served(info, &object) {
             Cow::Borrowed(_) => object,
@@ -802,29 +804,32 @@ impl Registry {
     /// The RBAC policy as etcd holds it now, which an escalation check judges its writer's
     /// rights by: Kubernetes reads them through its registries, not an informer's cache, so a
     /// binding revoked a moment ago no longer counts on a replica whose caches lag. (RBAC
-    /// writes are rare; four reads each.)
+    /// writes are rare; four reads each, at once; none for `system:masters`.)
     async fn fresh_policy(&self, deadline: Instant) -> Result<Arc<rbac::Policy>, ApiError> {
-        let mut lists: Vec<Vec<Object>> = Vec::with_capacity(4);
-        for gvr in rbac::policy_resources() {
+        let list = |gvr: GroupVersionResource| async move {
             let info = self.resources.lookup(Some(&gvr))?;
-            let listed = self
-                .store
-                .list(&info, &ListQuery::default(), deadline)
-                .await?;
+            // As the authorizer's policy holds them (`Policies::follow`).
+            let mut all = ListQuery::default();
+            all.filter.include_uninitialized = true;
+            let listed = self.store.list(&info, &all, deadline).await?;
             let objects = listed
                 .items
                 .iter()
                 .filter_map(|b| Object::from_slice(b).ok());
-            lists.push(objects.collect());
-        }
-        let [roles, cluster_roles, bindings, cluster_bindings] = &lists[..] else {
-            return Err(ApiError::internal("the RBAC policy's four lists"));
+            Ok::<Vec<Object>, ApiError>(objects.collect())
         };
+        let [roles, cluster_roles, bindings, cluster_bindings] = rbac::policy_resources();
+        let (roles, cluster_roles, bindings, cluster_bindings) = futures::try_join!(
+            list(roles),
+            list(cluster_roles),
+            list(bindings),
+            list(cluster_bindings)
+        )?;
         Ok(Arc::new(rbac::Policy::build(
-            roles,
-            cluster_roles,
-            bindings,
-            cluster_bindings,
+            &roles,
+            &cluster_roles,
+            &bindings,
+            &cluster_bindings,
         )))
     }
 

@@ -111,6 +111,15 @@ impl CrdServing {
         else {
             return self.remove_cleanup_finalizer(crd, deadline).await;
         };
+        // A CRD of a built-in group and resource (stored before such CRDs were refused) was
+        // never served: its objects are the built-in ones, which its deletion must not take.
+        let gvr = &custom.info.gvr;
+        let builtin = crate::registry::kinds::builtin()
+            .iter()
+            .any(|s| s.info.gvr.group == gvr.group && s.info.gvr.resource == gvr.resource);
+        if builtin {
+            return self.remove_cleanup_finalizer(crd, deadline).await;
+        }
         let Ok(info) = self.registry.lookup(Some(&custom.info.gvr)) else {
             // Not served here yet (the next sync serves it).
             return Ok(());

@@ -22,6 +22,11 @@ impl Kind for CustomResourceDefinition {
 
     fn validate(&self, obj: &Object, causes: &mut Vec<FieldCause>) {
         causes.extend(crd::validate(obj));
+    }
+
+    /// On create only (`spec.group` cannot change): a CRD stored before this rule must still
+    /// lose its finalizer when deleted.
+    fn validate_create(&self, obj: &Object, causes: &mut Vec<FieldCause>) {
         // Custom objects are stored under `/registry/<group>/<resource>` as built-in ones
         // are, so a CRD of `clusterrolebindings.rbac.authorization.k8s.io` at another version
         // would read and write the real bindings past every rule of theirs (Kubernetes keeps
@@ -56,6 +61,7 @@ mod tests {
         .expect("an object");
         let mut causes = Vec::new();
         CustomResourceDefinition.validate(&crd, &mut causes);
+        CustomResourceDefinition.validate_create(&crd, &mut causes);
         causes
     }
 

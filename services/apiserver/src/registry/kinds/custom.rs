@@ -18,10 +18,6 @@ impl Kind for CustomResource {
         None
     }
 
-    fn typed(&self) -> bool {
-        false
-    }
-
     /// What its schema would prune, as Kubernetes warns of or refuses it (`fieldValidation`).
     fn unknown_fields(&self, _: &ResourceInfo, obj: &Map<String, Value>) -> Vec<String> {
         crd::unknown_fields(self, obj)

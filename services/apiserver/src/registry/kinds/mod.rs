@@ -111,6 +111,10 @@ pub trait Kind: Send + Sync {
     /// [`Kind::prepare_for_update`] and [`Kind::defaults`].
     fn validate_update(&self, _new: &Object, _old: &Object, _causes: &mut Vec<FieldCause>) {}
 
+    /// Rules only a create is judged by, after [`Kind::validate`]'s (what an object stored
+    /// before a rule came must still be able to change, or be deleted by, past it).
+    fn validate_create(&self, _obj: &Object, _causes: &mut Vec<FieldCause>) {}
+
     /// What an update of the object itself keeps from `old`, and what it may not do given
     /// `old`'s state, once the system fields are kept (Kubernetes' `PrepareForUpdate`).
     fn prepare_for_update(&self, _new: &mut Object, _old: &Object, _causes: &mut Vec<FieldCause>) {}
@@ -155,14 +159,6 @@ pub trait Kind: Send + Sync {
     /// node ports), which the registry allocates and releases; `None`: they hold none.
     fn allocations(&self) -> Option<&dyn Allocations> {
         None
-    }
-
-    /// Whether its objects are Go structs in Kubernetes, where a `null` is the field left
-    /// out: a server-side apply's removal leaves `null` where it empties a map or list
-    /// (structured-merge-diff's result), which such a kind drops. A custom object keeps them
-    /// for its schema to judge, as Kubernetes does.
-    fn typed(&self) -> bool {
-        true
     }
 
     /// The last rules of every write, after validation: a custom object is pruned and checked
