@@ -514,3 +514,67 @@ async fn a_stored_crd_of_a_built_in_resource_is_deleted_without_taking_the_built
         "no built-in binding was deleted with the CRD"
     );
 }
+
+/// Kubernetes' structural defaulting, as operators rely on it (kube-rs's `#[serde(default)]`,
+/// controller-gen's `+kubebuilder:default`): a missing field gets its schema's default at
+/// every depth; a `null` where the schema allows none is defaulted, or dropped when there is
+/// no default; a nullable field's `null` stays. A CRD whose default does not validate is
+/// refused.
+#[tokio::test]
+async fn custom_objects_get_their_schemas_defaults() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.ex.com"},
+        "spec": {"group": "ex.com", "scope": "Namespaced",
+                 "names": {"kind": "Widget", "plural": "widgets"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                   "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                     "spec": {"type": "object", "properties": {
+                       "size": {"type": "string", "default": "medium"},
+                       "ports": {"type": "array", "items": {"type": "integer"}},
+                       "note": {"type": "string", "nullable": true},
+                       "tls": {"type": "object", "default": {}, "properties": {
+                         "enabled": {"type": "boolean", "default": false}}}}}}}}}]}});
+    c.create(&crds(), "", &crd).await.unwrap();
+    let widgets = gvr("ex.com", "v1", "widgets");
+    let widget = |spec: Value| {
+        json!({"apiVersion": "ex.com/v1", "kind": "Widget", "metadata": {"name": "w1"},
+               "spec": spec})
+    };
+    let created = eventually(Duration::from_secs(5), "widgets served", || async {
+        c.create(
+            &widgets,
+            "default",
+            &widget(json!({"ports": null, "note": null})),
+        )
+        .await
+        .ok()
+    })
+    .await;
+    assert_eq!(
+        created["spec"],
+        json!({"size": "medium", "note": null, "tls": {"enabled": false}})
+    );
+    // An update's null is defaulted too; what is set stays.
+    let mut changed = created.clone();
+    changed["spec"] = json!({"size": null, "tls": {"enabled": true}});
+    let updated = c.update(&widgets, "default", &changed).await.unwrap();
+    assert_eq!(
+        updated["spec"],
+        json!({"size": "medium", "tls": {"enabled": true}})
+    );
+    // A default that does not validate: refused when the CRD is written.
+    let mut bad = crd.clone();
+    bad["metadata"]["name"] = json!("gadgets.ex.com");
+    bad["spec"]["names"] = json!({"kind": "Gadget", "plural": "gadgets"});
+    bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["size"]
+        ["default"] = json!(3);
+    let e = c.create(&crds(), "", &bad).await.unwrap_err();
+    assert_eq!(e.reason, Reason::Invalid, "{e}");
+    assert_eq!(
+        fields(&e),
+        ["spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[size].default"]
+    );
+}

@@ -455,6 +455,8 @@ pub fn prune_and_validate(custom: &CustomResource, obj: &mut Object) -> Vec<Fiel
     if !pruned.is_empty() {
         tracing::debug!(resource = %custom.info.gvr, name = obj.name(), ?pruned, "unknown fields pruned");
     }
+    // Kubernetes' order: pruning, defaulting, validation.
+    schema.default(&mut value);
     let causes = schema.validate(&value);
     if let Value::Object(map) = value {
         *obj.as_map_mut() = map;

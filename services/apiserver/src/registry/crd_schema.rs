@@ -86,6 +86,10 @@ struct Node {
     preserve_unknown: bool,
     /// `x-kubernetes-embedded-resource: true`: keeps apiVersion, kind and metadata.
     embedded: bool,
+    /// `default`: what a missing field, or a `null` where none is allowed, becomes.
+    default: Option<Value>,
+    /// `nullable: true`: a `null` stays.
+    nullable: bool,
 }
 
 /// `additionalProperties`: what the keys not in `properties` are.
@@ -170,6 +174,16 @@ impl CrdSchema {
             prune_keys(map, &self.root, "", &mut pruned, true);
         }
         pruned
+    }
+
+    /// Defaults `obj` (pruned) as Kubernetes' apiextensions server does, in its order: first a
+    /// `null` where the schema allows none and gives no default is dropped
+    /// (`PruneNonNullableNullsWithoutDefaults`), then every missing property with a `default`,
+    /// and every `null` where none is allowed, gets a copy of it, at every depth, defaults'
+    /// own insides included (`Default`).
+    pub fn default(&self, obj: &mut Value) {
+        drop_disallowed_nulls(obj, &self.root);
+        default_value(obj, &self.root);
     }
 
     /// Validates a (pruned) object: every violation, with Kubernetes' field paths
@@ -337,6 +351,8 @@ fn compile(
     node.preserve_unknown = is_true("x-kubernetes-preserve-unknown-fields");
     node.embedded = is_true("x-kubernetes-embedded-resource");
     let nullable = is_true("nullable");
+    node.nullable = nullable;
+    node.default = schema.get("default").cloned();
 
     let mut types: Vec<Value> = Vec::new();
     match schema.get("type") {
@@ -470,7 +486,127 @@ fn compile(
         let (_, sub_out) = compile(sub, &child(path, "not"), depth + 1, causes);
         out.insert("not".into(), Value::Object(sub_out));
     }
+    if let Some(default) = &node.default {
+        check_default(default, &node, &out, path, causes);
+    }
     (node, out)
+}
+
+/// Kubernetes' checks of a schema's `default` when its CRD is written: pruned by the schema
+/// it defaults, it stays as it is (else "must not have unknown fields"), and it validates
+/// against that schema, its errors at paths under `<path>.default`.
+fn check_default(
+    default: &Value,
+    node: &Node,
+    translated: &Map<String, Value>,
+    path: &str,
+    causes: &mut Vec<FieldCause>,
+) {
+    let at = child(path, "default");
+    let mut pruned = default.clone();
+    prune(&mut pruned, Some(node), "", &mut Vec::new());
+    if pruned != *default {
+        causes.push(FieldCause::invalid(
+            &at,
+            &quoted(default),
+            "must not have unknown fields",
+        ));
+        return;
+    }
+    // A schema that does not compile is refused by the meta-schema's check, with its words.
+    let Ok(validator) = options().build(&Value::Object(translated.clone())) else {
+        return;
+    };
+    for e in validator.iter_errors(default) {
+        let mut field = at.clone();
+        for segment in e.instance_path().as_str().split('/').skip(1) {
+            if segment.parse::<usize>().is_ok() {
+                field.push_str(&format!("[{segment}]"));
+            } else {
+                field = child(&field, &unescape(segment));
+            }
+        }
+        causes.push(value_cause(field, &e));
+    }
+}
+
+/// Whether `v` is a `null` where `node` allows none.
+fn disallowed_null(v: &Value, node: &Node) -> bool {
+    v.is_null() && !node.nullable
+}
+
+/// Drops the `null`s of `value` where `node` allows none and gives no default (Kubernetes'
+/// `PruneNonNullableNullsWithoutDefaults`): properties and map values; list items stay.
+fn drop_disallowed_nulls(value: &mut Value, node: &Node) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|k, v| {
+                let sub = match (node.properties.get(k), &node.additional) {
+                    (Some(sub), _) => sub,
+                    (None, Additional::Schema(sub)) => sub,
+                    _ => return true,
+                };
+                if disallowed_null(v, sub) && sub.default.is_none() {
+                    return false;
+                }
+                drop_disallowed_nulls(v, sub);
+                true
+            });
+        }
+        Value::Array(items) => {
+            if let Some(sub) = node.items.as_deref() {
+                for item in items {
+                    drop_disallowed_nulls(item, sub);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Kubernetes' structural `Default`: a missing property with a default, or a `null` where none
+/// is allowed (of a property, a map value or a list item) with a default, becomes a copy of
+/// the default; then every value is defaulted by its own schema, copies included.
+fn default_value(value: &mut Value, node: &Node) {
+    match value {
+        Value::Object(map) => {
+            for (k, sub) in &node.properties {
+                let Some(default) = &sub.default else {
+                    continue;
+                };
+                match map.get(k) {
+                    Some(v) if !disallowed_null(v, sub) => {}
+                    _ => {
+                        map.insert(k.clone(), default.clone());
+                    }
+                }
+            }
+            for (k, v) in map.iter_mut() {
+                if let Some(sub) = node.properties.get(k) {
+                    default_value(v, sub);
+                } else if let Additional::Schema(sub) = &node.additional {
+                    if let Some(default) = sub.default.as_ref().filter(|_| disallowed_null(v, sub))
+                    {
+                        *v = default.clone();
+                    }
+                    default_value(v, sub);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(sub) = node.items.as_deref() {
+                for item in items {
+                    if let Some(default) =
+                        sub.default.as_ref().filter(|_| disallowed_null(item, sub))
+                    {
+                        *item = default.clone();
+                    }
+                    default_value(item, sub);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Prunes the keys of `map`, an object that `node` describes, at `path` (`root`: the object
@@ -1077,6 +1213,85 @@ mod tests {
         assert_eq!(
             obj["template"],
             json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"a": "x"}})
+        );
+    }
+
+    /// A schema with defaults at several depths: a scalar, an object whose own properties have
+    /// defaults, a map's values and a list's items, nullable and not.
+    fn defaulted() -> CrdSchema {
+        CrdSchema::new(
+            &json!({"type": "object", "properties": {
+                "spec": {"type": "object", "properties": {
+                    "size": {"type": "string", "default": "medium"},
+                    "replicas": {"type": "integer", "default": 1},
+                    "ports": {"type": "array", "items": {"type": "integer"}},
+                    "tls": {"type": "object", "default": {}, "properties": {
+                        "enabled": {"type": "boolean", "default": false},
+                        "secret": {"type": "string"}}},
+                    "note": {"type": "string", "nullable": true, "default": "n"},
+                    "limits": {"type": "object", "additionalProperties":
+                        {"type": "string", "default": "unlimited"}},
+                    "rules": {"type": "array", "items": {"type": "object", "properties": {
+                        "name": {"type": "string"},
+                        "weight": {"type": "integer", "default": 10}}}}
+                }}
+            }}),
+            FIELD,
+        )
+        .unwrap()
+    }
+
+    fn defaults_of(obj: Value) -> Value {
+        let mut obj = obj;
+        defaulted().default(&mut obj);
+        obj
+    }
+
+    #[test]
+    fn defaults_fill_missing_fields_at_every_depth_their_own_insides_too() {
+        assert_eq!(
+            defaults_of(json!({"spec": {"rules": [{"name": "a"}, {"name": "b", "weight": 3}]}})),
+            json!({"spec": {"size": "medium", "replicas": 1, "tls": {"enabled": false},
+                            "note": "n",
+                            "rules": [{"name": "a", "weight": 10}, {"name": "b", "weight": 3}]}})
+        );
+        // What is there stays; nothing is added where the parent is missing.
+        assert_eq!(
+            defaults_of(json!({"spec": {"size": "large", "tls": {"secret": "s"}}})),
+            json!({"spec": {"size": "large", "replicas": 1, "note": "n",
+                            "tls": {"enabled": false, "secret": "s"}}})
+        );
+        assert_eq!(defaults_of(json!({})), json!({}));
+    }
+
+    #[test]
+    fn a_null_where_none_is_allowed_is_defaulted_or_dropped_and_a_nullable_one_stays() {
+        assert_eq!(
+            defaults_of(json!({"spec": {"size": null, "ports": null, "note": null,
+                                        "limits": {"cpu": null, "mem": "1Gi"}}})),
+            json!({"spec": {"size": "medium", "replicas": 1, "tls": {"enabled": false},
+                            "note": null, "limits": {"cpu": "unlimited", "mem": "1Gi"}}})
+        );
+    }
+
+    #[test]
+    fn a_default_must_validate_and_hold_no_unknown_field() {
+        let causes = schema_errors(json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "size": {"type": "integer", "default": "large"},
+                "tls": {"type": "object", "properties": {"enabled": {"type": "boolean"}},
+                        "default": {"enabled": true, "extra": 1}}}}}}));
+        let at = |p: &str| format!("{FIELD}.properties[spec].properties[{p}].default");
+        assert_eq!(
+            causes,
+            vec![
+                FieldCause::type_error(at("size"), "of type integer"),
+                FieldCause::invalid(
+                    at("tls"),
+                    r#"{"enabled":true,"extra":1}"#,
+                    "must not have unknown fields"
+                ),
+            ]
         );
     }
 
