@@ -1274,6 +1274,26 @@ mod tests {
         );
     }
 
+    /// Kubernetes drops a null where none is allowed before it validates: a required field
+    /// given `null` is then missing, `Required value`, not a type error.
+    #[test]
+    fn a_required_field_given_null_is_required_not_of_the_wrong_type() {
+        let schema = CrdSchema::new(
+            &json!({"type": "object", "properties": {"spec": {"type": "object",
+                "required": ["ports"],
+                "properties": {"ports": {"type": "array", "items": {"type": "integer"}}}}}}),
+            FIELD,
+        )
+        .unwrap();
+        let mut obj = json!({"spec": {"ports": null}});
+        schema.default(&mut obj);
+        assert_eq!(obj, json!({"spec": {}}));
+        assert_eq!(
+            schema.validate(&obj),
+            vec![FieldCause::required("spec.ports")]
+        );
+    }
+
     #[test]
     fn a_default_must_validate_and_hold_no_unknown_field() {
         let causes = schema_errors(json!({"type": "object", "properties": {
