@@ -85,36 +85,18 @@ impl Registry {
                         let mut rules = Vec::new();
                         // What Kubernetes' privileged-group authorizer grants, before RBAC's.
                         if is_master(user) {
-                            rules.extend(everything_rules());
+                            rules.extend(Rule::full_authority());
                         }
                         rules.extend(self.policies().current().rules_for(user, &namespace));
                         rules
                     }
-                    _ => everything_rules(),
+                    _ => Rule::full_authority(),
                 };
                 Ok(rules_review(info, &rules))
             }
         };
         answer.and_then(|v| Object::from_value(v).map_err(|e| ApiError::internal(e.to_string())))
     }
-}
-
-/// `*` on every resource and every non-resource URL.
-fn everything_rules() -> Vec<Rule> {
-    let all = || vec!["*".to_string()];
-    vec![
-        Rule {
-            verbs: all(),
-            api_groups: all(),
-            resources: all(),
-            ..Rule::default()
-        },
-        Rule {
-            verbs: all(),
-            non_resource_urls: all(),
-            ..Rule::default()
-        },
-    ]
 }
 
 /// A review's `spec.resourceAttributes` or `spec.nonResourceAttributes`, owned.

@@ -178,7 +178,7 @@ impl GrantCheck {
             };
             if self.kind == GrantKind::ClusterRole
                 && (aggregates(new) || old.is_some_and(aggregates))
-                && !rules::uncovered(&held, &full_authority()).is_empty()
+                && !rules::uncovered(&held, &Rule::full_authority()).is_empty()
             {
                 return Err(crate::registry::errors::forbidden(
                     Target::new(RBAC_GROUP, self.kind.resource(), new.name()),
@@ -203,25 +203,6 @@ impl GrantCheck {
             &why,
         ))
     }
-}
-
-/// Kubernetes' `fullAuthority`: every verb on every resource of every group, and on every
-/// non-resource URL (cluster-admin's rules).
-fn full_authority() -> Vec<Rule> {
-    let all = || vec!["*".to_string()];
-    vec![
-        Rule {
-            verbs: all(),
-            api_groups: all(),
-            resources: all(),
-            ..Rule::default()
-        },
-        Rule {
-            verbs: all(),
-            non_resource_urls: all(),
-            ..Rule::default()
-        },
-    ]
 }
 
 /// A binding's role, if well-formed.

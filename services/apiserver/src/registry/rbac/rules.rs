@@ -70,6 +70,25 @@ impl Rule {
         }
     }
 
+    /// Kubernetes' `fullAuthority`: every verb on every resource of every group, and on every
+    /// non-resource URL (cluster-admin's rules; what `system:masters` is answered holding).
+    pub fn full_authority() -> Vec<Rule> {
+        let all = || vec!["*".to_string()];
+        vec![
+            Rule {
+                verbs: all(),
+                api_groups: all(),
+                resources: all(),
+                ..Rule::default()
+            },
+            Rule {
+                verbs: all(),
+                non_resource_urls: all(),
+                ..Rule::default()
+            },
+        ]
+    }
+
     /// The rules of a Role or ClusterRole object.
     pub fn all_of(role: &Map<String, Value>) -> Vec<Rule> {
         role.get("rules")
