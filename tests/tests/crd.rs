@@ -578,3 +578,24 @@ async fn custom_objects_get_their_schemas_defaults() {
         ["spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[size].default"]
     );
 }
+
+/// A custom object's writes are recorded in managedFields as a built-in one's are.
+#[tokio::test]
+async fn a_custom_objects_writes_are_recorded_in_managed_fields() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    c.create(&crds(), "", &network_crd()).await.unwrap();
+    serving(&c).await;
+    let created = c
+        .create(&networks(), "default", &network("n1", "10.0.0.0/24"))
+        .await
+        .unwrap();
+    let managers: Vec<&str> = created["metadata"]["managedFields"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no managedFields: {created}"))
+        .iter()
+        .filter_map(|e| e["manager"].as_str())
+        .collect();
+    assert_eq!(managers.len(), 1, "{created}");
+}

@@ -836,6 +836,129 @@ async fn kubectl_scale_patches_the_scale_subresource() {
     assert_eq!(scale["status"]["selector"], "app=web");
 }
 
+/// A CRD version's `scale` subresource, as kube-rs's `crd_api` and an HPA use it: discovery
+/// lists it, `kubectl scale` sets the replicas at `specReplicasPath`, the Scale shows what
+/// `statusReplicasPath` and `labelSelectorPath` hold, a merge patch and a replace of `/scale`
+/// scale it, and the writes are recorded under the subresource.
+#[tokio::test]
+async fn a_custom_resources_scale_subresource_is_served_where_its_crd_says() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let k = Kubectl::new(&api);
+    let crd = k.file(
+        "crd.yaml",
+        r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.ex.com}
+spec:
+  group: ex.com
+  scope: Namespaced
+  names: {kind: Widget, plural: widgets, singular: widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.size, statusReplicasPath: .status.count, labelSelectorPath: .status.selector}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: integer}}}
+          status: {type: object, properties: {count: {type: integer}, selector: {type: string}}}
+"#,
+    );
+    k.ok(&["apply", "-f", path(&crd)]);
+    let w = k.file(
+        "w.yaml",
+        "apiVersion: ex.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 1}\n",
+    );
+    eventually(Duration::from_secs(5), "widgets served", || async {
+        k.run(&["apply", "-f", path(&w)])
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+    let resources = k.ok(&["get", "--raw", "/apis/ex.com/v1"]);
+    assert!(
+        resources.contains(r#""name":"widgets/scale""#),
+        "{resources}"
+    );
+    assert_eq!(
+        k.ok(&["scale", "widget", "w1", "--replicas", "3"]),
+        "widget.ex.com/w1 scaled\n"
+    );
+    let size = k.ok(&["get", "widget", "w1", "-o", "jsonpath={.spec.size}"]);
+    assert_eq!(size, "3");
+    // The status the Scale reads, written through /status.
+    k.ok(&[
+        "patch",
+        "widget",
+        "w1",
+        "--subresource",
+        "status",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"status": {"count": 2, "selector": "app=w"}}"#,
+    ]);
+    let url = "/apis/ex.com/v1/namespaces/default/widgets/w1/scale";
+    let scale: Value = serde_json::from_str(&k.ok(&["get", "--raw", url])).unwrap();
+    assert_eq!(
+        (scale["kind"].as_str(), scale["apiVersion"].as_str()),
+        (Some("Scale"), Some("autoscaling/v1"))
+    );
+    assert_eq!(scale["spec"]["replicas"], 3);
+    assert_eq!(scale["status"], json!({"replicas": 2, "selector": "app=w"}));
+    // A merge patch of the Scale.
+    k.ok(&[
+        "patch",
+        "widget",
+        "w1",
+        "--subresource",
+        "scale",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec": {"replicas": 5}}"#,
+    ]);
+    assert_eq!(
+        k.ok(&["get", "widget", "w1", "-o", "jsonpath={.spec.size}"]),
+        "5"
+    );
+    // A replace of the Scale, its resourceVersion a precondition.
+    let mut replaced = serde_json::from_str::<Value>(&k.ok(&["get", "--raw", url])).unwrap();
+    replaced["spec"]["replicas"] = json!(7);
+    let file = k.file("scale.json", &replaced.to_string());
+    let out = k.ok(&["replace", "--raw", url, "-f", path(&file)]);
+    assert!(out.contains(r#""replicas":7"#), "{out}");
+    let stale = k.file("stale.json", &replaced.to_string());
+    let e = k.fails(&["replace", "--raw", url, "-f", path(&stale)]);
+    assert!(e.contains("the object has been modified"), "{e}");
+    let raw = k.ok(&[
+        "get",
+        "--raw",
+        "/apis/ex.com/v1/namespaces/default/widgets/w1",
+    ]);
+    let obj: Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(obj["spec"]["size"], 7);
+    let scaler = obj["metadata"]["managedFields"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no managedFields: {obj}"))
+        .iter()
+        .find(|e| e["subresource"] == "scale")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        scaler["fieldsV1"],
+        json!({"f:spec": {"f:size": {}}}),
+        "{obj}"
+    );
+}
+
 /// The seeds' rollout walkthrough with the controller-manager running: two revisions of a
 /// Deployment, `rollout status` until each is out, `rollout history`, then `rollout undo` back
 /// to the first, all through kubectl.

@@ -39,6 +39,8 @@ pub struct CustomResource {
     pub openapi_schema: Value,
     /// The CRD is being deleted: no new objects.
     pub terminating: bool,
+    /// `subresources.scale`: where its objects keep what their `Scale` shows.
+    pub scale: Option<keel_api::scale::ScalePaths>,
 }
 
 fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
@@ -183,6 +185,7 @@ fn versions(spec: &Value, causes: &mut Vec<FieldCause>) {
                 "an object",
             ));
         }
+        scale_subresource(&v["subresources"]["scale"], &path, causes);
         printer_columns(&v["additionalPrinterColumns"], &path, causes);
         selectable_fields(&v["selectableFields"], &path, causes);
     }
@@ -401,6 +404,7 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
             } else {
                 None
             };
+            let scale = keel_api::scale::ScalePaths::from_crd(&v["subresources"]["scale"]);
             CustomResource {
                 info: Arc::new(ResourceInfo {
                     gvr: GroupVersionResource::new(group, version, plural),
@@ -410,7 +414,11 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
                     namespaced,
                     status_subresource: v["subresources"]["status"].is_object(),
                     create_only: false,
-                    subresources: Vec::new(),
+                    subresources: if scale.is_some() {
+                        vec!["scale".to_string()]
+                    } else {
+                        Vec::new()
+                    },
                     categories: categories.clone(),
                     selectable_fields: selectable_field_labels(&v["selectableFields"]),
                 }),
@@ -424,9 +432,52 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
                     .cloned()
                     .unwrap_or_default(),
                 terminating,
+                scale,
             }
         })
         .collect()
+}
+
+/// Kubernetes' checks of a version's `subresources.scale`: `specReplicasPath` a JSON path
+/// under `.spec`, `statusReplicasPath` one under `.status`, and `labelSelectorPath`, if any,
+/// under either.
+fn scale_subresource(scale: &Value, version_path: &str, causes: &mut Vec<FieldCause>) {
+    match scale {
+        Value::Null => return,
+        Value::Object(_) => {}
+        _ => {
+            causes.push(FieldCause::type_error(
+                format!("{version_path}.subresources.scale"),
+                "an object",
+            ));
+            return;
+        }
+    }
+    let simple = |p: &str| {
+        p.strip_prefix('.')
+            .is_some_and(|rest| rest.split('.').all(|f| !f.is_empty()))
+    };
+    for (field, under, required) in [
+        ("specReplicasPath", &[".spec."][..], true),
+        ("statusReplicasPath", &[".status."][..], true),
+        ("labelSelectorPath", &[".spec.", ".status."][..], false),
+    ] {
+        let at = format!("{version_path}.subresources.scale.{field}");
+        let p = str_at(scale, &[field]);
+        if p.is_empty() {
+            if required {
+                causes.push(FieldCause::required(at));
+            }
+            continue;
+        }
+        if !simple(p) || !under.iter().any(|u| p.starts_with(u)) {
+            let why = match under {
+                [one] => format!("should be a json path under {}", one.trim_end_matches('.')),
+                _ => "should be a json path under either .spec or .status".to_string(),
+            };
+            causes.push(FieldCause::invalid(at, p, why));
+        }
+    }
 }
 
 /// `obj` at the version its resource stores objects at.
@@ -595,6 +646,39 @@ mod tests {
             fields(&validate(&obj(v))),
             ["spec.versions[0].selectableFields"]
         );
+    }
+
+    #[test]
+    fn a_scale_subresource_names_paths_under_spec_and_status() {
+        let mut v = network_crd();
+        v["spec"]["versions"][0]["subresources"]["scale"] = json!({
+            "specReplicasPath": ".status.replicas", "labelSelectorPath": ".metadata.labels"});
+        let causes = validate(&obj(v.clone()));
+        let at = "spec.versions[0].subresources.scale";
+        let mine: Vec<String> = causes
+            .iter()
+            .filter(|c| c.field.starts_with(at))
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        assert_eq!(
+            mine,
+            [
+                format!(
+                    "{at}.specReplicasPath: Invalid value: \".status.replicas\": should be a json path under .spec"
+                ),
+                format!("{at}.statusReplicasPath: Required value"),
+                format!(
+                    "{at}.labelSelectorPath: Invalid value: \".metadata.labels\": should be a json path under either .spec or .status"
+                ),
+            ]
+        );
+        v["spec"]["versions"][0]["subresources"]["scale"] = json!({
+            "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector"});
+        assert!(validate(&obj(v.clone())).is_empty());
+        let served = resources(&obj(v));
+        assert_eq!(served[0].info.subresources, ["scale"]);
+        assert!(served[0].scale.is_some());
     }
 
     #[test]

@@ -212,7 +212,12 @@ fn gvk_string(api_version: &str, kind: &str) -> String {
 /// Checks an apply's configuration and turns it into one of the object itself: a Scale's
 /// replicas become the object's, and fields the subresource does not write are dropped (the
 /// kind's reset fields, §6.2), so that nobody owns them.
-fn object_config(info: &ResourceInfo, t: &Target, apply: &Apply) -> Result<Value, ApiError> {
+fn object_config(
+    info: &ResourceInfo,
+    t: &Target,
+    apply: &Apply,
+    scale: Option<keel_api::scale::ScalePaths>,
+) -> Result<Value, ApiError> {
     let Value::Object(config) = &apply.config else {
         return Err(ApiError::bad_request(
             t.clone(),
@@ -278,12 +283,14 @@ fn object_config(info: &ResourceInfo, t: &Target, apply: &Apply) -> Result<Value
             Value::Object(c)
         }
         Subresource::Scale => {
-            let mut c = identity();
+            let mut c = Object::from_value(Value::Object(identity()))
+                .map_err(|e| ApiError::bad_request(t.clone(), e.to_string()))?;
             if config.get("spec").and_then(|s| s.get("replicas")).is_some() {
                 let replicas = keel_api::scale::replicas(&apply.config, t)?;
-                c.insert("spec".into(), json!({ "replicas": replicas }));
+                let paths = scale.ok_or_else(|| ApiError::not_found(t.clone()))?;
+                keel_api::scale::set_replicas(&mut c, &paths, replicas);
             }
-            Value::Object(c)
+            c.into_value()
         }
     })
 }
@@ -299,7 +306,7 @@ pub fn apply(
     apply: &Apply,
     current: Option<(&Object, &[Entry])>,
 ) -> Result<Applied, ApiError> {
-    let config = object_config(info, t, apply)?;
+    let config = object_config(info, t, apply, kind.scale())?;
     let schema = schema(kind);
     let (current, entries) = match current {
         Some((object, entries)) => (Some(object), entries),

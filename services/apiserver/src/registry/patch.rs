@@ -193,18 +193,16 @@ pub fn mutation(
         let current: &Object = &current;
         let t = target(&info, current.name());
         if sub == Subresource::Scale {
-            // The patch is of the object's Scale: only its replicas reach the object.
-            let scale =
-                apply(&keel_api::scale::view(current)).map_err(|e| patch_error(&t, "Scale", e))?;
+            // The patch is of the object's Scale: only its replicas reach the object, where
+            // its kind keeps them.
+            let Some(paths) = rules.scale() else {
+                return Err(ApiError::not_found(t));
+            };
+            let view = keel_api::scale::view_at(current, &paths);
+            let scale = apply(&view).map_err(|e| patch_error(&t, "Scale", e))?;
             let replicas = keel_api::scale::replicas(&scale, &t)?;
             let mut scaled = current.clone();
-            let spec = scaled
-                .as_map_mut()
-                .entry("spec")
-                .or_insert_with(|| Value::Object(Default::default()));
-            if let Some(spec) = spec.as_object_mut() {
-                spec.insert("replicas".into(), replicas.into());
-            }
+            keel_api::scale::set_replicas(&mut scaled, &paths, replicas);
             let new = admit_update(&info, &*rules, scaled, current, Subresource::Main)?;
             return Ok(Change::Put(managed::record_update(
                 &*rules, &manager, sub, stored, new,

@@ -801,6 +801,16 @@ impl Registry {
             .await
     }
 
+    /// The `autoscaling/v1` `Scale` of `obj`, an object of `info`, where its kind keeps its
+    /// replicas and selector (a workload's, or what a CRD's `subresources.scale` says).
+    pub fn scale_view(&self, info: &Arc<ResourceInfo>, obj: &Object) -> Result<Object, ApiError> {
+        let Some(paths) = self.resources.kind(&info.gvr).scale() else {
+            return Err(ApiError::not_found(target(info, obj.name())));
+        };
+        Object::from_value(keel_api::scale::view_at(obj, &paths))
+            .map_err(|e| ApiError::internal(e.to_string()))
+    }
+
     /// The RBAC policy as etcd holds it now, which an escalation check judges its writer's
     /// rights by: Kubernetes reads them through its registries, not an informer's cache, so a
     /// binding revoked a moment ago no longer counts on a replica whose caches lag. (RBAC

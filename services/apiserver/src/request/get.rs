@@ -15,7 +15,7 @@ pub struct Get {
     /// An object whose initializers are still pending is found too (else: `NotFound`).
     pub include_uninitialized: bool,
     /// `""`, or a subresource the object has (`status`, `scale`): the object is read the
-    /// same; the transport shows the subresource's view of it.
+    /// same; a `scale` is answered as the object's `Scale`.
     pub subresource: String,
 }
 
@@ -32,8 +32,8 @@ impl Verb for Get {
         let registry = cx
             .authorize(Self::NAME, &ns, &self.name, &self.subresource)
             .await?;
-        Subresource::parse(&cx.info, &self.subresource, &target(&cx.info, &self.name))?;
-        registry
+        let sub = Subresource::parse(&cx.info, &self.subresource, &target(&cx.info, &self.name))?;
+        let obj = registry
             .get(
                 &cx.info,
                 &ns,
@@ -42,6 +42,10 @@ impl Verb for Get {
                 self.include_uninitialized,
                 cx.deadline,
             )
-            .await
+            .await?;
+        match sub {
+            Subresource::Scale => registry.scale_view(&cx.info, &obj),
+            _ => Ok(obj),
+        }
     }
 }

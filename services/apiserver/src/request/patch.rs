@@ -106,6 +106,12 @@ impl Verb for Patch {
                 // A subresource is never created (Kubernetes' status and scale stores do not
                 // create on update): its NotFound stands.
                 Err(e) if apply && e.reason == Reason::NotFound && sub == Subresource::Main => {}
+                Ok(object) if sub == Subresource::Scale => {
+                    return Ok(Patched {
+                        object: Arc::new(store.scale_view(&cx.info, &object)?),
+                        created: false,
+                    });
+                }
                 patched => {
                     return patched.map(|object| Patched {
                         object,

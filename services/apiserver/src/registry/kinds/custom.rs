@@ -18,6 +18,10 @@ impl Kind for CustomResource {
         None
     }
 
+    fn scale(&self) -> Option<keel_api::scale::ScalePaths> {
+        self.scale.clone()
+    }
+
     /// What its schema would prune, as Kubernetes warns of or refuses it (`fieldValidation`).
     fn unknown_fields(&self, _: &ResourceInfo, obj: &Map<String, Value>) -> Vec<String> {
         crd::unknown_fields(self, obj)

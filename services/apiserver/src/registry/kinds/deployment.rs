@@ -23,6 +23,10 @@ impl Kind for Deployment {
         workload::SUBRESOURCES
     }
 
+    fn scale(&self) -> Option<keel_api::scale::ScalePaths> {
+        Some(keel_api::scale::ScalePaths::workload())
+    }
+
     fn defaults(&self, obj: &mut Object) {
         workload::default_replicas(obj);
         pod::template_defaults(obj, &["spec", "template"]);

@@ -70,6 +70,11 @@ pub trait Kind: Send + Sync {
         &[]
     }
 
+    /// Where its objects keep what their `scale` subresource shows, if they have one.
+    fn scale(&self) -> Option<keel_api::scale::ScalePaths> {
+        None
+    }
+
     /// The fields a field selector may name besides `metadata.name` and `metadata.namespace`
     /// (Kubernetes' `GetAttrs` / `SelectableFields`), each a dotted path into the object.
     fn selectable_fields(&self) -> &'static [&'static str] {

@@ -21,6 +21,10 @@ impl Kind for ReplicaSet {
         workload::SUBRESOURCES
     }
 
+    fn scale(&self) -> Option<keel_api::scale::ScalePaths> {
+        Some(keel_api::scale::ScalePaths::workload())
+    }
+
     fn defaults(&self, obj: &mut Object) {
         workload::default_replicas(obj);
         pod::template_defaults(obj, &["spec", "template"]);

@@ -24,6 +24,10 @@ impl Kind for StatefulSet {
         workload::SUBRESOURCES
     }
 
+    fn scale(&self) -> Option<keel_api::scale::ScalePaths> {
+        Some(keel_api::scale::ScalePaths::workload())
+    }
+
     fn initial_status(&self) -> Option<serde_json::Value> {
         Some(json!({"replicas": 0, "availableReplicas": 0}))
     }

@@ -291,9 +291,6 @@ async fn run(
             let obj = verb_handler()
                 .handle(request(p, timeout, user, verb))
                 .await?;
-            if p.subresource == "scale" {
-                return format.value(StatusCode::OK, &keel_api::scale::view(&obj));
-            }
             if let Some(printer) = printer {
                 let rv = obj.resource_version().to_string();
                 let table = printer.table(&[obj.into_value()], &rv, "");
@@ -372,9 +369,6 @@ async fn run(
             } else {
                 StatusCode::OK
             };
-            if p.subresource == "scale" {
-                return format.value(code, &keel_api::scale::view(&patched.object));
-            }
             format.object(code, &patched.object)
         }
         (&Method::DELETE, Some(name)) => {
