@@ -715,20 +715,50 @@ fn prune_undeclared(value: &mut Value, path: &str, pruned: &mut Vec<String>) {
 
 /// The cause of one violation of an object, at `path`.
 fn value_cause(path: String, e: &ValidationError<'_>) -> FieldCause {
-    let value = quoted(e.instance().as_ref());
-    let invalid = |why: String| FieldCause::invalid(path.clone(), &value, why);
+    // Kubernetes validates with kube-openapi and turns its errors into field errors
+    // (apiextensions-apiserver's `kubeOpenAPIResultToFieldErrors`): most keep kube-openapi's
+    // message, `<path> in body should ...`, beside the value as Go prints it (a number bare, a
+    // string quoted).
+    let instance = e.instance();
+    let value = go_value(instance.as_ref());
+    let in_body = if path.is_empty() { "." } else { path.as_str() };
+    let invalid = |why: String| FieldCause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: {value}: {in_body} in body {why}"),
+        field: path.clone(),
+    };
+    let type_invalid = |shown: &str, want: &str| FieldCause {
+        reason: "FieldValueTypeInvalid".into(),
+        message: format!(
+            "Invalid value: {shown}: {in_body} in body must be of type {want}: {shown}"
+        ),
+        field: path.clone(),
+    };
+    let count = |v: &Value| match v {
+        Value::Array(a) => a.len(),
+        Value::Object(m) => m.len(),
+        _ => 0,
+    };
+    let too_many = |limit: u64| FieldCause {
+        reason: "FieldValueTooMany".into(),
+        message: format!(
+            "Too many: {}: must have at most {limit} items",
+            count(instance.as_ref())
+        ),
+        field: path.clone(),
+    };
     match e.kind() {
         ValidationErrorKind::Type { kind } => {
+            // kube-openapi names the types it wanted, `,`-joined, and the JSON type it got.
             let want = match kind {
                 TypeKind::Single(t) => t.to_string(),
                 TypeKind::Multiple(ts) => {
-                    // "string or null": null last, as `nullable` reads.
                     let mut names: Vec<String> = ts.iter().map(|t| t.to_string()).collect();
-                    names.sort_by_key(|n| n == "null");
-                    names.join(" or ")
+                    names.retain(|n| n != "null");
+                    names.join(",")
                 }
             };
-            FieldCause::type_error(path, &format!("of type {want}"))
+            type_invalid(&format!("{:?}", json_type(instance.as_ref())), &want)
         }
         ValidationErrorKind::Required { property } => {
             let name = property
@@ -737,15 +767,34 @@ fn value_cause(path: String, e: &ValidationError<'_>) -> FieldCause {
             FieldCause::required(child(&path, &name))
         }
         ValidationErrorKind::Enum { options } => {
+            // Strings as they are, anything else as JSON (then quoted, as every value).
             let allowed: Vec<String> = match options.as_ref() {
-                Value::Array(list) => list.iter().map(quoted).collect(),
-                other => vec![quoted(other)],
+                // keel adds `null` to a nullable field's enum; Kubernetes' lists it not.
+                Value::Array(list) => list
+                    .iter()
+                    .filter(|v| !v.is_null())
+                    .map(|v| match v {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect(),
+                other => vec![other.to_string()],
             };
-            let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
-            FieldCause::not_supported(path, &value, &allowed)
+            let list: Vec<String> = allowed.iter().map(|s| format!("{s:?}")).collect();
+            FieldCause {
+                reason: "FieldValueNotSupported".into(),
+                message: format!(
+                    "Unsupported value: {value}: supported values: {}",
+                    list.join(", ")
+                ),
+                field: path.clone(),
+            }
         }
         ValidationErrorKind::Pattern { pattern } => invalid(format!("should match '{pattern}'")),
-        ValidationErrorKind::Custom { message, .. } => invalid(message.clone()),
+        ValidationErrorKind::Custom { message, .. } => {
+            // The Go pattern keyword says "should match '<pattern>'".
+            invalid(message.clone())
+        }
         ValidationErrorKind::Minimum { limit } => {
             invalid(format!("should be greater than or equal to {limit}"))
         }
@@ -761,35 +810,90 @@ fn value_cause(path: String, e: &ValidationError<'_>) -> FieldCause {
         ValidationErrorKind::MinLength { limit } => {
             invalid(format!("should be at least {limit} chars long"))
         }
-        ValidationErrorKind::MaxLength { limit } => {
-            invalid(format!("should be at most {limit} chars long"))
-        }
-        ValidationErrorKind::MinItems { limit } => {
-            invalid(format!("should have at least {limit} items"))
-        }
-        ValidationErrorKind::MaxItems { limit } => {
-            invalid(format!("should have at most {limit} items"))
-        }
-        ValidationErrorKind::MinProperties { limit } => {
-            invalid(format!("should have at least {limit} properties"))
-        }
-        ValidationErrorKind::MaxProperties { limit } => {
-            invalid(format!("should have at most {limit} properties"))
-        }
+        ValidationErrorKind::MaxLength { limit } => FieldCause {
+            reason: "FieldValueTooLong".into(),
+            message: format!("Too long: may not be longer than {limit}"),
+            field: path.clone(),
+        },
+        ValidationErrorKind::MinItems { limit } => FieldCause {
+            message: format!(
+                "Invalid value: {}: {in_body} in body should have at least {limit} items",
+                count(instance.as_ref())
+            ),
+            ..invalid(String::new())
+        },
+        ValidationErrorKind::MaxItems { limit } => too_many(*limit),
+        ValidationErrorKind::MinProperties { limit } => FieldCause {
+            message: format!(
+                "Invalid value: {}: {in_body} in body should have at least {limit} properties",
+                count(instance.as_ref())
+            ),
+            ..invalid(String::new())
+        },
+        ValidationErrorKind::MaxProperties { limit } => too_many(*limit),
         ValidationErrorKind::MultipleOf { multiple_of } => {
             invalid(format!("should be a multiple of {multiple_of}"))
         }
-        ValidationErrorKind::UniqueItems => invalid("shouldn't contain duplicates".into()),
-        ValidationErrorKind::Format { format } => invalid(format!("must be of format {format}")),
-        ValidationErrorKind::AnyOf { .. } => {
-            invalid("must validate at least one schema (anyOf)".into())
-        }
-        ValidationErrorKind::OneOfNotValid { .. }
-        | ValidationErrorKind::OneOfMultipleValid { .. } => {
-            invalid("must validate one and only one schema (oneOf)".into())
-        }
-        ValidationErrorKind::Not { .. } => invalid("must not validate the schema (not)".into()),
+        ValidationErrorKind::UniqueItems => FieldCause {
+            message: format!("Invalid value: \"\": {in_body} in body shouldn't contain duplicates"),
+            ..invalid(String::new())
+        },
+        ValidationErrorKind::Format { format } => FieldCause {
+            reason: "FieldValueTypeInvalid".into(),
+            message: format!(
+                "Invalid value: {value}: {in_body} in body must be of type {format}: {value}"
+            ),
+            field: path.clone(),
+        },
+        ValidationErrorKind::AnyOf { .. } => FieldCause {
+            message: format!(
+                "Invalid value: {value}: {in_body:?} must validate at least one schema (anyOf)"
+            ),
+            ..invalid(String::new())
+        },
+        ValidationErrorKind::OneOfNotValid { .. } => FieldCause {
+            message: format!(
+                "Invalid value: {value}: {in_body:?} must validate one and only one schema (oneOf). Found none valid"
+            ),
+            ..invalid(String::new())
+        },
+        ValidationErrorKind::OneOfMultipleValid { .. } => FieldCause {
+            message: format!(
+                "Invalid value: {value}: {in_body:?} must validate one and only one schema (oneOf). Found more than one valid"
+            ),
+            ..invalid(String::new())
+        },
+        ValidationErrorKind::Not { .. } => FieldCause {
+            message: format!(
+                "Invalid value: {value}: {in_body:?} must not validate the schema (not)"
+            ),
+            ..invalid(String::new())
+        },
         _ => invalid(e.masked().to_string()),
+    }
+}
+
+/// A value as Go's `%v`/`%q` prints it in a field error: a number or boolean bare, a string
+/// quoted (and cut, as keel cuts every echoed value), `null`; an object or list as its JSON
+/// (Go prints its own syntax there), cut.
+fn go_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => keel_api::error::echo(s),
+        Value::Number(_) | Value::Bool(_) | Value::Null => v.to_string(),
+        other => quoted(other),
+    }
+}
+
+/// The JSON type of a value, as kube-openapi names what it got.
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
     }
 }
 
@@ -952,17 +1056,127 @@ mod tests {
         );
     }
 
+    /// Kubernetes' words for each rule, as its apiextensions server turns kube-openapi's
+    /// errors into field errors (`kubeOpenAPIResultToFieldErrors`): kube-openapi's messages
+    /// (`validation/errors`: typeFailWithData `%s in %s must be of type %s: %q`, patternFail,
+    /// minIncFail, maxExcFail, multipleOfFail, tooShortMessage, minItemsFail, uniqueFail)
+    /// beside the value as apimachinery's `field.Error` prints it (`%v` for numbers, `%q` for
+    /// strings); `TooLongMaxLength` ("may not be longer than %d"), `TooMany` ("must have at
+    /// most %d items"), `NotSupported` and `Required` for their codes.
+    #[test]
+    fn schema_errors_are_in_kubernetes_words() {
+        let schema = CrdSchema::new(
+            &json!({"type": "object", "properties": {"spec": {"type": "object",
+                "required": ["name"],
+                "properties": {
+                    "size": {"type": "integer", "minimum": 1, "maximum": 100},
+                    "step": {"type": "number", "multipleOf": 5, "exclusiveMaximum": true, "maximum": 50},
+                    "name": {"type": "string", "pattern": "^[a-z][a-z0-9-]*$", "minLength": 3, "maxLength": 10},
+                    "id": {"type": "string", "format": "uuid"},
+                    "surge": {"x-kubernetes-int-or-string": true},
+                    "mode": {"type": "string", "enum": ["a", "b"]},
+                    "level": {"type": "integer", "enum": [1, 2]},
+                    "tags": {"type": "array", "items": {"type": "string"},
+                             "minItems": 1, "maxItems": 2, "uniqueItems": true}}}}}),
+            FIELD,
+        )
+        .unwrap();
+        let words = |spec: Value| -> Vec<String> {
+            schema
+                .validate(&json!({"spec": spec}))
+                .iter()
+                .map(|c| format!("{}: {}", c.field, c.message))
+                .collect()
+        };
+        let base = json!({"name": "abc"});
+        let with = |k: &str, v: Value| {
+            let mut spec = base.clone();
+            spec[k] = v;
+            words(spec)
+        };
+        assert_eq!(
+            with("size", json!(101)),
+            [
+                "spec.size: Invalid value: 101: spec.size in body should be less than or equal to 100"
+            ]
+        );
+        assert_eq!(
+            with("size", json!(0)),
+            ["spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1"]
+        );
+        assert_eq!(
+            with("size", json!("101")),
+            [
+                "spec.size: Invalid value: \"string\": spec.size in body must be of type integer: \"string\""
+            ]
+        );
+        assert_eq!(
+            with("step", json!(7)),
+            ["spec.step: Invalid value: 7: spec.step in body should be a multiple of 5"]
+        );
+        assert_eq!(
+            with("step", json!(50)),
+            ["spec.step: Invalid value: 50: spec.step in body should be less than 50"]
+        );
+        assert_eq!(
+            with("name", json!("Ab")),
+            // kube-openapi's string validator checks the lengths before the pattern.
+            [
+                "spec.name: Invalid value: \"Ab\": spec.name in body should be at least 3 chars long",
+                "spec.name: Invalid value: \"Ab\": spec.name in body should match '^[a-z][a-z0-9-]*$'",
+            ]
+        );
+        assert_eq!(
+            with("name", json!("abcdefghijk")),
+            ["spec.name: Too long: may not be longer than 10"]
+        );
+        assert_eq!(
+            with("id", json!("not-a-uuid")),
+            [
+                "spec.id: Invalid value: \"not-a-uuid\": spec.id in body must be of type uuid: \"not-a-uuid\""
+            ]
+        );
+        assert_eq!(
+            with("surge", json!(true)),
+            [
+                "spec.surge: Invalid value: \"boolean\": spec.surge in body must be of type integer,string: \"boolean\""
+            ]
+        );
+        assert_eq!(
+            with("mode", json!("c")),
+            ["spec.mode: Unsupported value: \"c\": supported values: \"a\", \"b\""]
+        );
+        assert_eq!(
+            with("level", json!(3)),
+            ["spec.level: Unsupported value: 3: supported values: \"1\", \"2\""]
+        );
+        assert_eq!(
+            with("tags", json!([])),
+            ["spec.tags: Invalid value: 0: spec.tags in body should have at least 1 items"]
+        );
+        assert_eq!(
+            with("tags", json!(["a", "b", "c"])),
+            ["spec.tags: Too many: 3: must have at most 2 items"]
+        );
+        assert_eq!(
+            with("tags", json!(["a", "a"])),
+            ["spec.tags: Invalid value: \"\": spec.tags in body shouldn't contain duplicates"]
+        );
+        assert_eq!(words(json!({})), ["spec.name: Required value"]);
+    }
+
     #[test]
     fn a_wrong_type_is_a_type_error() {
         let mut obj = good_network();
         obj["spec"]["gateway"] = json!(7);
         let causes = network().validate(&obj);
-        assert_eq!(
-            causes,
-            vec![FieldCause::type_error("spec.gateway", "of type string")]
-        );
+        assert_eq!(fields(&causes), ["spec.gateway"]);
         assert_eq!(causes[0].reason, "FieldValueTypeInvalid");
-        assert_eq!(causes[0].message, "Invalid value: must be of type string");
+        // kube-openapi's InvalidType, the JSON type it got as the value.
+        assert_eq!(
+            causes[0].message,
+            "Invalid value: \"integer\": spec.gateway in body must be of type string: \"integer\""
+        );
     }
 
     #[test]
@@ -974,7 +1188,7 @@ mod tests {
         assert_eq!(causes[0].reason, "FieldValueInvalid");
         assert_eq!(
             causes[0].message,
-            "Invalid value: \"192.168.0.0/33\": should match \
+            "Invalid value: \"192.168.0.0/33\": spec.cidr in body should match \
              '^([0-9]{1,3}\\.){3}[0-9]{1,3}/([0-9]|[12][0-9]|3[0-2])$'"
         );
     }
@@ -1005,19 +1219,19 @@ mod tests {
         };
         assert_eq!(
             message("mtu", json!(100)),
-            "Invalid value: \"100\": should be greater than or equal to 576"
+            "Invalid value: 100: spec.mtu in body should be greater than or equal to 576"
         );
         assert_eq!(
             message("mtu", json!(9001)),
-            "Invalid value: \"9001\": should be less than or equal to 9000"
+            "Invalid value: 9001: spec.mtu in body should be less than or equal to 9000"
         );
         assert_eq!(
             message("vlan", json!(0)),
-            "Invalid value: \"0\": should be greater than 0"
+            "Invalid value: 0: spec.vlan in body should be greater than 0"
         );
         assert_eq!(
             message("vlan", json!(4095)),
-            "Invalid value: \"4095\": should be less than 4095"
+            "Invalid value: 4095: spec.vlan in body should be less than 4095"
         );
         let mut obj = good_network();
         obj["spec"]["mtu"] = json!(576);
@@ -1060,22 +1274,18 @@ mod tests {
             cause("spec.ports[2].port"),
             &FieldCause::required("spec.ports[2].port")
         );
+        // apiextensions' TooMany, TooLongMaxLength and kube-openapi's TooShort.
         assert_eq!(
             cause("spec.ports").message,
-            format!(
-                "Invalid value: {}: should have at most 3 items",
-                keel_api::echo(&quoted(&obj["spec"]["ports"]))
-            )
+            "Too many: 4: must have at most 3 items"
         );
-        assert!(
-            cause("spec.ports[1].name")
-                .message
-                .ends_with("should be at most 5 chars long")
+        assert_eq!(
+            cause("spec.ports[1].name").message,
+            "Too long: may not be longer than 5"
         );
-        assert!(
-            cause("spec.labels[tier].value")
-                .message
-                .ends_with("should be at least 1 chars long")
+        assert_eq!(
+            cause("spec.labels[tier].value").message,
+            "Invalid value: \"\": spec.labels[tier].value in body should be at least 1 chars long"
         );
     }
 
@@ -1305,7 +1515,14 @@ mod tests {
         assert_eq!(
             causes,
             vec![
-                FieldCause::type_error(at("size"), "of type integer"),
+                FieldCause {
+                    reason: "FieldValueTypeInvalid".into(),
+                    message: format!(
+                        "Invalid value: \"string\": {} in body must be of type integer: \"string\"",
+                        at("size")
+                    ),
+                    field: at("size"),
+                },
                 FieldCause::invalid(
                     at("tls"),
                     r#"{"enabled":true,"extra":1}"#,
@@ -1327,12 +1544,17 @@ mod tests {
         .unwrap();
         assert_eq!(schema.validate(&json!({"a": null, "b": "s"})), vec![]);
         assert_eq!(schema.validate(&json!({"a": "x"})), vec![]);
+        let messages: Vec<String> = schema
+            .validate(&json!({"a": 1, "b": null}))
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
         assert_eq!(
-            schema.validate(&json!({"a": 1, "b": null})),
-            vec![
-                FieldCause::type_error("a", "of type string or null"),
-                FieldCause::not_supported("a", "1", &["x", "y", "null"]),
-                FieldCause::type_error("b", "of type string"),
+            messages,
+            [
+                "a: Invalid value: \"integer\": a in body must be of type string: \"integer\"",
+                "a: Unsupported value: 1: supported values: \"x\", \"y\"",
+                "b: Invalid value: \"null\": b in body must be of type string: \"null\"",
             ]
         );
     }
@@ -1351,8 +1573,8 @@ mod tests {
         let causes = schema.validate(&json!({"maxSurge": 1.5}));
         assert_eq!(fields(&causes), ["maxSurge", "maxSurge"], "{causes:?}");
         assert_eq!(
-            causes[0],
-            FieldCause::type_error("maxSurge", "of type integer or string")
+            causes[0].message,
+            "Invalid value: \"number\": maxSurge in body must be of type integer,string: \"number\""
         );
     }
 
@@ -1379,7 +1601,7 @@ mod tests {
         assert_eq!(fields(&causes), ["at", "data", "id"]);
         assert_eq!(
             causes[0].message,
-            "Invalid value: \"yesterday\": must be of format date-time"
+            "Invalid value: \"yesterday\": at in body must be of type date-time: \"yesterday\""
         );
     }
 
