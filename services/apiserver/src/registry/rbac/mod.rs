@@ -884,7 +884,7 @@ mod tests {
             "metadata": {"name": "status"},
             "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}),
         );
-        let p = Policy::build(&[], &[status_patcher], &[binding], &[]);
+        let p = Policy::build(&[], &[status_patcher.clone()], &[binding], &[]);
         let builder = |ns: &str| user(&format!("system:serviceaccount:{ns}:builder"), &[]);
         assert!(p.allows(&builder("ci"), &attrs("get", "pods", "ci", "x")));
         // Not elsewhere, and not the same name in another namespace.
@@ -897,11 +897,6 @@ mod tests {
             "metadata": {"name": "builder"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "status"},
             "subjects": [{"kind": "ServiceAccount", "name": "builder"}]}),
-        );
-        let status_patcher = obj(
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": "status"},
-            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}),
         );
         let p = Policy::build(&[], &[status_patcher], &[], &[cluster_binding]);
         assert!(!p.allows(&builder(""), &attrs("get", "pods", "ci", "x")));
