@@ -192,17 +192,34 @@ impl CrdSchema {
     /// field's path, a value outside `enum` `FieldValueNotSupported`, any other rule
     /// `FieldValueInvalid` with a message that says the rule. `metadata` is not validated here.
     pub fn validate(&self, obj: &Value) -> Vec<FieldCause> {
-        self.validator
-            .iter_errors(obj)
-            .filter_map(|e| {
-                let path = self.field_path(obj, e.instance_path().as_str());
-                let cause = value_cause(path, &e);
-                let in_metadata = cause.field == "metadata"
-                    || cause.field.starts_with("metadata.")
-                    || cause.field.starts_with("metadata[");
-                (!in_metadata).then_some(cause)
-            })
-            .collect()
+        let mut causes = Vec::new();
+        for e in self.validator.iter_errors(obj) {
+            self.causes_of(obj, &e, &mut causes);
+        }
+        causes.retain(|c| {
+            !(c.field == "metadata"
+                || c.field.starts_with("metadata.")
+                || c.field.starts_with("metadata["))
+        });
+        causes
+    }
+
+    /// The causes of one violation: its own, and for a `oneOf` or `anyOf` that nothing
+    /// matched, those of its best branch (the one with the fewest violations), as
+    /// kube-openapi merges them (`validateOneOf`, `validateAnyOf`).
+    fn causes_of(&self, obj: &Value, e: &ValidationError<'_>, out: &mut Vec<FieldCause>) {
+        let path = self.field_path(obj, e.instance_path().as_str());
+        out.push(value_cause(path, e));
+        let branches = match e.kind() {
+            ValidationErrorKind::OneOfNotValid { context }
+            | ValidationErrorKind::AnyOf { context } => context,
+            _ => return,
+        };
+        if let Some(best) = branches.iter().min_by_key(|b| b.len()) {
+            for inner in best {
+                self.causes_of(obj, inner, out);
+            }
+        }
     }
 
     /// The field path of a JSON pointer into `obj`: indices of arrays in brackets, declared
@@ -845,24 +862,17 @@ fn value_cause(path: String, e: &ValidationError<'_>) -> FieldCause {
             ),
             field: path.clone(),
         },
-        ValidationErrorKind::AnyOf { .. } => FieldCause {
-            message: format!(
-                "Invalid value: {value}: {in_body:?} must validate at least one schema (anyOf)"
-            ),
-            ..invalid(String::new())
-        },
-        ValidationErrorKind::OneOfNotValid { .. } => FieldCause {
-            message: format!(
-                "Invalid value: {value}: {in_body:?} must validate one and only one schema (oneOf). Found none valid"
-            ),
-            ..invalid(String::new())
-        },
-        ValidationErrorKind::OneOfMultipleValid { .. } => FieldCause {
-            message: format!(
-                "Invalid value: {value}: {in_body:?} must validate one and only one schema (oneOf). Found more than one valid"
-            ),
-            ..invalid(String::new())
-        },
+        // kube-openapi's composite errors, which apiextensions reports at no field
+        // (`field.Invalid(nil, "", err.Error())`: Kubernetes prints `<nil>`).
+        ValidationErrorKind::AnyOf { .. } => composite(format!(
+            "{in_body:?} must validate at least one schema (anyOf)"
+        )),
+        ValidationErrorKind::OneOfNotValid { .. } => composite(format!(
+            "{in_body:?} must validate one and only one schema (oneOf). Found none valid"
+        )),
+        ValidationErrorKind::OneOfMultipleValid { .. } => composite(format!(
+            "{in_body:?} must validate one and only one schema (oneOf). Found more than one valid alternative"
+        )),
         ValidationErrorKind::Not { .. } => FieldCause {
             message: format!(
                 "Invalid value: {value}: {in_body:?} must not validate the schema (not)"
@@ -870,6 +880,15 @@ fn value_cause(path: String, e: &ValidationError<'_>) -> FieldCause {
             ..invalid(String::new())
         },
         _ => invalid(e.masked().to_string()),
+    }
+}
+
+/// A kube-openapi composite error as apiextensions reports it: at no field, with no value.
+fn composite(message: String) -> FieldCause {
+    FieldCause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: \"\": {message}"),
+        field: "<nil>".into(),
     }
 }
 
@@ -1163,6 +1182,32 @@ mod tests {
             ["spec.tags: Invalid value: \"\": spec.tags in body shouldn't contain duplicates"]
         );
         assert_eq!(words(json!({})), ["spec.name: Required value"]);
+    }
+
+    /// A `oneOf` nothing matches: kube-openapi's composite error, at no field as apiextensions
+    /// reports it, then the causes of its best branch.
+    #[test]
+    fn a_one_of_that_nothing_matches_names_its_best_branch() {
+        let schema = CrdSchema::new(
+            &json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+                "sel": {"type": "object",
+                        "properties": {"x": {"type": "string"}, "y": {"type": "string"}, "z": {"type": "string"}},
+                        "oneOf": [{"required": ["x"]}, {"required": ["y", "z"]}]}}}}}),
+            FIELD,
+        )
+        .unwrap();
+        let messages: Vec<String> = schema
+            .validate(&json!({"spec": {"sel": {"z": "1"}}}))
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "<nil>: Invalid value: \"\": \"spec.sel\" must validate one and only one schema (oneOf). Found none valid",
+                "spec.sel.x: Required value",
+            ]
+        );
     }
 
     #[test]
@@ -1571,7 +1616,12 @@ mod tests {
         assert_eq!(schema.validate(&json!({"maxSurge": 1})), vec![]);
         assert_eq!(schema.validate(&json!({"maxSurge": "25%"})), vec![]);
         let causes = schema.validate(&json!({"maxSurge": 1.5}));
-        assert_eq!(fields(&causes), ["maxSurge", "maxSurge"], "{causes:?}");
+        // The type, the `anyOf` nothing matched (at no field), its best branch's type.
+        assert_eq!(
+            fields(&causes),
+            ["maxSurge", "<nil>", "maxSurge"],
+            "{causes:?}"
+        );
         assert_eq!(
             causes[0].message,
             "Invalid value: \"number\": maxSurge in body must be of type integer,string: \"number\""

@@ -884,7 +884,7 @@ mod tests {
             "metadata": {"name": "status"},
             "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}),
         );
-        let p = Policy::build(&[], &[status_patcher.clone()], &[binding], &[]);
+        let p = Policy::build(&[], std::slice::from_ref(&status_patcher), &[binding], &[]);
         let builder = |ns: &str| user(&format!("system:serviceaccount:{ns}:builder"), &[]);
         assert!(p.allows(&builder("ci"), &attrs("get", "pods", "ci", "x")));
         // Not elsewhere, and not the same name in another namespace.
