@@ -175,8 +175,11 @@ fn versions(spec: &Value, causes: &mut Vec<FieldCause>) {
         let schema_path = format!("{path}.schema.openAPIV3Schema");
         if schema.is_null() {
             causes.push(FieldCause::required(schema_path));
-        } else if let Err(errs) = CrdSchema::new(schema, &schema_path) {
-            causes.extend(errs);
+        } else {
+            match CrdSchema::new(schema, &schema_path) {
+                Err(errs) => causes.extend(errs),
+                Ok(_) => causes.extend(super::crd_schema::check_defaults(schema, &schema_path)),
+            }
         }
         let status = &v["subresources"]["status"];
         if !status.is_null() && !status.is_object() {

@@ -503,10 +503,38 @@ fn compile(
         let (_, sub_out) = compile(sub, &child(path, "not"), depth + 1, causes);
         out.insert("not".into(), Value::Object(sub_out));
     }
-    if let Some(default) = &node.default {
-        check_default(default, &node, &out, path, causes);
-    }
     (node, out)
+}
+
+/// Kubernetes' checks of every `default` in a CRD version's schema (compiled without errors
+/// by [`CrdSchema::new`]), judged when the CRD is written only: a CRD stored before a check
+/// keeps being served with its schema. Each node with a default is compiled again on its own,
+/// to prune and validate the default by it.
+pub fn check_defaults(openapi_v3: &Value, field: &str) -> Vec<FieldCause> {
+    let mut causes = Vec::new();
+    let mut todo = vec![(openapi_v3, field.to_string(), 0)];
+    while let Some((schema, path, depth)) = todo.pop() {
+        if depth > MAX_DEPTH {
+            continue;
+        }
+        if let Some(default) = schema.get("default") {
+            let (node, out) = compile(schema, &path, 0, &mut Vec::new());
+            check_default(default, &node, &out, &path, &mut causes);
+        }
+        if let Some(Value::Object(properties)) = schema.get("properties") {
+            for (name, sub) in properties {
+                todo.push((sub, child(&path, &format!("properties[{name}]")), depth + 1));
+            }
+        }
+        for key in ["additionalProperties", "items"] {
+            if let Some(sub @ Value::Object(_)) = schema.get(key) {
+                todo.push((sub, child(&path, key), depth + 1));
+            }
+        }
+    }
+    // In the schema's order, as they were found before.
+    causes.sort_by(|a, b| a.field.cmp(&b.field));
+    causes
 }
 
 /// Kubernetes' checks of a schema's `default` when its CRD is written: pruned by the schema
@@ -1551,11 +1579,14 @@ mod tests {
 
     #[test]
     fn a_default_must_validate_and_hold_no_unknown_field() {
-        let causes = schema_errors(json!({"type": "object", "properties": {
+        let causes = check_defaults(
+            &json!({"type": "object", "properties": {
             "spec": {"type": "object", "properties": {
                 "size": {"type": "integer", "default": "large"},
                 "tls": {"type": "object", "properties": {"enabled": {"type": "boolean"}},
-                        "default": {"enabled": true, "extra": 1}}}}}}));
+                        "default": {"enabled": true, "extra": 1}}}}}}),
+            FIELD,
+        );
         let at = |p: &str| format!("{FIELD}.properties[spec].properties[{p}].default");
         assert_eq!(
             causes,

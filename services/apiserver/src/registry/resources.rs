@@ -48,13 +48,6 @@ impl Resources {
         resources: Vec<CustomResource>,
         revision: i64,
     ) -> (Vec<GroupVersionResource>, Vec<GroupVersionResource>) {
-        // A custom resource never shares a built-in one's group and resource, whatever its
-        // version: they would share keys in etcd (CRD validation refuses such groups; this
-        // keeps out any stored before it did).
-        let builtin: Vec<(String, String)> = kinds::builtin()
-            .into_iter()
-            .map(|s| (s.info.gvr.group.clone(), s.info.gvr.resource.clone()))
-            .collect();
         let mut by_gvr = self.by_gvr.write().unwrap_or_else(|e| e.into_inner());
         let mut guard = self.custom.write().unwrap_or_else(|e| e.into_inner());
         let (custom, served_at) = &mut *guard;
@@ -64,12 +57,10 @@ impl Resources {
         *served_at = revision;
         let next: HashMap<GroupVersionResource, Arc<CustomResource>> = resources
             .into_iter()
-            .filter(|r| {
-                let gvr = &r.info.gvr;
-                !builtin
-                    .iter()
-                    .any(|(g, res)| *g == gvr.group && *res == gvr.resource)
-            })
+            // A custom resource never shares a built-in one's group and resource, whatever
+            // its version: they would share keys in etcd (CRD validation refuses such groups;
+            // this keeps out any stored before it did).
+            .filter(|r| !kinds::builtin_group(&r.info.gvr.group, Some(&r.info.gvr.resource)))
             .map(|r| (r.info.gvr.clone(), Arc::new(r)))
             .collect();
         let removed: Vec<GroupVersionResource> = custom

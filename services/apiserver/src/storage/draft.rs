@@ -39,12 +39,6 @@ impl Draft {
         object
     }
 
-    /// The object with its entries, leaving the draft as it is (what a JSON patch, which may
-    /// address them, is applied to).
-    pub fn to_object(&self) -> Object {
-        self.clone().into_object()
-    }
-
     /// `object` with this draft's entries: a change that leaves them alone.
     pub fn put(&self, object: Object) -> Change {
         Change::Put(self.with(object))
@@ -121,7 +115,7 @@ mod tests {
         );
         assert_eq!(draft.entries.len(), 1);
         assert_eq!(draft.entries[0].manager, "a");
-        assert_eq!(draft.to_object(), stored);
+        assert_eq!(draft.clone().into_object(), stored);
         assert_eq!(draft.into_object(), stored);
         // None: no field.
         let mut bare = stored.clone();

@@ -114,10 +114,7 @@ impl CrdServing {
         // A CRD of a built-in group and resource (stored before such CRDs were refused) was
         // never served: its objects are the built-in ones, which its deletion must not take.
         let gvr = &custom.info.gvr;
-        let builtin = crate::registry::kinds::builtin()
-            .iter()
-            .any(|s| s.info.gvr.group == gvr.group && s.info.gvr.resource == gvr.resource);
-        if builtin {
+        if crate::registry::kinds::builtin_group(&gvr.group, Some(&gvr.resource)) {
             return self.remove_cleanup_finalizer(crd, deadline).await;
         }
         let Ok(info) = self.registry.lookup(Some(&custom.info.gvr)) else {

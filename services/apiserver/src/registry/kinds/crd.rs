@@ -33,7 +33,7 @@ impl Kind for CustomResourceDefinition {
         // the two apart by key, and asks for an approval annotation in its own groups).
         let group = obj.as_map().get("spec").and_then(|s| s.get("group"));
         if let Some(group) = group.and_then(Value::as_str)
-            && super::builtin().iter().any(|s| s.info.gvr.group == group)
+            && super::builtin_group(group, None)
         {
             causes.push(FieldCause::forbidden(
                 "spec.group",

@@ -419,6 +419,22 @@ struct Plain;
 
 impl Kind for Plain {}
 
+/// Whether `group` holds a built-in resource (`resource` given: that one), at any version.
+/// Custom objects are stored under `/registry/<group>/<resource>` as built-in ones are, so a
+/// CRD may not define a resource there.
+pub fn builtin_group(group: &str, resource: Option<&str>) -> bool {
+    // Made once: a server with thousands of CRDs asks for each at every sync.
+    static BUILTIN: std::sync::LazyLock<Vec<(String, String)>> = std::sync::LazyLock::new(|| {
+        builtin()
+            .into_iter()
+            .map(|s| (s.info.gvr.group.clone(), s.info.gvr.resource.clone()))
+            .collect()
+    });
+    BUILTIN
+        .iter()
+        .any(|(g, r)| g == group && resource.is_none_or(|want| want == r))
+}
+
 /// The rules of a resource no longer served: none of its own.
 pub fn unknown() -> Arc<dyn Kind> {
     Arc::new(Plain)
