@@ -28,6 +28,8 @@ if [ "${1:-}" = "--inside" ]; then
   cargo test --release --locked -p keel-tests --test verbs -- --test-threads 2
   echo "==> [new machine] the structured-merge-diff differential test (Go and the library from Debian)"
   SMD_ORACLE_SEQUENCES=20 cargo test --release --locked -p keel-patch --test smd_oracle
+  echo "==> [new machine] the kube-openapi differential test of CRD schema errors (Go and the library from Debian)"
+  OPENAPI_ORACLE_OBJECTS=50 cargo test --release --locked -p keel-apiserver --test openapi_oracle
   echo "==> [new machine] the grpcio conformance test (python3-venv, grpcio from PyPI)"
   KEEL_BIN_DIR=target/release ./tests/python/run.sh
   echo "==> [new machine] scripts/local-up.sh"

@@ -33,6 +33,10 @@ packages=(
   # sources under /usr/share/gocode; json-iterator and yaml.v2 come as its dependencies).
   golang-go
   golang-k8s-sigs-structured-merge-diff-dev
+  # The API server's differential test of CRD schema errors (services/apiserver/tests/
+  # openapi_oracle.rs) builds tests/openapi-oracle against Kubernetes' kube-openapi as Debian
+  # packages it (a 2021 snapshot, its validate package included).
+  golang-k8s-kube-openapi-dev
 )
 # The compose stack and its test need Docker, which a new machine has (its engine cannot be
 # installed and started from here everywhere); the compose tool can be.

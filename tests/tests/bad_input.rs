@@ -122,7 +122,8 @@ async fn invalid_names_are_invalid_with_their_field() {
     o["metadata"]["labels"] = json!({"bad key": "v", "ok": "bad value!"});
     let e = c.create(&cms, "default", &o).await.unwrap_err();
     let fields: Vec<&str> = e.causes.iter().map(|c| c.field.as_str()).collect();
-    assert_eq!(fields, ["metadata.labels", "metadata.labels.ok"]);
+    // apimachinery names the labels, not the key, for a bad value.
+    assert_eq!(fields, ["metadata.labels", "metadata.labels"]);
 
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}});
     let e = c

@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
 use keel_client::{Client, DeleteParams, GroupVersionResource, ListParams, PatchType, Reason, gvr};
 use keel_tests::{ApiServer, Etcd, eventually};
 use serde_json::{Value, json};
@@ -577,6 +578,74 @@ async fn custom_objects_get_their_schemas_defaults() {
         fields(&e),
         ["spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[size].default"]
     );
+}
+
+/// Defaults apply when objects are read, too: a default added to a CRD shows on an object
+/// written before it, in a get, a list and a watch, at its resourceVersion (Kubernetes defaults
+/// what it decodes from etcd and writes nothing back).
+#[tokio::test]
+async fn a_default_added_later_shows_on_objects_written_before_it() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let schema = |size: Value| {
+        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "size": size, "name": {"type": "string"}}}}})
+    };
+    let mut crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.ex.com"},
+        "spec": {"group": "ex.com", "scope": "Namespaced",
+                 "names": {"kind": "Widget", "plural": "widgets"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                   "schema": {"openAPIV3Schema": schema(json!({"type": "string"}))}}]}});
+    let stored = c.create(&crds(), "", &crd).await.unwrap();
+    let widgets = gvr("ex.com", "v1", "widgets");
+    let created = eventually(Duration::from_secs(5), "widgets served", || async {
+        let w = json!({"apiVersion": "ex.com/v1", "kind": "Widget", "metadata": {"name": "w1"},
+                       "spec": {"name": "a"}});
+        c.create(&widgets, "default", &w).await.ok()
+    })
+    .await;
+    assert_eq!(created["spec"], json!({"name": "a"}));
+    let rv = created["metadata"]["resourceVersion"].clone();
+
+    crd["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"].clone();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] =
+        schema(json!({"type": "string", "default": "medium"}));
+    c.update(&crds(), "", &crd).await.unwrap();
+    let read = eventually(Duration::from_secs(5), "the default on a get", || async {
+        let w = c.get(&widgets, "default", "w1").await.ok()?;
+        (w["spec"]["size"] == json!("medium")).then_some(w)
+    })
+    .await;
+    assert_eq!(read["spec"], json!({"name": "a", "size": "medium"}));
+    assert_eq!(
+        read["metadata"]["resourceVersion"], rv,
+        "nothing is written back"
+    );
+    let cached = c.get_at(&widgets, "default", "w1", "0").await.unwrap();
+    assert_eq!(
+        cached["spec"], read["spec"],
+        "a read from the watch cache too"
+    );
+    let listed = c
+        .list(&widgets, "default", &ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0]["spec"], read["spec"]);
+    let params = keel_client::WatchParams {
+        namespace: "default".into(),
+        ..Default::default()
+    };
+    let mut events = c.watch(&widgets, &params).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), events.next())
+        .await
+        .expect("the watch's first event")
+        .expect("an event")
+        .unwrap();
+    assert_eq!(first.object["spec"], read["spec"]);
+    assert_eq!(first.object["metadata"]["resourceVersion"], rv);
 }
 
 /// A custom object's writes are recorded in managedFields as a built-in one's are.

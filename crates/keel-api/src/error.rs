@@ -100,6 +100,27 @@ impl FieldCause {
         }
     }
 
+    /// An invalid JSON value, printed as Kubernetes prints the Go value it decodes to: a
+    /// number, boolean or `null` bare (`Invalid value: -1: ...`), a string quoted, anything
+    /// else as its JSON, quoted.
+    pub fn invalid_value(
+        field: impl Into<String>,
+        value: &serde_json::Value,
+        why: impl AsRef<str>,
+    ) -> Self {
+        use serde_json::Value;
+        let shown = match value {
+            Value::Number(_) | Value::Bool(_) | Value::Null => value.to_string(),
+            Value::String(s) => echo(s),
+            other => echo(&other.to_string()),
+        };
+        FieldCause {
+            reason: "FieldValueInvalid".into(),
+            message: format!("Invalid value: {shown}: {}", why.as_ref()),
+            field: field.into(),
+        }
+    }
+
     pub fn required(field: impl Into<String>) -> Self {
         FieldCause {
             reason: "FieldValueRequired".into(),
@@ -287,18 +308,28 @@ impl ApiError {
     pub fn invalid(target: Target, causes: Vec<FieldCause>) -> Self {
         let mut list: Vec<String> = Vec::new();
         let mut length = 0;
+        let mut listed = 0;
         for c in causes.iter().take(LISTED_CAUSES) {
             let item = format!("{}: {}", c.field, c.message);
-            length += item.len();
-            if !list.is_empty() && length > LISTED_BYTES {
-                break;
+            // apimachinery lists a message once however many causes have it.
+            if !list.contains(&item) {
+                length += item.len();
+                if !list.is_empty() && length > LISTED_BYTES {
+                    break;
+                }
+                list.push(item);
             }
-            list.push(item);
+            listed += 1;
         }
-        if causes.len() > list.len() {
-            list.push(format!("and {} more", causes.len() - list.len()));
+        if causes.len() > listed {
+            list.push(format!("and {} more", causes.len() - listed));
         }
-        let message = format!("{} is invalid: {}", target.describe(), list.join(", "));
+        // As apimachinery's aggregate prints a list: one error alone, several in brackets.
+        let message = match list.as_slice() {
+            [] => format!("{} is invalid", target.describe()),
+            [one] => format!("{} is invalid: {one}", target.describe()),
+            _ => format!("{} is invalid: [{}]", target.describe(), list.join(", ")),
+        };
         ApiError {
             reason: Reason::Invalid,
             message,

@@ -137,9 +137,9 @@ pub fn replicas(scale: &Value, target: &Target) -> Result<i64, ApiError> {
                 group: "autoscaling".into(),
                 ..target.clone()
             },
-            vec![FieldCause::invalid(
+            vec![FieldCause::invalid_value(
                 "spec.replicas",
-                &r.to_string(),
+                r,
                 "must be greater than or equal to 0",
             )],
         )),

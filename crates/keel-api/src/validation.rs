@@ -15,38 +15,99 @@ fn is_alnum_lower(c: char) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit()
 }
 
-/// A lowercase RFC 1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+/// apimachinery's `RegexError`: what a value must be, its examples and the regular expression,
+/// as Kubernetes words a refusal (examples joined as Go joins them, double space included).
+fn regex_error(msg: &str, regex: &str, examples: &[&str]) -> String {
+    if examples.is_empty() {
+        return format!("{msg} (regex used for validation is '{regex}')");
+    }
+    let mut out = format!("{msg} (e.g. ");
+    for (i, e) in examples.iter().enumerate() {
+        if i > 0 {
+            out.push_str(" or ");
+        }
+        out.push_str(&format!("'{e}', "));
+    }
+    out.push_str(&format!("regex used for validation is '{regex}')"));
+    out
+}
+
+/// apimachinery's `MaxLenError`.
+fn max_len_error(n: usize) -> String {
+    format!("must be no more than {n} characters")
+}
+
+const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+
+fn is_dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars().all(|c| is_alnum_lower(c) || c == '-')
+        && s.starts_with(is_alnum_lower)
+        && s.ends_with(is_alnum_lower)
+}
+
+/// A lowercase RFC 1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters
+/// (apimachinery's `IsDNS1123Label`, its words).
 pub fn dns1123_label(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > DNS1123_LABEL_MAX {
-        errs.push(format!(
-            "must be no more than {DNS1123_LABEL_MAX} characters"
-        ));
+        errs.push(max_len_error(DNS1123_LABEL_MAX));
     }
-    let ok = !s.is_empty()
-        && s.chars().all(|c| is_alnum_lower(c) || c == '-')
-        && s.starts_with(is_alnum_lower)
-        && s.ends_with(is_alnum_lower);
-    if !ok {
-        errs.push("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character".into());
+    if !is_dns1123_label(s) {
+        errs.push(regex_error(
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
+            DNS1123_LABEL_FMT,
+            &["my-name", "123-abc"],
+        ));
     }
     errs
 }
 
-/// A lowercase RFC 1123 subdomain: dot-separated labels, at most 253 characters.
+/// A lowercase RFC 1123 subdomain: dot-separated labels, at most 253 characters
+/// (apimachinery's `IsDNS1123Subdomain`, its words).
 pub fn dns1123_subdomain(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > DNS1123_SUBDOMAIN_MAX {
-        errs.push(format!(
-            "must be no more than {DNS1123_SUBDOMAIN_MAX} characters"
-        ));
+        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX));
     }
     let ok = !s.is_empty()
-        && s.chars().all(|c| is_alnum_lower(c) || c == '-' || c == '.')
         && s.split('.')
-            .all(|l| !l.is_empty() && l.starts_with(is_alnum_lower) && l.ends_with(is_alnum_lower));
+            .all(|l| l.chars().all(|c| is_alnum_lower(c) || c == '-') && is_dns1123_label(l));
     if !ok {
-        errs.push("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character".into());
+        errs.push(regex_error(
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+            &format!("{DNS1123_LABEL_FMT}(\\.{DNS1123_LABEL_FMT})*"),
+            &["example.com"],
+        ));
+    }
+    errs
+}
+
+/// A key of a ConfigMap's or Secret's data (apimachinery's `IsConfigMapKey`, its words).
+pub fn config_map_key(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > DNS1123_SUBDOMAIN_MAX {
+        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX));
+    }
+    if s.is_empty()
+        || !s
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        errs.push(regex_error(
+            "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+            "[-._a-zA-Z0-9]+",
+            &["key.name", "KEY_NAME", "key-name"],
+        ));
+    }
+    if s == "." {
+        errs.push("must not be '.'".to_string());
+    } else if s == ".." {
+        errs.push("must not be '..'".to_string());
+    } else if s.starts_with("..") {
+        errs.push("must not start with '..'".to_string());
     }
     errs
 }
@@ -89,7 +150,6 @@ fn is_alnum(c: char) -> bool {
 
 fn qualified_name_part(s: &str) -> bool {
     !s.is_empty()
-        && s.len() <= QUALIFIED_NAME_MAX
         && s.chars()
             .all(|c| is_alnum(c) || c == '-' || c == '_' || c == '.')
         && s.starts_with(is_alnum)
@@ -97,32 +157,63 @@ fn qualified_name_part(s: &str) -> bool {
 }
 
 /// A qualified name (label and annotation keys, finalizers): `[prefix/]name`, the prefix a DNS
-/// subdomain, the name at most 63 alphanumerics, `-`, `_`, `.`, starting and ending alphanumeric.
+/// subdomain, the name at most 63 alphanumerics, `-`, `_`, `.`, starting and ending
+/// alphanumeric (apimachinery's `IsQualifiedName`, its words).
 pub fn label_key(s: &str) -> Vec<String> {
-    let (prefix, name) = match s.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, s),
-    };
+    let examples = ["MyName", "my.name", "123-abc"];
     let mut errs = Vec::new();
-    if let Some(p) = prefix
-        && !dns1123_subdomain(p).is_empty()
-    {
-        errs.push("prefix part must be a lowercase RFC 1123 subdomain".into());
+    let parts: Vec<&str> = s.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                errs.extend(
+                    dns1123_subdomain(prefix)
+                        .into_iter()
+                        .map(|m| format!("prefix part {m}")),
+                );
+            }
+            *name
+        }
+        _ => {
+            errs.push(format!(
+                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, &examples)
+            ));
+            return errs;
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else if name.len() > QUALIFIED_NAME_MAX {
+        errs.push(format!("name part {}", max_len_error(QUALIFIED_NAME_MAX)));
     }
     if !qualified_name_part(name) {
-        errs.push("name part must consist of at most 63 alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character".into());
+        errs.push(format!(
+            "name part {}",
+            regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, &examples)
+        ));
     }
     errs
 }
 
 /// A label value: empty, or at most 63 alphanumerics, `-`, `_`, `.`, starting and ending
-/// alphanumeric.
+/// alphanumeric (apimachinery's `IsValidLabelValue`, its words).
 pub fn label_value(s: &str) -> Vec<String> {
-    if s.is_empty() || qualified_name_part(s) {
-        Vec::new()
-    } else {
-        vec!["a valid label must be an empty string or consist of at most 63 alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character".into()]
+    let mut errs = Vec::new();
+    if s.len() > QUALIFIED_NAME_MAX {
+        errs.push(max_len_error(QUALIFIED_NAME_MAX));
     }
+    if !s.is_empty() && !qualified_name_part(s) {
+        errs.push(regex_error(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+            &format!("({QUALIFIED_NAME_FMT})?"),
+            &["MyValue", "my_value", "12345"],
+        ));
+    }
+    errs
 }
 
 fn string_map(
@@ -208,7 +299,8 @@ pub fn object_meta(
             errs.push(FieldCause::invalid("metadata.labels", &k, e));
         }
         for e in label_value(&v) {
-            errs.push(FieldCause::invalid(format!("metadata.labels.{k}"), &v, e));
+            // apimachinery reports a value at the labels' path, not the key's.
+            errs.push(FieldCause::invalid("metadata.labels", &v, e));
         }
     }
     let annotations = string_map(meta, "annotations", &mut errs);

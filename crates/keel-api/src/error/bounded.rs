@@ -223,7 +223,7 @@ mod tests {
         assert_eq!(back.target, Target::new("", "ConfigMap", "cm"));
         assert!(!back.causes.is_empty() && back.causes.len() < 40);
         assert_eq!(back.causes[..], all[0].causes[..back.causes.len()]);
-        assert!(back.message.ends_with(" more"), "{}", back.message);
+        assert!(back.message.ends_with(" more]"), "{}", back.message);
         // A name no object can have comes back cut, and says so.
         let back = from_wire(&all[1]);
         assert_eq!(back.reason, Reason::NotFound);

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use keel_api::validation::{dns1123_label, dns1123_subdomain};
 use keel_api::{FieldCause, GroupVersionResource, Metadata, Object, ResourceInfo};
 use serde_json::{Map, Value, json};
@@ -518,6 +519,24 @@ pub fn prune_and_validate(custom: &CustomResource, obj: &mut Object) -> Vec<Fiel
         *obj.as_map_mut() = Map::new();
     }
     causes
+}
+
+/// A stored custom object as a read serves it: defaulted by `custom`'s schema (Kubernetes
+/// defaults what it decodes from etcd, so a default added to a CRD shows on objects written
+/// before it; nothing is written back).
+pub fn default_read(custom: &CustomResource, obj: &mut Value) {
+    if let Some(schema) = &custom.schema {
+        schema.default(obj);
+    }
+}
+
+/// [`default_read`] of an object's JSON; JSON that does not parse as an object is left as it is.
+pub fn default_read_json(custom: &CustomResource, json: Bytes) -> Bytes {
+    let Ok(mut value @ Value::Object(_)) = serde_json::from_slice::<Value>(&json) else {
+        return json;
+    };
+    default_read(custom, &mut value);
+    serde_json::to_vec(&value).map_or(json, Bytes::from)
 }
 
 /// The fields of a custom object (or a merge patch of one) its version's schema would prune;

@@ -11,9 +11,8 @@
 //! Schemas come from users: every walk of a schema is bounded by [`MAX_DEPTH`], which
 //! [`CrdSchema::new`] enforces, and no walk of an object recurses deeper than its schema.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use base64::Engine;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{PatternOptions, ValidationError, Validator};
 use keel_api::FieldCause;
@@ -63,6 +62,35 @@ const VALUE_KEYWORDS: [&str; 15] = [
     "minProperties",
 ];
 
+/// The formats Kubernetes validates (apiextensions' `supportedFormats`, normalized without
+/// `-`); any other `format` is ignored.
+const SUPPORTED_FORMATS: [&str; 24] = [
+    "bsonobjectid",
+    "uri",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "cidr",
+    "mac",
+    "uuid",
+    "uuid3",
+    "uuid4",
+    "uuid5",
+    "isbn",
+    "isbn10",
+    "isbn13",
+    "creditcard",
+    "ssn",
+    "hexcolor",
+    "rgbcolor",
+    "byte",
+    "password",
+    "date",
+    "duration",
+    "datetime",
+];
+
 /// Longest value quoted in a message: a wrong object can be the whole spec.
 const MAX_QUOTED: usize = 256;
 
@@ -74,6 +102,10 @@ pub struct CrdSchema {
     /// The same schema as JSON Schema Draft 4, root `metadata` left out (ObjectMeta is
     /// validated with every object's).
     validator: Validator,
+    /// Whether any node has a `default`: reads default only then.
+    has_defaults: bool,
+    /// The Draft 4 translation the validator was built from: how many branches an `allOf` has.
+    translated: Value,
 }
 
 /// One schema node, as pruning reads it; the logical junctors (`allOf`, ...) only validate.
@@ -90,6 +122,18 @@ struct Node {
     default: Option<Value>,
     /// `nullable: true`: a `null` stays.
     nullable: bool,
+    /// `format`, one Kubernetes supports, as written: a value of another JSON type than the
+    /// schema's is refused as not of this format (kube-openapi's type validator).
+    format: Option<String>,
+}
+
+impl Node {
+    fn has_defaults(&self) -> bool {
+        self.default.is_some()
+            || self.properties.values().any(Node::has_defaults)
+            || self.items.as_deref().is_some_and(Node::has_defaults)
+            || matches!(&self.additional, Additional::Schema(sub) if sub.has_defaults())
+    }
 }
 
 /// `additionalProperties`: what the keys not in `properties` are.
@@ -148,7 +192,13 @@ impl CrdSchema {
         let validator = options()
             .build(&translated)
             .map_err(|e| vec![schema_cause(field, &translated, &e)])?;
-        Ok(CrdSchema { root, validator })
+        let has_defaults = root.has_defaults();
+        Ok(CrdSchema {
+            root,
+            validator,
+            has_defaults,
+            translated,
+        })
     }
 
     /// Drops every field the schema does not declare, as Kubernetes prunes: keys of an object
@@ -186,16 +236,23 @@ impl CrdSchema {
         default_value(obj, &self.root);
     }
 
+    /// Whether [`CrdSchema::default`] can add anything: some node has a `default`.
+    pub fn has_defaults(&self) -> bool {
+        self.has_defaults
+    }
+
     /// Validates a (pruned) object: every violation, with Kubernetes' field paths
-    /// (`spec.ports[2].port`, `spec.labels[key]` for the keys of a map) and reasons: a wrong
+    /// (`spec.ports[2].port`, `spec.labels.key` for the keys of a map) and reasons: a wrong
     /// type is `FieldValueTypeInvalid`, a missing required field `FieldValueRequired` at the
     /// field's path, a value outside `enum` `FieldValueNotSupported`, any other rule
     /// `FieldValueInvalid` with a message that says the rule. `metadata` is not validated here.
     pub fn validate(&self, obj: &Value) -> Vec<FieldCause> {
+        let errors: Vec<ValidationError<'_>> = self.validator.iter_errors(obj).collect();
         let mut causes = Vec::new();
-        for e in self.validator.iter_errors(obj) {
-            self.causes_of(obj, &e, &mut causes);
+        for e in reached(&errors) {
+            self.causes_of(obj, e, &mut causes);
         }
+        self.all_of_failures(obj, &errors, &mut causes);
         causes.retain(|c| {
             !(c.field == "metadata"
                 || c.field.starts_with("metadata.")
@@ -208,49 +265,115 @@ impl CrdSchema {
     /// matched, those of its best branch (the one with the fewest violations), as
     /// kube-openapi merges them (`validateOneOf`, `validateAnyOf`).
     fn causes_of(&self, obj: &Value, e: &ValidationError<'_>, out: &mut Vec<FieldCause>) {
-        let path = self.field_path(obj, e.instance_path().as_str());
-        out.push(value_cause(path, e));
+        let pointer = e.instance_path().as_str();
+        let path = self.field_path(obj, pointer);
+        let format = self.node_at(obj, pointer).and_then(|n| n.format.as_deref());
+        out.push(value_cause(path, e, format));
         let branches = match e.kind() {
             ValidationErrorKind::OneOfNotValid { context }
             | ValidationErrorKind::AnyOf { context } => context,
             _ => return,
         };
         if let Some(best) = branches.iter().min_by_key(|b| b.len()) {
-            for inner in best {
+            for inner in reached(best) {
                 self.causes_of(obj, inner, out);
             }
         }
     }
 
-    /// The field path of a JSON pointer into `obj`: indices of arrays in brackets, declared
-    /// properties after a dot, keys of an `additionalProperties` map in brackets.
+    /// kube-openapi's `allOf`: besides its branches' own violations (which the JSON Schema
+    /// crate reports as they are), one composite error for each `allOf` some branch of which
+    /// failed, saying `None validated` when every branch did.
+    fn all_of_failures(
+        &self,
+        obj: &Value,
+        errors: &[ValidationError<'_>],
+        out: &mut Vec<FieldCause>,
+    ) {
+        // By where the allOf is in the schema and which object it judged: its failed branches.
+        let mut failed: BTreeMap<(String, String), BTreeSet<usize>> = BTreeMap::new();
+        for e in errors {
+            let instance: Vec<&str> = e.instance_path().as_str().split('/').skip(1).collect();
+            let schema_path = e.schema_path().as_str();
+            let segments: Vec<&str> = schema_path.split('/').skip(1).collect();
+            let mut depth = 0;
+            let mut i = 0;
+            while i < segments.len() {
+                match segments[i] {
+                    "properties" => {
+                        depth += 1;
+                        i += 1;
+                    }
+                    "items" | "additionalProperties" => depth += 1,
+                    "allOf" => {
+                        if let Some(branch) = segments.get(i + 1).and_then(|b| b.parse().ok()) {
+                            let at = format!("/{}", segments[..=i].join("/"));
+                            let judged = instance.get(..depth).unwrap_or(&instance[..]);
+                            let pointer = judged.iter().map(|s| format!("/{s}")).collect();
+                            failed.entry((at, pointer)).or_default().insert(branch);
+                        }
+                        i += 1;
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        for ((at, pointer), branches) in failed {
+            let total = self
+                .translated
+                .pointer(&at)
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            let path = self.field_path(obj, &pointer);
+            let in_body = if path.is_empty() { "." } else { path.as_str() };
+            let none = if branches.len() >= total {
+                ". None validated"
+            } else {
+                ""
+            };
+            out.push(composite(format!(
+                "{in_body:?} must validate all the schemas (allOf){none}"
+            )));
+        }
+    }
+
+    /// The schema node that judges the value at `pointer` in `obj`, if the schema declares one.
+    fn node_at(&self, obj: &Value, pointer: &str) -> Option<&Node> {
+        let mut value = Some(obj);
+        let mut node = Some(&self.root);
+        for raw in pointer.split('/').skip(1) {
+            let segment = unescape(raw);
+            let n = node?;
+            if let Some(Value::Array(items)) = value {
+                value = segment.parse::<usize>().ok().and_then(|i| items.get(i));
+                node = n.items.as_deref();
+                continue;
+            }
+            value = value.and_then(|v| v.get(segment.as_str()));
+            node = match (n.properties.get(segment.as_str()), &n.additional) {
+                (Some(sub), _) => Some(sub),
+                (None, Additional::Schema(sub)) => Some(sub),
+                _ => None,
+            };
+        }
+        node
+    }
+
+    /// The field path of a JSON pointer into `obj`, as kube-openapi names it: indices of
+    /// arrays in brackets, keys of objects after a dot (an `additionalProperties` map's too:
+    /// `spec.labels.app`).
     fn field_path(&self, obj: &Value, pointer: &str) -> String {
         let mut path = String::new();
         let mut value = Some(obj);
-        let mut node = Some(&self.root);
         for raw in pointer.split('/').skip(1) {
             let segment = unescape(raw);
             if let Some(Value::Array(items)) = value {
                 path = format!("{path}[{segment}]");
                 value = segment.parse::<usize>().ok().and_then(|i| items.get(i));
-                node = node.and_then(|n| n.items.as_deref());
-                continue;
-            }
-            value = value.and_then(|v| v.get(segment.as_str()));
-            let declared = node.and_then(|n| n.properties.get(segment.as_str()));
-            match (declared, node.map(|n| &n.additional)) {
-                (None, Some(Additional::Schema(s))) => {
-                    path = format!("{path}[{segment}]");
-                    node = Some(s);
-                }
-                (None, Some(Additional::Any)) => {
-                    path = format!("{path}[{segment}]");
-                    node = None;
-                }
-                (declared, _) => {
-                    path = child(&path, &segment);
-                    node = declared;
-                }
+            } else {
+                path = child(&path, &segment);
+                value = value.and_then(|v| v.get(segment.as_str()));
             }
         }
         path
@@ -263,15 +386,22 @@ impl CrdSchema {
 /// catastrophic backtracking on user patterns; known formats checked, unknown ones ignored,
 /// plus Kubernetes' `byte` and `uuid`.
 fn options() -> jsonschema::ValidationOptions<'static> {
-    jsonschema::draft4::options()
+    let mut options = jsonschema::draft4::options()
         .with_pattern_options(PatternOptions::regex())
         .with_keyword(GO_PATTERN, go_pattern)
         .should_validate_formats(true)
-        .should_ignore_unknown_formats(true)
-        .with_format("byte", |s: &str| {
-            base64::engine::general_purpose::STANDARD.decode(s).is_ok()
-        })
-        .with_format("uuid", is_uuid)
+        .should_ignore_unknown_formats(true);
+    for (name, check) in super::crd_formats::CHECKERS {
+        options = options.with_format(name, check);
+    }
+    // strfmt's date-time, whichever way it is spelled.
+    if let Some((_, check)) = super::crd_formats::CHECKERS
+        .iter()
+        .find(|(name, _)| *name == "datetime")
+    {
+        options = options.with_format("date-time", *check);
+    }
+    options
 }
 
 /// Where a schema's `pattern` goes in the compiled schema: a keyword of keel's own, since the
@@ -315,24 +445,6 @@ fn go_pattern<'a>(
         re,
         pattern: pattern.to_string(),
     }))
-}
-
-/// Kubernetes' `uuid` format: 32 hex digits, the four hyphens of the usual grouping optional.
-fn is_uuid(s: &str) -> bool {
-    let mut rest = s;
-    for (i, len) in [8, 4, 4, 4, 12].into_iter().enumerate() {
-        if i > 0 {
-            rest = rest.strip_prefix('-').unwrap_or(rest);
-        }
-        let Some((group, after)) = rest.split_at_checked(len) else {
-            return false;
-        };
-        if !group.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return false;
-        }
-        rest = after;
-    }
-    rest.is_empty()
 }
 
 /// Walks one schema node at `path`, `depth` levels below the root: its structural [`Node`] and
@@ -408,6 +520,15 @@ fn compile(
     for keyword in VALUE_KEYWORDS {
         if let Some(v) = schema.get(keyword) {
             out.insert(keyword.into(), v.clone());
+        }
+    }
+    // Formats Kubernetes does not support are ignored, as its `StripUnsupportedFormatsPostProcess`
+    // drops them (go-openapi's names: `-` does not count).
+    if let Some(Value::String(format)) = out.get("format") {
+        if SUPPORTED_FORMATS.contains(&format.replace('-', "").as_str()) {
+            node.format = Some(format.clone());
+        } else {
+            out.remove("format");
         }
     }
     // A string pattern is Go's (checked here, matched by `GoPattern`); anything else stays
@@ -571,7 +692,7 @@ fn check_default(
                 field = child(&field, &unescape(segment));
             }
         }
-        causes.push(value_cause(field, &e));
+        causes.push(value_cause(field, &e, None));
     }
 }
 
@@ -759,7 +880,7 @@ fn prune_undeclared(value: &mut Value, path: &str, pruned: &mut Vec<String>) {
 }
 
 /// The cause of one violation of an object, at `path`.
-fn value_cause(path: String, e: &ValidationError<'_>) -> FieldCause {
+fn value_cause(path: String, e: &ValidationError<'_>, format: Option<&str>) -> FieldCause {
     // Kubernetes validates with kube-openapi and turns its errors into field errors
     // (apiextensions-apiserver's `kubeOpenAPIResultToFieldErrors`): most keep kube-openapi's
     // message, `<path> in body should ...`, beside the value as Go prints it (a number bare, a
@@ -793,6 +914,22 @@ fn value_cause(path: String, e: &ValidationError<'_>) -> FieldCause {
         field: path.clone(),
     };
     match e.kind() {
+        // kube-openapi's type validator judges a value that is neither a string nor a list by
+        // the field's format first: not of the format, named by the Go type it decoded to.
+        ValidationErrorKind::Type { .. }
+            if format.is_some()
+                && !matches!(
+                    instance.as_ref(),
+                    Value::String(_) | Value::Array(_) | Value::Null
+                ) =>
+        {
+            let got = match instance.as_ref() {
+                Value::Number(n) if n.is_i64() || n.is_u64() => "int64",
+                Value::Number(_) => "float64",
+                _ => "",
+            };
+            type_invalid(&format!("{got:?}"), format.unwrap_or_default())
+        }
         ValidationErrorKind::Type { kind } => {
             // kube-openapi names the types it wanted, `,`-joined, and the JSON type it got.
             let want = match kind {
@@ -898,15 +1035,13 @@ fn value_cause(path: String, e: &ValidationError<'_>) -> FieldCause {
         ValidationErrorKind::OneOfNotValid { .. } => composite(format!(
             "{in_body:?} must validate one and only one schema (oneOf). Found none valid"
         )),
-        ValidationErrorKind::OneOfMultipleValid { .. } => composite(format!(
-            "{in_body:?} must validate one and only one schema (oneOf). Found more than one valid alternative"
+        ValidationErrorKind::OneOfMultipleValid { context } => composite(format!(
+            "{in_body:?} must validate one and only one schema (oneOf). Found {} valid alternatives",
+            context.iter().filter(|branch| branch.is_empty()).count()
         )),
-        ValidationErrorKind::Not { .. } => FieldCause {
-            message: format!(
-                "Invalid value: {value}: {in_body:?} must not validate the schema (not)"
-            ),
-            ..invalid(String::new())
-        },
+        ValidationErrorKind::Not { .. } => {
+            composite(format!("{in_body:?} must not validate the schema (not)"))
+        }
         _ => invalid(e.masked().to_string()),
     }
 }
@@ -920,14 +1055,55 @@ fn composite(message: String) -> FieldCause {
     }
 }
 
-/// A value as Go's `%v`/`%q` prints it in a field error: a number or boolean bare, a string
-/// quoted (and cut, as keel cuts every echoed value), `null`; an object or list as its JSON
-/// (Go prints its own syntax there), cut.
+/// A value as apimachinery's field error prints the Go value it decoded to: a number or
+/// boolean bare, a string quoted (and cut, as keel cuts every echoed value), `null` as
+/// `"null"`, an object or list in Go's syntax (`map[string]interface {}{"k":1}`), cut.
 fn go_value(v: &Value) -> String {
     match v {
         Value::String(s) => keel_api::error::echo(s),
-        Value::Number(_) | Value::Bool(_) | Value::Null => v.to_string(),
-        other => quoted(other),
+        Value::Null => "\"null\"".to_string(),
+        Value::Number(_) | Value::Bool(_) => v.to_string(),
+        other => {
+            let mut text = String::new();
+            go_syntax(other, &mut text);
+            quoted(&Value::String(text))
+        }
+    }
+}
+
+/// `v` as Go's `%#v` prints the `interface{}` JSON decodes it to; stops growing past
+/// [`MAX_QUOTED`] bytes (the caller cuts it there).
+fn go_syntax(v: &Value, out: &mut String) {
+    if out.len() > MAX_QUOTED {
+        return;
+    }
+    match v {
+        Value::Null => out.push_str("interface {}(nil)"),
+        Value::Bool(_) | Value::Number(_) => out.push_str(&v.to_string()),
+        Value::String(s) => out.push_str(&format!("{s:?}")),
+        Value::Array(items) => {
+            out.push_str("[]interface {}{");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                go_syntax(item, out);
+            }
+            out.push('}');
+        }
+        Value::Object(map) => {
+            out.push_str("map[string]interface {}{");
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&format!("{k:?}:"));
+                go_syntax(&map[k], out);
+            }
+            out.push('}');
+        }
     }
 }
 
@@ -980,6 +1156,41 @@ fn child(parent: &str, key: &str) -> String {
     } else {
         format!("{parent}.{key}")
     }
+}
+
+/// `errors` without the checks kube-openapi never reaches: a `null` is judged by its type and
+/// `enum` only (`SchemaValidator.Validate`), and the string validator stops at its first
+/// failure, in the order maxLength, minLength, pattern.
+fn reached<'a, 'i>(errors: &'a [ValidationError<'i>]) -> Vec<&'a ValidationError<'i>> {
+    let rank = |e: &ValidationError<'_>| match e.kind() {
+        ValidationErrorKind::MaxLength { .. } => Some(0),
+        ValidationErrorKind::MinLength { .. } => Some(1),
+        ValidationErrorKind::Custom { .. } if e.schema_path().as_str().ends_with(GO_PATTERN) => {
+            Some(2)
+        }
+        _ => None,
+    };
+    let mut first: BTreeMap<&str, u8> = BTreeMap::new();
+    for e in errors {
+        if let Some(r) = rank(e) {
+            let best = first.entry(e.instance_path().as_str()).or_insert(r);
+            *best = (*best).min(r);
+        }
+    }
+    errors
+        .iter()
+        .filter(|e| {
+            !e.instance().is_null()
+                || matches!(
+                    e.kind(),
+                    ValidationErrorKind::Type { .. } | ValidationErrorKind::Enum { .. }
+                )
+        })
+        .filter(|e| match rank(e) {
+            Some(r) => first.get(e.instance_path().as_str()) == Some(&r),
+            None => true,
+        })
+        .collect()
 }
 
 /// A JSON pointer segment's text (RFC 6901: `~1` is `/`, `~0` is `~`).
@@ -1167,11 +1378,8 @@ mod tests {
         );
         assert_eq!(
             with("name", json!("Ab")),
-            // kube-openapi's string validator checks the lengths before the pattern.
-            [
-                "spec.name: Invalid value: \"Ab\": spec.name in body should be at least 3 chars long",
-                "spec.name: Invalid value: \"Ab\": spec.name in body should match '^[a-z][a-z0-9-]*$'",
-            ]
+            // kube-openapi's string validator stops at its first failure: lengths, then pattern.
+            ["spec.name: Invalid value: \"Ab\": spec.name in body should be at least 3 chars long"]
         );
         assert_eq!(
             with("name", json!("abcdefghijk")),
@@ -1333,7 +1541,7 @@ mod tests {
             [
                 "spec.cidr",
                 "spec.gateway",
-                "spec.labels[tier].value",
+                "spec.labels.tier.value",
                 "spec.mtu",
                 "spec.ports",
                 "spec.ports[1].name",
@@ -1357,8 +1565,8 @@ mod tests {
             "Too long: may not be longer than 5"
         );
         assert_eq!(
-            cause("spec.labels[tier].value").message,
-            "Invalid value: \"\": spec.labels[tier].value in body should be at least 1 chars long"
+            cause("spec.labels.tier.value").message,
+            "Invalid value: \"\": spec.labels.tier.value in body should be at least 1 chars long"
         );
     }
 

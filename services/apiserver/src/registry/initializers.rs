@@ -390,9 +390,9 @@ pub fn validate_config(root: &Map<String, Value>, causes: &mut Vec<FieldCause>) 
         if let Some(t) = init.get("timeoutSeconds") {
             match t.as_i64() {
                 Some(s) if (1..=MAX_TIMEOUT_SECONDS).contains(&s) => {}
-                _ => causes.push(FieldCause::invalid(
+                _ => causes.push(FieldCause::invalid_value(
                     format!("{path}.timeoutSeconds"),
-                    &t.to_string(),
+                    t,
                     format!("must be a whole number of seconds from 1 to {MAX_TIMEOUT_SECONDS}"),
                 )),
             }

@@ -11,6 +11,7 @@ pub mod allocator;
 pub mod builtin_schema;
 pub mod controllers;
 pub mod crd;
+mod crd_formats;
 pub mod crd_schema;
 pub mod deletion;
 pub mod errors;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use futures::StreamExt;
 use keel_api::{ApiError, GroupVersionResource, Metadata, Object, Reason, ResourceInfo};
 use serde_json::Value;
 use tokio::time::Instant;
@@ -31,7 +32,7 @@ use crate::storage::FRESH_WAIT;
 use crate::storage::resource_version;
 use crate::storage::{
     Change, Coalescer, Draft, Filter, ListQuery, ListResult, Mutation, ReadFrom, Store,
-    UpdateOptions, WatchStream, target, write_entries,
+    UpdateOptions, WatchEventKind, WatchStream, target, write_entries,
 };
 
 /// Who writes, and how: what every write takes besides its object.
@@ -522,11 +523,33 @@ impl Registry {
             Err(e) => return Err(e.bad_request(&t)),
         };
         let key = self.store.key(info, namespace, name);
-        let obj: Object = self.store.get(&key, from, deadline).await?;
+        let mut obj: Object = self.store.get(&key, from, deadline).await?;
         if !include_uninitialized && !obj.is_initialized() {
             return Err(ApiError::not_found(t));
         }
+        if let Some(custom) = self.read_defaults(info) {
+            let mut value = Value::Object(std::mem::take(obj.as_map_mut()));
+            crd::default_read(&custom, &mut value);
+            if let Value::Object(map) = value {
+                *obj.as_map_mut() = map;
+            }
+        }
         Ok(obj)
+    }
+
+    /// The custom resource whose schema a read of `info` defaults its objects by, when that
+    /// schema has defaults: the version the objects are stored at (Kubernetes defaults what it
+    /// decodes from etcd by the schema of the version it was stored at), else the one read.
+    fn read_defaults(&self, info: &ResourceInfo) -> Option<Arc<crd::CustomResource>> {
+        let custom = self.resources.custom(&info.gvr)?;
+        let stored =
+            GroupVersionResource::new(&info.gvr.group, &custom.storage_version, &info.gvr.resource);
+        let source = self.resources.custom(&stored).unwrap_or(custom);
+        source
+            .schema
+            .as_ref()
+            .is_some_and(|s| s.has_defaults())
+            .then_some(source)
     }
 
     /// The initializers in force, read from etcd so that a configuration applies from the
@@ -597,7 +620,13 @@ impl Registry {
             resource_version,
             exact,
         };
-        self.store.list(info, &q, deadline).await
+        let mut list = self.store.list(info, &q, deadline).await?;
+        if let Some(custom) = self.read_defaults(info) {
+            for item in &mut list.items {
+                *item = crd::default_read_json(&custom, std::mem::take(item));
+            }
+        }
+        Ok(list)
     }
 
     /// Replaces an object (or its `status`, or a Namespace's `finalize`) with `obj`, whose
@@ -796,9 +825,21 @@ impl Registry {
                 .await?;
         }
         let from = from.filter(|_| !send_initial_events);
-        self.store
+        let events = self
+            .store
             .watch(info, filter, from, allow_bookmarks, send_initial_events)
-            .await
+            .await?;
+        let Some(custom) = self.read_defaults(info) else {
+            return Ok(events);
+        };
+        Ok(Box::pin(events.map(move |event| {
+            event.map(|mut e| {
+                if e.kind != WatchEventKind::Bookmark {
+                    e.object = crd::default_read_json(&custom, std::mem::take(&mut e.object));
+                }
+                e
+            })
+        })))
     }
 
     /// The `autoscaling/v1` `Scale` of `obj`, an object of `info`, where its kind keeps its
@@ -1022,3 +1063,6 @@ mod tests;
 
 #[cfg(test)]
 mod apply_tests;
+
+#[cfg(test)]
+mod error_words_tests;

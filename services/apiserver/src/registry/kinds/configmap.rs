@@ -36,16 +36,9 @@ pub(super) fn keys_and_strings(o: &Map<String, Value>, field: &str, causes: &mut
         None | Some(Value::Null) => {}
         Some(Value::Object(m)) => {
             for (k, v) in m {
-                let key_ok = !k.is_empty()
-                    && k.len() <= 253
-                    && k.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-                if !key_ok {
-                    causes.push(FieldCause::invalid(
-                        field,
-                        k,
-                        "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
-                    ));
+                // Kubernetes' `ValidateConfigMap`/`ValidateSecret`: at `data[<key>]`.
+                for e in keel_api::validation::config_map_key(k) {
+                    causes.push(FieldCause::invalid(format!("{field}[{k}]"), k, e));
                 }
                 if !v.is_string() {
                     causes.push(FieldCause::type_error(format!("{field}.{k}"), "a string"));

@@ -99,9 +99,9 @@ fn deployment_spec(spec: Option<&Value>, causes: &mut Vec<FieldCause>) {
         match spec.get(field) {
             None | Some(Value::Null) => {}
             Some(v) if v.as_i64().is_some_and(|n| n >= 0) => {}
-            Some(v) => causes.push(FieldCause::invalid(
+            Some(v) => causes.push(FieldCause::invalid_value(
                 format!("spec.{field}"),
-                &v.to_string(),
+                v,
                 "must be greater than or equal to 0",
             )),
         }
@@ -114,9 +114,9 @@ fn deployment_spec(spec: Option<&Value>, causes: &mut Vec<FieldCause>) {
     ) && deadline >= 0
         && deadline <= min_ready
     {
-        causes.push(FieldCause::invalid(
+        causes.push(FieldCause::invalid_value(
             "spec.progressDeadlineSeconds",
-            &deadline.to_string(),
+            &Value::from(deadline),
             "must be greater than minReadySeconds",
         ));
     }
@@ -186,9 +186,9 @@ fn rolling_update(r: &Map<String, Value>, causes: &mut Vec<FieldCause>) {
             continue;
         };
         match int_or_percent(v) {
-            Some((n, _)) if n < 0 => causes.push(FieldCause::invalid(
+            Some((n, _)) if n < 0 => causes.push(FieldCause::invalid_value(
                 path,
-                &v.to_string(),
+                v,
                 "must be greater than or equal to 0",
             )),
             Some(parsed) => values[i] = Some(parsed),
@@ -206,11 +206,9 @@ fn rolling_update(r: &Map<String, Value>, causes: &mut Vec<FieldCause>) {
     let [unavailable, surge] = values;
     let zero = |v: Option<(i64, bool)>| v.is_some_and(|(n, _)| n == 0);
     if zero(unavailable) && zero(surge) {
-        causes.push(FieldCause::invalid(
+        causes.push(FieldCause::invalid_value(
             "spec.strategy.rollingUpdate.maxUnavailable",
-            &r.get("maxUnavailable")
-                .map(Value::to_string)
-                .unwrap_or_default(),
+            r.get("maxUnavailable").unwrap_or(&Value::Null),
             "may not be 0 when `maxSurge` is 0",
         ));
     }

@@ -47,14 +47,14 @@ impl Kind for HorizontalPodAutoscaler {
         let get = |f: &str| spec.and_then(|s| s.get(f)).and_then(Value::as_i64);
         match (get("minReplicas"), get("maxReplicas")) {
             (_, None) => causes.push(FieldCause::required("spec.maxReplicas")),
-            (Some(min), Some(max)) if min > max => causes.push(FieldCause::invalid(
+            (Some(min), Some(max)) if min > max => causes.push(FieldCause::invalid_value(
                 "spec.maxReplicas",
-                &max.to_string(),
+                &Value::from(max),
                 "must be greater than or equal to `minReplicas`",
             )),
-            (Some(min), _) if min < 1 => causes.push(FieldCause::invalid(
+            (Some(min), _) if min < 1 => causes.push(FieldCause::invalid_value(
                 "spec.minReplicas",
-                &min.to_string(),
+                &Value::from(min),
                 "must be greater than or equal to 1",
             )),
             _ => {}

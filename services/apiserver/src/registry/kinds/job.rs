@@ -130,9 +130,9 @@ pub(super) fn job_spec(spec: Option<&Value>, path: &str, causes: &mut Vec<FieldC
         match spec.get(f) {
             None | Some(Value::Null) => {}
             Some(v) if v.as_i64().is_some_and(|n| n >= 0) => {}
-            Some(v) => causes.push(FieldCause::invalid(
+            Some(v) => causes.push(FieldCause::invalid_value(
                 format!("{path}.{f}"),
-                &v.to_string(),
+                v,
                 "must be greater than or equal to 0",
             )),
         }

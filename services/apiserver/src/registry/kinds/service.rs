@@ -103,9 +103,9 @@ impl Kind for Service {
             && n != 0
             && !needs_health_check(spec)
         {
-            causes.push(FieldCause::invalid(
+            causes.push(FieldCause::invalid_value(
                 "spec.healthCheckNodePort",
-                &n.to_string(),
+                &Value::from(n),
                 "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'",
             ));
         }
@@ -149,9 +149,9 @@ impl Kind for Service {
             let port = p.get("port").and_then(Value::as_i64);
             match port {
                 Some(n) if (1..=65535).contains(&n) => {}
-                Some(n) => causes.push(FieldCause::invalid(
+                Some(n) => causes.push(FieldCause::invalid_value(
                     format!("{path}.port"),
-                    &n.to_string(),
+                    &Value::from(n),
                     "must be between 1 and 65535, inclusive",
                 )),
                 None => causes.push(FieldCause::required(format!("{path}.port"))),

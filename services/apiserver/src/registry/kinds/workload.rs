@@ -31,10 +31,10 @@ pub(super) fn workload_spec(spec: Option<&Value>, causes: &mut Vec<FieldCause>) 
     match spec.get("replicas") {
         None => {}
         Some(r) if r.as_i64().is_some_and(|n| n >= 0) => {}
-        Some(r) => causes.push(FieldCause::invalid(
+        Some(r) => causes.push(FieldCause::invalid_value(
             "spec.replicas",
-            &r.to_string(),
-            "must be a non-negative integer",
+            r,
+            "must be greater than or equal to 0",
         )),
     }
     let selector = spec.get("selector").and_then(Value::as_object);

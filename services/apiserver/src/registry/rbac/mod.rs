@@ -792,7 +792,7 @@ mod tests {
                 true
             ),
             [
-                "subjects[0].name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+                "subjects[0].name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
                 "subjects[0].apiGroup: Unsupported value: \"rbac.authorization.k8s.io\": supported values: \"\"",
             ]
         );
@@ -847,11 +847,11 @@ mod tests {
                                       {"key": "k", "operator": "Exists", "values": ["x"]},
                                       {"key": "-bad", "operator": "Near"}]}]})),
             [
-                "aggregationRule.clusterRoleSelectors[0].matchLabels: Invalid value: \"b,c\": a valid label must be an empty string or consist of at most 63 alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+                "aggregationRule.clusterRoleSelectors[0].matchLabels: Invalid value: \"b,c\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
                 "aggregationRule.clusterRoleSelectors[1].matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
                 "aggregationRule.clusterRoleSelectors[1].matchExpressions[1].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
                 "aggregationRule.clusterRoleSelectors[1].matchExpressions[2].operator: Invalid value: \"Near\": not a valid selector operator",
-                "aggregationRule.clusterRoleSelectors[1].matchExpressions[2].key: Invalid value: \"-bad\": name part must consist of at most 63 alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+                "aggregationRule.clusterRoleSelectors[1].matchExpressions[2].key: Invalid value: \"-bad\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
             ]
         );
     }

@@ -1,0 +1,3 @@
+module openapi-oracle
+
+go 1.19
