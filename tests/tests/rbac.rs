@@ -1397,3 +1397,145 @@ async fn over_rest_a_watch_needs_watch_a_collection_delete_needs_deletecollectio
     assert_eq!(code, 201, "{text}");
     assert!(text.contains("\"allowed\":true"), "{text}");
 }
+
+/// A CRD's `scale` subresource is authorized as `<plural>/scale`, as Kubernetes authorizes it:
+/// who holds only `widgets/scale` reads and scales a widget over gRPC (get, merge patch,
+/// replace of the Scale) but may not read the widget; who holds only `widgets` may not touch
+/// its Scale. The scale writes are recorded under the subresource.
+#[tokio::test]
+async fn a_custom_resources_scale_is_authorized_as_its_own_resource_over_grpc() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(&etcd, &["--token-auth-file", &token_file(&dir)]).await;
+    let admin = client(&api, "admin-token").await;
+    let (alice, bob) = (
+        client(&api, "alice-token").await,
+        client(&api, "bob-token").await,
+    );
+    let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.ex.com"},
+        "spec": {"group": "ex.com", "scope": "Namespaced",
+            "names": {"kind": "Widget", "plural": "widgets"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
+                    "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"replicas": {"type": "integer"}}},
+                    "status": {"type": "object", "properties": {"replicas": {"type": "integer"},
+                                                                 "selector": {"type": "string"}}}}}}}]}});
+    admin.create(&crds, "", &crd).await.unwrap();
+    let widgets = gvr("ex.com", "v1", "widgets");
+    eventually(Duration::from_secs(5), "widgets served", || async {
+        let w = json!({"apiVersion": "ex.com/v1", "kind": "Widget", "metadata": {"name": "w1"},
+                       "spec": {"replicas": 1}});
+        admin.create(&widgets, "default", &w).await.ok()
+    })
+    .await;
+    let roles = gvr("rbac.authorization.k8s.io", "v1", "roles");
+    let bindings = gvr("rbac.authorization.k8s.io", "v1", "rolebindings");
+    for (name, resource, verbs, user) in [
+        (
+            "scaler",
+            "widgets/scale",
+            json!(["get", "patch", "update"]),
+            "alice",
+        ),
+        (
+            "reader",
+            "widgets",
+            json!(["get", "patch", "update"]),
+            "bob",
+        ),
+    ] {
+        let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": ["ex.com"], "resources": [resource], "verbs": verbs}]});
+        admin.create(&roles, "default", &role).await.unwrap();
+        let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "User", "name": user}]});
+        admin.create(&bindings, "default", &binding).await.unwrap();
+    }
+
+    let scale = eventually(
+        Duration::from_secs(5),
+        "alice may read the scale",
+        || async {
+            alice
+                .get_subresource(&widgets, "default", "w1", "scale")
+                .await
+                .ok()
+        },
+    )
+    .await;
+    assert_eq!(
+        (
+            &scale["apiVersion"],
+            &scale["kind"],
+            &scale["spec"]["replicas"]
+        ),
+        (&json!("autoscaling/v1"), &json!("Scale"), &json!(1))
+    );
+    let patched = alice
+        .patch_subresource(
+            &widgets,
+            "default",
+            "w1",
+            "scale",
+            PatchType::Merge,
+            serde_json::to_vec(&json!({"spec": {"replicas": 3}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched["spec"]["replicas"], 3);
+    let mut replaced = patched.clone();
+    replaced["spec"]["replicas"] = json!(4);
+    let replaced = alice
+        .update_subresource(&widgets, "default", "scale", &replaced)
+        .await
+        .unwrap();
+    assert_eq!(
+        (&replaced["kind"], &replaced["spec"]["replicas"]),
+        (&json!("Scale"), &json!(4))
+    );
+    forbidden(
+        alice.get(&widgets, "default", "w1").await,
+        "widgets.ex.com \"w1\" is forbidden: User \"alice\" cannot get resource \"widgets\" in API group \"ex.com\" in the namespace \"default\"",
+    );
+
+    eventually(
+        Duration::from_secs(5),
+        "bob may read the widget",
+        || async { bob.get(&widgets, "default", "w1").await.ok() },
+    )
+    .await;
+    forbidden(
+        bob.get_subresource(&widgets, "default", "w1", "scale")
+            .await,
+        "widgets.ex.com \"w1\" is forbidden: User \"bob\" cannot get resource \"widgets/scale\" in API group \"ex.com\" in the namespace \"default\"",
+    );
+    forbidden(
+        bob.patch_subresource(
+            &widgets,
+            "default",
+            "w1",
+            "scale",
+            PatchType::Merge,
+            serde_json::to_vec(&json!({"spec": {"replicas": 9}})).unwrap(),
+        )
+        .await,
+        "widgets.ex.com \"w1\" is forbidden: User \"bob\" cannot patch resource \"widgets/scale\" in API group \"ex.com\" in the namespace \"default\"",
+    );
+
+    let widget = admin.get(&widgets, "default", "w1").await.unwrap();
+    assert_eq!(widget["spec"]["replicas"], 4, "bob's patch changed nothing");
+    let scale_entries = widget["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["subresource"] == "scale")
+        .count();
+    assert_eq!(scale_entries, 1, "{widget}");
+}

@@ -515,6 +515,25 @@ impl Client {
         self.get_with(g, namespace, name, "", true).await
     }
 
+    /// A Get of a subresource: `"scale"` answers the object's `autoscaling/v1` Scale,
+    /// `"status"` the object.
+    pub async fn get_subresource(
+        &self,
+        g: &GroupVersionResource,
+        namespace: &str,
+        name: &str,
+        sub: &str,
+    ) -> Result<Value, ApiError> {
+        self.get_request(GetRequest {
+            resource: resource_ref(g),
+            namespace: namespace.into(),
+            name: name.into(),
+            subresource: sub.into(),
+            ..Default::default()
+        })
+        .await
+    }
+
     async fn get_with(
         &self,
         g: &GroupVersionResource,
@@ -523,13 +542,18 @@ impl Client {
         rv: &str,
         include_uninitialized: bool,
     ) -> Result<Value, ApiError> {
-        let req = GetRequest {
+        self.get_request(GetRequest {
             resource: resource_ref(g),
             namespace: namespace.into(),
             name: name.into(),
             resource_version: rv.into(),
             include_uninitialized,
-        };
+            subresource: String::new(),
+        })
+        .await
+    }
+
+    async fn get_request(&self, req: GetRequest) -> Result<Value, ApiError> {
         let resp = self
             .call(Idempotency::Read, |mut c, left| {
                 let r = self.request(req.clone(), Some(left));
@@ -614,7 +638,9 @@ impl Client {
         self.update_subresource(g, namespace, "status", obj).await
     }
 
-    async fn update_subresource(
+    /// Replaces a subresource: `"status"` with the object, `"scale"` with an
+    /// `autoscaling/v1` Scale (answered with the Scale).
+    pub async fn update_subresource(
         &self,
         g: &GroupVersionResource,
         namespace: &str,

@@ -171,7 +171,7 @@ impl Objects for ObjectsService {
             name: r.name,
             resource_version: r.resource_version,
             include_uninitialized: r.include_uninitialized,
-            subresource: String::new(),
+            subresource: r.subresource,
         };
         let obj = self
             .handler
