@@ -3,6 +3,8 @@
 # binaries, exactly the shared libraries `ldd` says they link, and a non-root user (10001).
 #   keel:local       every keel binary (keel-apiserver, keelctl, keel-loadtest, keel-probe, ...)
 #   keel-etcd:local  etcd from Debian's etcd-server package, and keel-probe for health checks
+#   keel-edge:local  HAProxy from Debian's haproxy package, and keel-probe: the swarm stack's
+#                    edge on engines without IPVS (deploy/swarm/keel-edge.yml)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TAG=${KEEL_IMAGE_TAG:-local}
@@ -53,4 +55,15 @@ add_binary "$work/etcd/rootfs" target/release/keel-probe
 cp deploy/images/etcd.Dockerfile "$work/etcd/Dockerfile"
 docker build -q -t "keel-etcd:$TAG" "$work/etcd" >/dev/null
 
-docker image ls --format 'table {{.Repository}}:{{.Tag}}\t{{.Size}}' | grep -E "^(REPOSITORY|keel(-etcd)?:$TAG)"
+echo "==> assembling keel-edge:$TAG from Debian's haproxy (the swarm stack's edge without IPVS)"
+mkdir -p "$work/edge/deb"
+(cd "$work/edge/deb" && { apt-get download haproxy >/dev/null 2>&1 ||
+  { apt-get update -qq && apt-get download haproxy >/dev/null; }; })
+dpkg-deb -x "$work"/edge/deb/haproxy_*.deb "$work/edge/pkg"
+base_rootfs "$work/edge/rootfs"
+add_binary "$work/edge/rootfs" "$work/edge/pkg/usr/sbin/haproxy"
+add_binary "$work/edge/rootfs" target/release/keel-probe
+cp deploy/images/edge.Dockerfile "$work/edge/Dockerfile"
+docker build -q -t "keel-edge:$TAG" "$work/edge" >/dev/null
+
+docker image ls --format 'table {{.Repository}}:{{.Tag}}\t{{.Size}}' | grep -E "^(REPOSITORY|keel(-etcd|-edge)?:$TAG)"

@@ -37,6 +37,15 @@ packages=(
   # openapi_oracle.rs) builds tests/openapi-oracle against Kubernetes' kube-openapi as Debian
   # packages it (a 2021 snapshot, its validate package included).
   golang-k8s-kube-openapi-dev
+  # deploy/build-images.sh takes HAProxy out of Debian's haproxy package (apt-get download,
+  # not installed: no daemon on the host) for the swarm stack's edge image; the libraries it
+  # links.
+  liblua5.3-0
+  libopentracing-c-wrapper0
+  libpcre2-8-0
+  libssl3
+  libcrypt1
+  libsystemd0
 )
 # The compose stack and its test need Docker, which a new machine has (its engine cannot be
 # installed and started from here everywhere); the compose tool can be.

@@ -2,7 +2,8 @@
 # Runs every test: installs what is missing, builds the binaries the end-to-end tests start,
 # runs unit, integration and end-to-end tests (each against its own real etcd), the gRPC
 # conformance test with Python's grpcio (tests/python), the compose
-# fault test and the 2-minute chaos test (real containers; KEEL_SKIP_COMPOSE=1 skips both),
+# fault test, the 2-minute chaos test and the swarm test (real containers, a real one-node
+# swarm; KEEL_SKIP_COMPOSE=1 skips all three),
 # then the fresh-machine check: the install, the build, a real-etcd test and both README
 # commands in a clean Debian container (KEEL_SKIP_FRESH_MACHINE=1 skips it).
 set -euo pipefail
@@ -24,6 +25,8 @@ else
   ./deploy/compose-test.sh
   step "chaos test (2 minutes)"
   ./deploy/chaos-test.sh --duration 2m
+  step "swarm test"
+  ./deploy/swarm-test.sh
 fi
 if [ "${KEEL_SKIP_FRESH_MACHINE:-}" = 1 ]; then
   echo "==> fresh-machine check skipped (KEEL_SKIP_FRESH_MACHINE=1)"

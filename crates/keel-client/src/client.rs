@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-use crate::delivery::{Delivery, Idempotency, delivery};
+use crate::delivery::{Delivery, Idempotency, connection_refused, delivery};
 use crate::endpoints::Endpoints;
 
 /// Shorthand for a [`GroupVersionResource`].
@@ -306,6 +306,10 @@ fn impersonation_metadata(
 /// (client-go: 10).
 const MAX_THROTTLED_RETRIES: u32 = 10;
 
+/// How often a call goes round the endpoints again after a server went away under it (see
+/// [`Client::call`]): behind a load balancer, one address stands for several replicas.
+const MAX_GONE_AWAY_ROUNDS: u32 = 3;
+
 /// The caller's error for a failed call. A transport failure is `ServiceUnavailable` whatever
 /// code tonic gave it (a stream cut by GOAWAY is `Internal` there, a request hyper dropped
 /// unsent `Cancelled`); the client's own deadline stays `Timeout`.
@@ -423,6 +427,7 @@ impl Client {
         let deadline = Instant::now() + self.timeout;
         let mut tried = vec![false; self.endpoints.len()];
         let mut throttled = 0;
+        let mut gone_away = 0;
         loop {
             let Some(i) = self.endpoints.pick_untried(&tried) else {
                 return Err(ApiError::unavailable("no server address given"));
@@ -457,7 +462,21 @@ impl Client {
                 self.endpoints.mark_down(i);
             }
             tried[i] = true;
-            let last = tried.iter().all(|&t| t);
+            let mut last = tried.iter().all(|&t| t);
+            // Every endpoint failed, but one of them went away under the call (GOAWAY, a
+            // refused stream, a request dropped with its closing connection): a server is
+            // there, on its way out, and behind a load balancer (one address, several
+            // replicas) the next connection reaches another. Round again, a few times, after
+            // a pause. Connections refused at every endpoint still fail at once.
+            if last && how == Delivery::NotProcessed && !connection_refused(&s) {
+                let pause = Duration::from_millis(50 * u64::from(gone_away + 1));
+                if gone_away < MAX_GONE_AWAY_ROUNDS && Instant::now() + pause < deadline {
+                    gone_away += 1;
+                    tokio::time::sleep(pause).await;
+                    tried.fill(false);
+                    last = false;
+                }
+            }
             if last || !how.may_retry(kind) || Instant::now() >= deadline {
                 return Err(api_error(&s, how));
             }

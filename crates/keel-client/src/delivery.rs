@@ -49,6 +49,13 @@ impl Delivery {
 /// How the call that ended in `s` was delivered.
 pub(crate) fn delivery(s: &tonic::Status) -> Delivery {
     let Some(first) = s.source() else {
+        // tonic (0.14, `Status::from_hyper_error`) turns hyper's `Canceled` (a request hyper
+        // dropped before any connection took it: "connection closed") into a `Cancelled`
+        // status without its source; keel's API server never answers `Cancelled`, so one
+        // without a source is that.
+        if s.code() == tonic::Code::Cancelled {
+            return Delivery::NotProcessed;
+        }
         return Delivery::Answered;
     };
     let mut timed_out = false;
@@ -83,6 +90,24 @@ pub(crate) fn delivery(s: &tonic::Status) -> Delivery {
     }
 }
 
+/// Whether `s` failed because no connection could be made (nothing listens, or the host is
+/// unreachable), as opposed to a server that went away under the call.
+pub(crate) fn connection_refused(s: &tonic::Status) -> bool {
+    let mut next = s.source();
+    while let Some(e) = next {
+        if e.is::<tonic::ConnectError>() {
+            return true;
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -104,6 +129,15 @@ mod tests {
     fn a_connection_that_could_not_be_made_never_carried_the_request() {
         let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
         let s = status_from(tonic::ConnectError(Box::new(refused)));
+        assert_eq!(delivery(&s), Delivery::NotProcessed);
+        assert!(delivery(&s).may_retry(Idempotency::Write));
+    }
+
+    /// What tonic makes of hyper's `Canceled` (its `Status::from_hyper_error`): met behind
+    /// HAProxy in a rolling update of a swarm's API servers (deploy/swarm-test.sh).
+    #[test]
+    fn a_request_hyper_canceled_before_sending_was_not_processed() {
+        let s = tonic::Status::cancelled("operation was canceled");
         assert_eq!(delivery(&s), Delivery::NotProcessed);
         assert!(delivery(&s).may_retry(Idempotency::Write));
     }
