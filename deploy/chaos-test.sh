@@ -142,21 +142,9 @@ containers() {
 http_port() { if [ "$1" = apiserver-0 ]; then echo "$KEEL_HTTP_PORT_0"; else echo "$KEEL_HTTP_PORT_1"; fi; }
 
 kc() { ./target/release/keelctl --kubeconfig "$certs/kubeconfig" --server "$api" "$@"; }
-# The shards each running controller-manager holds, sorted ("16 16"); "none" if a shard lease
-# is missing or names no running replica (as in compose-test.sh).
-split() {
-  local hosts holders
-  hosts=$(for c in $(docker ps -q --filter "label=com.docker.compose.project=$project" \
-            --filter "label=com.docker.compose.service=controller-manager"); do
-            docker inspect -f '{{.Config.Hostname}}' "$c"; done)
-  holders=$(kc get leases -n keel-system -o json 2>/dev/null | awk -F'"' '
-    /"name":/ { name = $4 }
-    /"holderIdentity":/ { if (name ~ /^keel-controller-manager-shard-[0-9]+$/) print $4 }')
-  if [ "$(echo "$holders" | grep -c .)" != 32 ] || echo "$holders" | grep -qvxF "$hosts"; then
-    echo none
-    return
-  fi
-  echo "$holders" | sort | uniq -c | awk '{print $1}' | sort -n | tr '\n' ' ' | sed 's/ $//'
+# The controller-managers' host names, for split (deploy/lib.sh).
+cm_hosts() {
+  container_hosts --filter "label=com.docker.compose.project=$project" --filter "label=com.docker.compose.service=controller-manager"
 }
 # Whether both API servers' probers count etcd member $1 (etcd-N) up.
 member_up_everywhere() {
@@ -242,7 +230,7 @@ stack_certs "$project" "$certs"
 stack_kubeconfig "$certs" "https://127.0.0.1:$KEEL_API_PORT_0"
 network=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}}{{end}}' "$(containers etcd-0)")
 check "the 2 controller-managers split the 32 shards 16/16" \
-  'deadline=$((SECONDS + 60)); while [ "$(split)" != "16 16" ] && [ $SECONDS -lt $deadline ]; do sleep 0.5; done; [ "$(split)" = "16 16" ]'
+  "wait_split '16 16' 60"
 
 # The load runs inside the stack's network, as in-cluster clients (the controller-managers) do.
 # From the host, Docker's port proxy accepts connections to a restarting API server's port for

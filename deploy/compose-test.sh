@@ -107,28 +107,9 @@ wait_available() {
   while [ "$(available)" != "$n" ] && [ $SECONDS -lt $deadline ]; do sleep 0.5; done
   [ "$(available)" = "$n" ]
 }
-cm_containers() {
-  docker ps -q --filter "label=com.docker.compose.project=$project" --filter "label=com.docker.compose.service=controller-manager"
-}
-# The shards each running controller-manager holds, sorted ("16 16"); "none" if a shard lease
-# is missing or names no running replica. A replica's identity is its container's host name.
-split() {
-  local hosts holders
-  hosts=$(for id in $(cm_containers); do docker inspect -f '{{.Config.Hostname}}' "$id"; done)
-  holders=$(kc get leases -n keel-system -o json 2>/dev/null | awk -F'"' '
-    /"name":/ { name = $4 }
-    /"holderIdentity":/ { if (name ~ /^keel-controller-manager-shard-[0-9]+$/) print $4 }')
-  if [ "$(echo "$holders" | grep -c .)" != 32 ] || echo "$holders" | grep -qvxF "$hosts"; then
-    echo none
-    return
-  fi
-  echo "$holders" | sort | uniq -c | awk '{print $1}' | sort -n | tr '\n' ' ' | sed 's/ $//'
-}
-wait_split() {
-  local want=$1 deadline=$((SECONDS + $2))
-  while [ "$(split)" != "$want" ] && [ $SECONDS -lt $deadline ]; do sleep 0.5; done
-  [ "$(split)" = "$want" ]
-}
+cm_filter=(--filter "label=com.docker.compose.project=$project" --filter "label=com.docker.compose.service=controller-manager")
+cm_containers() { docker ps -q "${cm_filter[@]}"; }
+cm_hosts() { container_hosts "${cm_filter[@]}"; } # for split (deploy/lib.sh)
 echo "==> a Deployment rolled out by the controller-managers"
 kc apply -f - <<'YAML' >/dev/null
 apiVersion: apps/v1

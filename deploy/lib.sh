@@ -67,3 +67,33 @@ stack_teardown() {
   if [ -n "$left" ]; then echo "FAIL: left behind after teardown: $left"; failed=$((failed + 1)); failures+=("left behind after teardown"); fi
   rm -rf "$work"
 }
+
+# split: the shards each running controller-manager holds, sorted ("16 16"); "none" if a shard
+# lease is missing or names no running replica. A replica's identity in the shard Leases is its
+# container's host name. The test defines cm_hosts (the running replicas' host names, a line
+# each; container_hosts gives them) and kc (keelctl with the stack's kubeconfig).
+split() {
+  local hosts holders
+  hosts=$(cm_hosts)
+  holders=$(kc get leases -n keel-system -o json 2>/dev/null | awk -F'"' '
+    /"name":/ { name = $4 }
+    /"holderIdentity":/ { if (name ~ /^keel-controller-manager-shard-[0-9]+$/) print $4 }')
+  if [ "$(echo "$holders" | grep -c .)" != 32 ] || echo "$holders" | grep -qvxF "$hosts"; then
+    echo none
+    return
+  fi
+  echo "$holders" | sort | uniq -c | awk '{print $1}' | sort -n | tr '\n' ' ' | sed 's/ $//'
+}
+
+# wait_split WANT SECONDS: waits until split says WANT.
+wait_split() {
+  local want=$1 deadline=$((SECONDS + $2))
+  while [ "$(split)" != "$want" ] && [ $SECONDS -lt $deadline ]; do sleep 0.5; done
+  [ "$(split)" = "$want" ]
+}
+
+# container_hosts FILTER...: the host names of the running containers `docker ps` selects.
+container_hosts() {
+  local id
+  for id in $(docker ps -q "$@"); do docker inspect -f '{{.Config.Hostname}}' "$id"; done
+}

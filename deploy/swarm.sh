@@ -31,7 +31,8 @@ default_address() {
 has_ipvs() {
   [ -d /proc/sys/net/ipv4/vs ] && return 0
   [ -n "$(find "/lib/modules/$(uname -r)" -name 'ip_vs.ko*' 2>/dev/null | head -1)" ] && return 0
-  zcat /proc/config.gz 2>/dev/null | grep -q '^CONFIG_IP_VS=[ym]'
+  # Read whole (no grep -q): under pipefail an early exit would fail the writer.
+  zcat /proc/config.gz 2>/dev/null | grep '^CONFIG_IP_VS=[ym]' >/dev/null
 }
 
 # swarm_edge: how the API servers are published: `mesh` (Swarm's routing mesh) where the kernel
