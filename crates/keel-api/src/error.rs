@@ -10,7 +10,7 @@ mod bounded;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-pub use bounded::{echo, echo_name, shorten_name};
+pub use bounded::{echo, echo_name, go_value, shorten_name};
 
 /// An `Invalid` error's message lists at most this many of its causes, in at most about this
 /// many bytes, then says how many more there are (all are in its `causes`, as far as they fit).
@@ -100,23 +100,16 @@ impl FieldCause {
         }
     }
 
-    /// An invalid JSON value, printed as Kubernetes prints the Go value it decodes to: a
-    /// number, boolean or `null` bare (`Invalid value: -1: ...`), a string quoted, anything
-    /// else as its JSON, quoted.
+    /// An invalid JSON value, printed as Kubernetes prints the Go value it decodes to
+    /// ([`go_value`]: `Invalid value: -1: ...`).
     pub fn invalid_value(
         field: impl Into<String>,
         value: &serde_json::Value,
         why: impl AsRef<str>,
     ) -> Self {
-        use serde_json::Value;
-        let shown = match value {
-            Value::Number(_) | Value::Bool(_) | Value::Null => value.to_string(),
-            Value::String(s) => echo(s),
-            other => echo(&other.to_string()),
-        };
         FieldCause {
             reason: "FieldValueInvalid".into(),
-            message: format!("Invalid value: {shown}: {}", why.as_ref()),
+            message: format!("Invalid value: {}: {}", go_value(value), why.as_ref()),
             field: field.into(),
         }
     }

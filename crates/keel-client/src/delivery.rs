@@ -58,12 +58,12 @@ pub(crate) fn delivery(s: &tonic::Status) -> Delivery {
         }
         return Delivery::Answered;
     };
+    if connection_refused(s) {
+        return Delivery::NotProcessed;
+    }
     let mut timed_out = false;
     let mut next = Some(first);
     while let Some(e) = next {
-        if e.is::<tonic::ConnectError>() {
-            return Delivery::NotProcessed;
-        }
         if let Some(h2) = e.downcast_ref::<h2::Error>()
             && (h2.reason() == Some(h2::Reason::REFUSED_STREAM)
                 || (h2.is_go_away() && h2.is_remote()))
@@ -72,11 +72,6 @@ pub(crate) fn delivery(s: &tonic::Status) -> Delivery {
         }
         if let Some(hyper) = e.downcast_ref::<hyper::Error>()
             && hyper.is_canceled()
-        {
-            return Delivery::NotProcessed;
-        }
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && io.kind() == std::io::ErrorKind::ConnectionRefused
         {
             return Delivery::NotProcessed;
         }

@@ -52,6 +52,63 @@ pub fn echo(value: &str) -> String {
     format!("{:?}", shorten(value, ECHO_MAX))
 }
 
+/// A JSON value as apimachinery's field errors print the Go value it decodes to: a number or
+/// boolean bare, a string quoted (cut as [`echo`] cuts it), `null` as `"null"`, an object or
+/// list in Go's `%#v` syntax (`map[string]interface {}{"k":1}`), cut after 256 bytes.
+pub fn go_value(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => echo(s),
+        Value::Null => "\"null\"".to_string(),
+        Value::Number(_) | Value::Bool(_) => v.to_string(),
+        other => {
+            let mut text = String::new();
+            go_syntax(other, &mut text);
+            if text.len() > STRING_MAX {
+                text = format!("{}...", truncate_bytes(&text, STRING_MAX));
+            }
+            text
+        }
+    }
+}
+
+/// `v` as Go's `%#v` prints the `interface{}` JSON decodes it to; stops growing past
+/// `STRING_MAX` bytes ([`go_value`] cuts it there).
+fn go_syntax(v: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    if out.len() > STRING_MAX {
+        return;
+    }
+    match v {
+        Value::Null => out.push_str("interface {}(nil)"),
+        Value::Bool(_) | Value::Number(_) => out.push_str(&v.to_string()),
+        Value::String(s) => out.push_str(&format!("{s:?}")),
+        Value::Array(items) => {
+            out.push_str("[]interface {}{");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                go_syntax(item, out);
+            }
+            out.push('}');
+        }
+        Value::Object(map) => {
+            out.push_str("map[string]interface {}{");
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&format!("{k:?}:"));
+                go_syntax(&map[k], out);
+            }
+            out.push('}');
+        }
+    }
+}
+
 /// An object's name, quoted for a message: at most 256 characters (no valid name is longer).
 pub fn echo_name(name: &str) -> String {
     format!("{:?}", shorten_name(name))

@@ -886,7 +886,7 @@ fn value_cause(path: String, e: &ValidationError<'_>, format: Option<&str>) -> F
     // message, `<path> in body should ...`, beside the value as Go prints it (a number bare, a
     // string quoted).
     let instance = e.instance();
-    let value = go_value(instance.as_ref());
+    let value = keel_api::error::go_value(instance.as_ref());
     let in_body = if path.is_empty() { "." } else { path.as_str() };
     let invalid = |why: String| FieldCause {
         reason: "FieldValueInvalid".into(),
@@ -1052,58 +1052,6 @@ fn composite(message: String) -> FieldCause {
         reason: "FieldValueInvalid".into(),
         message: format!("Invalid value: \"\": {message}"),
         field: "<nil>".into(),
-    }
-}
-
-/// A value as apimachinery's field error prints the Go value it decoded to: a number or
-/// boolean bare, a string quoted (and cut, as keel cuts every echoed value), `null` as
-/// `"null"`, an object or list in Go's syntax (`map[string]interface {}{"k":1}`), cut.
-fn go_value(v: &Value) -> String {
-    match v {
-        Value::String(s) => keel_api::error::echo(s),
-        Value::Null => "\"null\"".to_string(),
-        Value::Number(_) | Value::Bool(_) => v.to_string(),
-        other => {
-            let mut text = String::new();
-            go_syntax(other, &mut text);
-            quoted(&Value::String(text))
-        }
-    }
-}
-
-/// `v` as Go's `%#v` prints the `interface{}` JSON decodes it to; stops growing past
-/// [`MAX_QUOTED`] bytes (the caller cuts it there).
-fn go_syntax(v: &Value, out: &mut String) {
-    if out.len() > MAX_QUOTED {
-        return;
-    }
-    match v {
-        Value::Null => out.push_str("interface {}(nil)"),
-        Value::Bool(_) | Value::Number(_) => out.push_str(&v.to_string()),
-        Value::String(s) => out.push_str(&format!("{s:?}")),
-        Value::Array(items) => {
-            out.push_str("[]interface {}{");
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                go_syntax(item, out);
-            }
-            out.push('}');
-        }
-        Value::Object(map) => {
-            out.push_str("map[string]interface {}{");
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                out.push_str(&format!("{k:?}:"));
-                go_syntax(&map[k], out);
-            }
-            out.push('}');
-        }
     }
 }
 
