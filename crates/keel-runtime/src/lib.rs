@@ -18,6 +18,7 @@
 //! - [`workqueue`] and [`rate_limiter`]: client-go's rate-limited queue.
 //! - [`controller`]: workers running `reconcile(key)`, with metrics and a span per reconcile.
 //! - [`shards`]: shard leases, so that replicas split a controller's keyspace between them.
+//! - [`events`]: Events about objects, counted and rate-limited as client-go's recorder does.
 //! - [`health`]: the HTTP side port of a controller binary (`/healthz`, `/readyz`, `/metrics`).
 //!
 //! ```no_run
@@ -54,6 +55,7 @@
 mod backoff;
 pub mod controller;
 pub mod delta_fifo;
+pub mod events;
 pub mod factory;
 pub mod handler;
 pub mod health;
@@ -69,6 +71,7 @@ pub mod workqueue;
 
 pub use backoff::Backoff;
 pub use controller::{Action, Controller};
+pub use events::{EventType, Recorder};
 pub use factory::InformerFactory;
 pub use handler::{
     EnqueueHandler, EnqueueOwnerHandler, EventHandler, HandlerFns, enqueue_handler,

@@ -10,7 +10,8 @@ pub struct Config {
     #[command(flatten)]
     pub connect: keel_client::ConnectFlags,
     /// Controllers to run, comma-separated: replicaset, deployment, podlifecycle,
-    /// garbagecollector, namespace, network; `*` is every one, `-name` leaves one out.
+    /// garbagecollector, namespace, network, clusterroleaggregation, serviceaccount, job;
+    /// `*` is every one, `-name` leaves one out.
     #[arg(
         long,
         env = "KEEL_CONTROLLERS",
@@ -32,10 +33,18 @@ pub struct Config {
     /// for a kubelet) makes it Running and Ready.
     #[arg(long, env = "KEEL_POD_START_DELAY", default_value = "1s", value_parser = humantime::parse_duration)]
     pub pod_start_delay: Duration,
+    /// How long the containers of a Pod that restarts `Never` or `OnFailure` run before they
+    /// exit, unless its `keel.dev/run-time` annotation says otherwise.
+    #[arg(long, env = "KEEL_POD_RUN_TIME", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub pod_run_time: Duration,
     /// How long a Pod marked for deletion keeps running before the pod-lifecycle controller
     /// stops it (its containers end and it is no longer Ready).
     #[arg(long, env = "KEEL_POD_GRACE_PERIOD", default_value = "0s", value_parser = humantime::parse_duration)]
     pub pod_grace_period: Duration,
+    /// How long a Job's first replacement of a failed Pod waits; each further failure since
+    /// the last success doubles it, up to 6 minutes (Kubernetes: 10 s).
+    #[arg(long, env = "KEEL_JOB_BACKOFF_BASE", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub job_backoff_base: Duration,
     /// How many shards each controller's keyspace is split into. Replicas share the shards
     /// through Leases `keel-system/keel-controller-manager-shard-<i>`; every replica must be
     /// given the same count.

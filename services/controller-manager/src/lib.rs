@@ -54,6 +54,12 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         config: config.clone(),
         shards: shards.clone(),
         gate: controllers::Gate::new(shards.clone(), &config, &mut registry)?,
+        events: keel_runtime::Recorder::start(
+            client.clone(),
+            "keel-controller-manager",
+            &identity,
+            &mut registry,
+        ),
     };
     let mut starts = Vec::new();
     for name in &names {

@@ -18,6 +18,9 @@ pub fn replicasets() -> GroupVersionResource {
 pub fn deployments() -> GroupVersionResource {
     GroupVersionResource::new("apps", "v1", "deployments")
 }
+pub fn jobs() -> GroupVersionResource {
+    GroupVersionResource::new("batch", "v1", "jobs")
+}
 pub fn namespaces() -> GroupVersionResource {
     GroupVersionResource::new("", "v1", "namespaces")
 }

@@ -4,6 +4,7 @@ pub mod clusterroleaggregation;
 pub mod deployment;
 pub mod expectations;
 pub mod garbagecollector;
+pub mod job;
 pub mod namespace;
 pub mod network;
 pub mod podlifecycle;
@@ -21,7 +22,8 @@ use futures::future::BoxFuture;
 use keel_api::Metadata;
 use keel_client::{ApiError, Client, GroupVersionResource, PatchType, Reason};
 use keel_runtime::{
-    Action, Controller, Informer, InformerFactory, ObjectKey, ShardBy, ShardHandle, WatchOptions,
+    Action, Controller, Informer, InformerFactory, ObjectKey, Recorder, ShardBy, ShardHandle,
+    WatchOptions,
 };
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -33,7 +35,7 @@ use crate::config::Config;
 use crate::shutdown::Shutdown;
 
 /// Every controller, by the name `--controllers` uses.
-pub const ALL: [&str; 8] = [
+pub const ALL: [&str; 9] = [
     "replicaset",
     "deployment",
     "podlifecycle",
@@ -42,6 +44,7 @@ pub const ALL: [&str; 8] = [
     "network",
     clusterroleaggregation::NAME,
     serviceaccount::NAME,
+    job::NAME,
 ];
 
 /// What every controller is set up with.
@@ -56,6 +59,9 @@ pub struct Context {
     /// What every reconcile is wrapped in: the shard gate, the reconcile log, the simulated
     /// latency, the per-shard counter.
     pub gate: Gate,
+    /// Events about the objects controllers act on; each controller names itself with
+    /// [`Recorder::for_component`].
+    pub events: Recorder,
 }
 
 impl Context {
@@ -373,6 +379,7 @@ pub fn setup(name: &str, ctx: &Context, registry: &mut Registry) -> Result<Start
         "network" => network::setup(ctx, registry),
         clusterroleaggregation::NAME => clusterroleaggregation::setup(ctx, registry),
         serviceaccount::NAME => serviceaccount::setup(ctx, registry),
+        job::NAME => job::setup(ctx, registry),
         other => Err(SetupError::Unknown(other.to_string())),
     }
 }

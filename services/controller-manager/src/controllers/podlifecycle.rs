@@ -1,8 +1,19 @@
-//! The pod-lifecycle controller: keel has no nodes, so this plays the kubelet. A new Pod becomes
-//! `Running` and `Ready` once `--pod-start-delay` has passed since this controller first saw it;
-//! a Pod marked for deletion (held by finalizers) stops being Ready once `--pod-grace-period`
-//! has passed since its `deletionTimestamp`. Without finalizers the API server removes a
-//! deleted Pod at once (a grace period of 0, keel's default), so there is nothing to stop.
+//! The pod-lifecycle controller: keel has no nodes, so this plays the kubelet, in the spirit of
+//! KWOK's stages.
+//!
+//! - A new Pod becomes `Running` and `Ready` once `--pod-start-delay` has passed since this
+//!   controller first saw it.
+//! - Its containers then run for the Pod's `keel.dev/run-time` annotation (a duration) and exit
+//!   with its `keel.dev/exit-code` (0 by default). Without the annotation a Pod that restarts
+//!   `Always` runs until it is deleted, and one that restarts `Never` or `OnFailure` (a Job's,
+//!   a `helm test` hook) runs for `--pod-run-time`.
+//! - What an exit does follows `restartPolicy`: `Always`, and `OnFailure` after a failure,
+//!   restart the containers in place (`restartCount` counts them; the Pod stays `Running`);
+//!   otherwise the Pod ends `Succeeded` (every exit code 0) or `Failed`.
+//! - A Pod marked for deletion (held by finalizers) stops being Ready once `--pod-grace-period`
+//!   has passed since its `deletionTimestamp`: its containers are killed (137) and it is
+//!   `Failed`. Without finalizers the API server removes a deleted Pod at once (a grace period
+//!   of 0, keel's default), so there is nothing to stop.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -10,7 +21,9 @@ use std::time::{Duration, SystemTime};
 
 use keel_api::Metadata;
 use keel_client::{ApiError, Client, PatchType, Reason};
-use keel_runtime::{Action, Controller, ObjectKey, ShardBy, Store, WorkQueue, enqueue_handler};
+use keel_runtime::{
+    Action, Controller, ObjectKey, Recorder, ShardBy, Store, WorkQueue, enqueue_handler,
+};
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -22,7 +35,9 @@ struct PodLifecycle {
     client: Client,
     pods: Store,
     start_delay: Duration,
+    run_time: Duration,
     grace_period: Duration,
+    events: Recorder,
     /// When each pending Pod (by uid) was first seen; entries leave when the Pod runs or goes.
     /// Bounded by the Pods in the cache.
     first_seen: Mutex<HashMap<String, Instant>>,
@@ -39,7 +54,9 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
         client: ctx.client.clone(),
         pods: informer.store(),
         start_delay: ctx.config.pod_start_delay,
+        run_time: ctx.config.pod_run_time,
         grace_period: ctx.config.pod_grace_period,
+        events: ctx.events.for_component("kubelet"),
         first_seen: Mutex::new(HashMap::new()),
     });
     let controller = Controller::new("podlifecycle", queue)
@@ -89,10 +106,16 @@ impl PodLifecycle {
             self.seen().remove(&uid);
             return self.stop(&pod).await;
         }
-        let phase = pod["status"]["phase"].as_str().unwrap_or("Pending");
-        if phase != "Pending" {
-            self.seen().remove(&uid);
-            return Ok(Action::await_change());
+        match pod["status"]["phase"].as_str().unwrap_or("Pending") {
+            "Pending" => {}
+            "Running" => {
+                self.seen().remove(&uid);
+                return self.run(&pod).await;
+            }
+            _ => {
+                self.seen().remove(&uid);
+                return Ok(Action::await_change());
+            }
         }
         let first = *self.seen().entry(uid.clone()).or_insert_with(Instant::now);
         let due = first + self.start_delay;
@@ -100,14 +123,51 @@ impl PodLifecycle {
         if now < due {
             return Ok(Action::requeue(due - now));
         }
+        let (_, problems) = Behaviour::of(&pod, self.run_time);
+        for problem in problems {
+            self.events.warning(&pod, "InvalidAnnotation", problem);
+        }
         self.patch_status(&pod, running_status(&pod)).await?;
         self.seen().remove(&uid);
         Ok(Action::await_change())
     }
 
+    /// A running Pod's containers exit once they have run their time: restarted in place, or
+    /// the Pod ends.
+    async fn run(&self, pod: &Value) -> Result<Action, ApiError> {
+        let (behaviour, _) = Behaviour::of(pod, self.run_time);
+        let Some(run_for) = behaviour.run_for else {
+            return Ok(Action::await_change());
+        };
+        let now = SystemTime::now();
+        let started = containers_started(pod).unwrap_or(now);
+        let ends = started + run_for;
+        if let Ok(left) = ends.duration_since(now)
+            && !left.is_zero()
+        {
+            return Ok(Action::requeue(left));
+        }
+        let code = behaviour.exit_code;
+        let restart = match pod["spec"]["restartPolicy"].as_str().unwrap_or("Always") {
+            "Never" => false,
+            "OnFailure" => code != 0,
+            _ => true,
+        };
+        let status = if restart {
+            restarted_status(pod, code)
+        } else {
+            terminated_status(pod, code)
+        };
+        self.patch_status(pod, status).await?;
+        Ok(Action::await_change())
+    }
+
     /// A Pod being deleted stops after its grace period: containers terminated, not Ready.
     async fn stop(&self, pod: &Value) -> Result<Action, ApiError> {
-        if pod["status"]["phase"].as_str() == Some("Succeeded") {
+        if matches!(
+            pod["status"]["phase"].as_str(),
+            Some("Succeeded") | Some("Failed")
+        ) {
             return Ok(Action::await_change());
         }
         let since = pod
@@ -180,25 +240,135 @@ fn running_status(pod: &Value) -> Value {
     })
 }
 
-/// The status once every container has ended on deletion.
+/// The status once every container has been killed on deletion: exit code 137, the Pod
+/// `Failed`, as a kubelet reports a Pod deleted while it ran.
 fn stopped_status(pod: &Value) -> Value {
+    terminated_status(pod, 137)
+}
+
+/// How long a Pod's containers run (the annotation; `None`: until deleted) and the code they
+/// exit with.
+pub const RUN_TIME_ANNOTATION: &str = "keel.dev/run-time";
+pub const EXIT_CODE_ANNOTATION: &str = "keel.dev/exit-code";
+
+#[derive(Debug, Clone, PartialEq)]
+struct Behaviour {
+    run_for: Option<Duration>,
+    exit_code: i64,
+}
+
+impl Behaviour {
+    /// What the Pod's annotations ask for, over the defaults; with what in them could not be
+    /// read (the defaults stand in for it).
+    fn of(pod: &Value, default_run_time: Duration) -> (Behaviour, Vec<String>) {
+        let mut problems = Vec::new();
+        let restarts_always = pod["spec"]["restartPolicy"]
+            .as_str()
+            .is_none_or(|p| p == "Always");
+        let default = (!restarts_always).then_some(default_run_time);
+        let run_for = match pod.annotation(RUN_TIME_ANNOTATION) {
+            None => default,
+            Some(text) => match humantime::parse_duration(text.trim()) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    problems.push(format!(
+                        "metadata.annotations[{RUN_TIME_ANNOTATION}]: Invalid value: {text:?}: \
+                         must be a duration such as 30s or 2m ({e})"
+                    ));
+                    default
+                }
+            },
+        };
+        let exit_code = match pod.annotation(EXIT_CODE_ANNOTATION) {
+            None => 0,
+            Some(text) => match text.trim().parse::<i64>() {
+                Ok(n) if (0..=255).contains(&n) => n,
+                _ => {
+                    problems.push(format!(
+                        "metadata.annotations[{EXIT_CODE_ANNOTATION}]: Invalid value: {text:?}: \
+                         must be an exit code from 0 to 255"
+                    ));
+                    0
+                }
+            },
+        };
+        (Behaviour { run_for, exit_code }, problems)
+    }
+}
+
+/// When the containers last (re)started: the latest `state.running.startedAt`.
+fn containers_started(pod: &Value) -> Option<SystemTime> {
+    pod["status"]["containerStatuses"]
+        .as_array()?
+        .iter()
+        .filter_map(|c| c["state"]["running"]["startedAt"].as_str())
+        .filter_map(objects::parse_time)
+        .max()
+}
+
+/// A container's `terminated` state: exited with `code` at `now`, having started at `started`.
+fn terminated(code: i64, started: &Value, now: &str) -> Value {
+    let reason = if code == 0 { "Completed" } else { "Error" };
+    let mut state = json!({"exitCode": code, "reason": reason, "finishedAt": now});
+    if !started.is_null() {
+        state["startedAt"] = started.clone();
+    }
+    json!({"terminated": state})
+}
+
+/// The containers exited and were started again, the Pod still Running.
+fn restarted_status(pod: &Value, code: i64) -> Value {
     let now = objects::now_rfc3339();
+    let old = pod["status"]["containerStatuses"].as_array();
     let statuses: Vec<Value> = containers(pod)
         .map(|c| {
+            let prev = old
+                .and_then(|l| l.iter().find(|s| s["name"] == c["name"]))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let started = &prev["state"]["running"]["startedAt"];
             json!({
                 "name": c["name"], "image": c["image"], "imageID": "",
-                "ready": false, "started": false, "restartCount": 0,
-                "state": {"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": now}},
+                "ready": true, "started": true,
+                "restartCount": prev["restartCount"].as_i64().unwrap_or(0) + 1,
+                "lastState": terminated(code, started, &now),
+                "state": {"running": {"startedAt": now}},
             })
         })
         .collect();
+    json!({"containerStatuses": statuses})
+}
+
+/// Every container exited and none restarts: the Pod has ended.
+fn terminated_status(pod: &Value, code: i64) -> Value {
+    let now = objects::now_rfc3339();
+    let old = pod["status"]["containerStatuses"].as_array();
+    let statuses: Vec<Value> = containers(pod)
+        .map(|c| {
+            let prev = old
+                .and_then(|l| l.iter().find(|s| s["name"] == c["name"]))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let started = &prev["state"]["running"]["startedAt"];
+            json!({
+                "name": c["name"], "image": c["image"], "imageID": "",
+                "ready": false, "started": false,
+                "restartCount": prev["restartCount"].as_i64().unwrap_or(0),
+                "state": terminated(code, started, &now),
+            })
+        })
+        .collect();
+    let done = |kind: &str| {
+        json!({"type": kind, "status": "False", "lastProbeTime": null,
+               "lastTransitionTime": now, "reason": "PodCompleted"})
+    };
     json!({
-        "phase": "Succeeded",
+        "phase": if code == 0 { "Succeeded" } else { "Failed" },
         "conditions": [
             condition("PodScheduled", "True", &now),
             condition("Initialized", "True", &now),
-            condition("ContainersReady", "False", &now),
-            condition("Ready", "False", &now),
+            done("ContainersReady"),
+            done("Ready"),
         ],
         "containerStatuses": statuses,
     })
@@ -221,5 +391,81 @@ mod tests {
         let stopped = json!({"status": stopped_status(&pod)});
         assert!(!objects::pod_is_ready(&stopped));
         assert!(!objects::pod_is_active(&stopped));
+    }
+
+    fn annotated(policy: &str, annotations: Value) -> Value {
+        json!({"metadata": {"annotations": annotations},
+               "spec": {"restartPolicy": policy,
+                        "containers": [{"name": "main", "image": "busybox"}]}})
+    }
+
+    #[test]
+    fn pods_that_restart_always_run_until_deleted_unless_annotated() {
+        let d = Duration::from_secs(1);
+        let (b, problems) = Behaviour::of(&annotated("Always", json!({})), d);
+        assert_eq!((b.run_for, b.exit_code, problems.len()), (None, 0, 0));
+        let (b, _) = Behaviour::of(&annotated("Never", json!({})), d);
+        assert_eq!(b.run_for, Some(d));
+        let (b, _) = Behaviour::of(&annotated("OnFailure", json!({})), d);
+        assert_eq!(b.run_for, Some(d));
+        let (b, problems) = Behaviour::of(
+            &annotated(
+                "Always",
+                json!({RUN_TIME_ANNOTATION: "2m", EXIT_CODE_ANNOTATION: "3"}),
+            ),
+            d,
+        );
+        assert_eq!(b.run_for, Some(Duration::from_secs(120)));
+        assert_eq!((b.exit_code, problems.len()), (3, 0));
+    }
+
+    #[test]
+    fn bad_annotations_are_named_and_the_defaults_stand() {
+        let (b, problems) = Behaviour::of(
+            &annotated(
+                "Never",
+                json!({RUN_TIME_ANNOTATION: "soon", EXIT_CODE_ANNOTATION: "256"}),
+            ),
+            Duration::from_secs(1),
+        );
+        assert_eq!(b.run_for, Some(Duration::from_secs(1)));
+        assert_eq!(b.exit_code, 0);
+        assert_eq!(problems.len(), 2);
+        assert!(
+            problems[0]
+                .starts_with("metadata.annotations[keel.dev/run-time]: Invalid value: \"soon\"")
+        );
+        assert!(problems[1].contains("keel.dev/exit-code"));
+    }
+
+    #[test]
+    fn an_exit_restarts_in_place_or_ends_the_pod() {
+        let mut pod = annotated("OnFailure", json!({}));
+        pod["status"] = running_status(&pod);
+        let started =
+            pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"].clone();
+        assert!(containers_started(&pod).is_some());
+        let again = restarted_status(&pod, 1);
+        let c = &again["containerStatuses"][0];
+        assert_eq!(c["restartCount"], 1);
+        assert_eq!(c["lastState"]["terminated"]["exitCode"], 1);
+        assert_eq!(c["lastState"]["terminated"]["reason"], "Error");
+        assert_eq!(c["lastState"]["terminated"]["startedAt"], started);
+        assert!(c["state"]["running"]["startedAt"].is_string());
+        assert!(again.get("phase").is_none(), "still Running");
+
+        let done = json!({"status": terminated_status(&pod, 0)});
+        assert_eq!(done["status"]["phase"], "Succeeded");
+        assert_eq!(
+            done["status"]["containerStatuses"][0]["state"]["terminated"]["reason"],
+            "Completed"
+        );
+        assert!(!objects::pod_is_ready(&done) && !objects::pod_is_active(&done));
+        let failed = terminated_status(&pod, 2);
+        assert_eq!(failed["phase"], "Failed");
+        assert_eq!(
+            failed["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+            2
+        );
     }
 }

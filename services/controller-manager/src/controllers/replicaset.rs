@@ -365,7 +365,7 @@ impl ReplicaSetController {
     }
 }
 
-fn namespace_terminating(e: &ApiError) -> bool {
+pub(crate) fn namespace_terminating(e: &ApiError) -> bool {
     e.reason == Reason::Forbidden && e.causes.iter().any(|c| c.reason == "NamespaceTerminating")
 }
 
@@ -384,7 +384,7 @@ fn pod_name(base: &str) -> String {
 
 /// Which Pods go first when scaling down, as Kubernetes ranks them: not yet running before
 /// running, not ready before ready, and newer before older.
-fn pods_to_delete(active: &[Arc<Value>], n: usize) -> Vec<Arc<Value>> {
+pub(crate) fn pods_to_delete(active: &[Arc<Value>], n: usize) -> Vec<Arc<Value>> {
     let mut ranked: Vec<Arc<Value>> = active.to_vec();
     ranked.sort_by(|a, b| {
         let rank = |p: &Value| {

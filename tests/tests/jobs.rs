@@ -1,0 +1,383 @@
+//! Jobs and Pods that run to completion, end to end: real etcd, the real `keel-apiserver` and
+//! the real `keel-controller-manager`, whose pod lifecycle ends Pods as their annotations say.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use keel_client::{Client, EventType, ListParams, Metadata, WatchParams, gvr};
+use keel_tests::{ApiServer, ControllerManager, Etcd, eventually};
+use serde_json::{Value, json};
+
+fn jobs() -> keel_client::GroupVersionResource {
+    gvr("batch", "v1", "jobs")
+}
+fn pods() -> keel_client::GroupVersionResource {
+    gvr("", "v1", "pods")
+}
+fn events() -> keel_client::GroupVersionResource {
+    gvr("", "v1", "events")
+}
+
+fn job(name: &str, spec: Value, annotations: Value) -> Value {
+    let mut spec = spec;
+    spec["template"] = json!({
+        "metadata": {"annotations": annotations},
+        "spec": {"restartPolicy": "Never",
+                 "containers": [{"name": "pi", "image": "perl:5.34"}]}
+    });
+    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec})
+}
+
+fn condition(obj: &Value, kind: &str) -> Option<Value> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind && c["status"] == "True")
+        .cloned()
+}
+
+async fn wait_condition(c: &Client, name: &str, kind: &str) -> Value {
+    eventually(
+        Duration::from_secs(60),
+        &format!("job {name} {kind}"),
+        || async {
+            let j = c.get(&jobs(), "default", name).await.ok()?;
+            condition(&j, kind).map(|_| j)
+        },
+    )
+    .await
+}
+
+/// Reasons of the Events about an object, in order of first appearance.
+async fn event_reasons(c: &Client, uid: &str) -> Vec<(String, String, i64)> {
+    let list = c
+        .list(&events(), "default", &ListParams::default())
+        .await
+        .unwrap();
+    let mut out: Vec<(String, String, i64)> = list
+        .items
+        .iter()
+        .filter(|e| e["involvedObject"]["uid"] == uid)
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap_or("").to_string(),
+                e["message"].as_str().unwrap_or("").to_string(),
+                e["count"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Watches the Job's Pods and records the most that were running at once.
+fn watch_most_active(c: Client, selector: String) -> Arc<Mutex<usize>> {
+    let most = Arc::new(Mutex::new(0usize));
+    let m = most.clone();
+    tokio::spawn(async move {
+        let mut running: HashSet<String> = HashSet::new();
+        let params = WatchParams {
+            namespace: "default".into(),
+            label_selector: selector,
+            ..WatchParams::default()
+        };
+        let mut stream = c.watch(&pods(), &params).await.unwrap();
+        while let Some(Ok(ev)) = stream.next().await {
+            let p = &ev.object;
+            let active = ev.kind != EventType::Deleted
+                && !p.is_deleting()
+                && !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
+            if active {
+                running.insert(p.uid().to_string());
+            } else {
+                running.remove(p.uid());
+            }
+            let mut most = m.lock().unwrap();
+            *most = (*most).max(running.len());
+        }
+    });
+    most
+}
+
+#[tokio::test]
+async fn a_job_of_five_completions_two_at_a_time_completes() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let _cm = ControllerManager::start(&[&api], &["--pod-run-time", "300ms"]).await;
+    let c = api.client().await;
+
+    let created = c
+        .create(
+            &jobs(),
+            "default",
+            &job("pi", json!({"completions": 5, "parallelism": 2}), json!({})),
+        )
+        .await
+        .unwrap();
+    let selector = format!("batch.kubernetes.io/controller-uid={}", created.uid());
+    let most = watch_most_active(c.clone(), selector.clone());
+
+    let done = wait_condition(&c, "pi", "Complete").await;
+    assert_eq!(done["status"]["succeeded"], 5);
+    assert_eq!(done["status"]["failed"].as_i64().unwrap_or(0), 0);
+    assert_eq!(done["status"]["active"], 0);
+    assert!(done["status"]["completionTime"].is_string());
+    assert!(done["status"]["startTime"].is_string());
+    assert_eq!(
+        condition(&done, "Complete").unwrap()["reason"],
+        "CompletionsReached"
+    );
+    assert!(condition(&done, "SuccessCriteriaMet").is_some());
+    assert_eq!(done["status"]["uncountedTerminatedPods"], json!({}));
+    assert!(
+        *most.lock().unwrap() <= 2,
+        "more than parallelism ran at once"
+    );
+
+    // Five Pods, each Succeeded, none holding the tracking finalizer any more.
+    let list = c
+        .list(
+            &pods(),
+            "default",
+            &ListParams {
+                label_selector: selector,
+                ..ListParams::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(list.items.len(), 5);
+    for p in &list.items {
+        assert_eq!(p["status"]["phase"], "Succeeded", "{p}");
+        assert!(p.name().starts_with("pi-"));
+        assert!(p.finalizers().is_empty(), "{p}");
+        assert_eq!(
+            p["status"]["containerStatuses"][0]["state"]["terminated"]["reason"],
+            "Completed"
+        );
+    }
+
+    // Kubernetes' events: five creations and one completion.
+    let reasons = eventually(Duration::from_secs(10), "the job's events", || async {
+        let r = event_reasons(&c, created.uid()).await;
+        let creates = r.iter().filter(|(r, _, _)| r == "SuccessfulCreate").count();
+        (creates == 5 && r.iter().any(|(r, _, _)| r == "Completed")).then_some(r)
+    })
+    .await;
+    assert!(
+        reasons
+            .iter()
+            .any(|(r, m, _)| r == "Completed" && m == "Job completed")
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|(r, m, _)| r == "SuccessfulCreate" && m.starts_with("Created pod: pi-"))
+    );
+}
+
+#[tokio::test]
+async fn failures_past_the_backoff_limit_fail_the_job() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let _cm = ControllerManager::start(
+        &[&api],
+        &["--pod-run-time", "100ms", "--job-backoff-base", "200ms"],
+    )
+    .await;
+    let c = api.client().await;
+    let created = c
+        .create(
+            &jobs(),
+            "default",
+            &job(
+                "fails",
+                json!({"backoffLimit": 2}),
+                json!({"keel.dev/exit-code": "3"}),
+            ),
+        )
+        .await
+        .unwrap();
+    let failed = wait_condition(&c, "fails", "Failed").await;
+    // backoffLimit 2: the third failure fails the Job.
+    assert_eq!(failed["status"]["failed"], 3);
+    assert_eq!(failed["status"]["succeeded"].as_i64().unwrap_or(0), 0);
+    let cond = condition(&failed, "Failed").unwrap();
+    assert_eq!(cond["reason"], "BackoffLimitExceeded");
+    assert_eq!(
+        cond["message"],
+        "Job has reached the specified backoff limit"
+    );
+    assert!(condition(&failed, "FailureTarget").is_some());
+    assert!(condition(&failed, "Complete").is_none());
+    let list = c
+        .list(&pods(), "default", &ListParams::default())
+        .await
+        .unwrap();
+    let theirs: Vec<&Value> = list
+        .items
+        .iter()
+        .filter(|p| p.controller_uid() == Some(created.uid()))
+        .collect();
+    assert_eq!(theirs.len(), 3);
+    for p in theirs {
+        assert_eq!(p["status"]["phase"], "Failed");
+        assert_eq!(
+            p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+            3
+        );
+    }
+    eventually(
+        Duration::from_secs(10),
+        "a BackoffLimitExceeded event",
+        || async {
+            event_reasons(&c, created.uid())
+                .await
+                .iter()
+                .any(|(r, _, _)| r == "BackoffLimitExceeded")
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_job_past_its_deadline_fails_and_its_pods_are_deleted() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let _cm = ControllerManager::start(&[&api], &[]).await;
+    let c = api.client().await;
+    let created = c
+        .create(
+            &jobs(),
+            "default",
+            &job(
+                "slow",
+                json!({"parallelism": 2, "completions": 4, "activeDeadlineSeconds": 2}),
+                json!({"keel.dev/run-time": "1h"}),
+            ),
+        )
+        .await
+        .unwrap();
+    let failed = wait_condition(&c, "slow", "Failed").await;
+    assert_eq!(
+        condition(&failed, "Failed").unwrap()["reason"],
+        "DeadlineExceeded"
+    );
+    // The two running Pods were killed, and count as failed.
+    assert_eq!(failed["status"]["failed"], 2);
+    assert_eq!(failed["status"]["active"], 0);
+    eventually(
+        Duration::from_secs(10),
+        "the job's pods deleted",
+        || async {
+            let list = c
+                .list(&pods(), "default", &ListParams::default())
+                .await
+                .ok()?;
+            (!list
+                .items
+                .iter()
+                .any(|p| p.controller_uid() == Some(created.uid())))
+            .then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bare_pods_run_to_completion_by_their_restart_policy() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let _cm = ControllerManager::start(&[&api], &["--pod-run-time", "200ms"]).await;
+    let c = api.client().await;
+    let pod = |name: &str, policy: &str, annotations: Value| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "annotations": annotations},
+               "spec": {"restartPolicy": policy,
+                        "containers": [{"name": "main", "image": "busybox"}]}})
+    };
+    for p in [
+        pod("test-hook", "Never", json!({})),
+        pod("crashes", "Never", json!({"keel.dev/exit-code": "1"})),
+        pod("server", "Always", json!({})),
+        pod(
+            "restarts",
+            "Always",
+            json!({"keel.dev/run-time": "200ms", "keel.dev/exit-code": "1"}),
+        ),
+        pod(
+            "retries",
+            "OnFailure",
+            json!({"keel.dev/run-time": "200ms", "keel.dev/exit-code": "2"}),
+        ),
+    ] {
+        c.create(&pods(), "default", &p).await.unwrap();
+    }
+    let phase = |name: &'static str, want: &'static str| {
+        let c = c.clone();
+        async move {
+            eventually(
+                Duration::from_secs(20),
+                &format!("{name} {want}"),
+                || async {
+                    let p = c.get(&pods(), "default", name).await.ok()?;
+                    (p["status"]["phase"] == want).then_some(p)
+                },
+            )
+            .await
+        }
+    };
+    phase("test-hook", "Succeeded").await;
+    let crashed = phase("crashes", "Failed").await;
+    assert_eq!(
+        crashed["status"]["containerStatuses"][0]["state"]["terminated"]["reason"],
+        "Error"
+    );
+    for name in ["restarts", "retries"] {
+        let p = eventually(
+            Duration::from_secs(20),
+            &format!("{name} restarted twice"),
+            || async {
+                let p = c.get(&pods(), "default", name).await.ok()?;
+                (p["status"]["containerStatuses"][0]["restartCount"].as_i64()? >= 2).then_some(p)
+            },
+        )
+        .await;
+        assert_eq!(p["status"]["phase"], "Running", "{name}");
+        assert!(
+            p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"]
+                .as_i64()
+                .is_some_and(|c| c > 0)
+        );
+    }
+    // A server runs until deleted.
+    let server = phase("server", "Running").await;
+    assert_eq!(server["status"]["containerStatuses"][0]["restartCount"], 0);
+
+    // A bad annotation is named in a Warning event on the Pod, and the default stands.
+    c.create(
+        &pods(),
+        "default",
+        &pod("typo", "Never", json!({"keel.dev/run-time": "soon"})),
+    )
+    .await
+    .unwrap();
+    let typo = phase("typo", "Succeeded").await;
+    eventually(
+        Duration::from_secs(10),
+        "a warning about the annotation",
+        || async {
+            event_reasons(&c, typo.uid())
+                .await
+                .into_iter()
+                .find(|(r, m, _)| r == "InvalidAnnotation" && m.contains("keel.dev/run-time"))
+        },
+    )
+    .await;
+}
