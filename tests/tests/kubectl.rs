@@ -2326,3 +2326,125 @@ async fn an_apply_creates_only_for_a_user_who_may_create() {
     assert!(e.contains("NotFound") || e.contains("not found"), "{e}");
     admin.fails(&["get", "pod", "missing"]);
 }
+
+/// The rollout's story as kubectl tells it: `describe` ends with the Deployment's Events and
+/// `kubectl events --for` lists them, in the controllers' words.
+#[tokio::test]
+async fn describe_and_events_show_a_deployments_rollout() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let _cm = ControllerManager::start(&[&api], &[]).await;
+    let k = Kubectl::new(&api);
+    let f = k.file(
+        "deploy.yaml",
+        &DEPLOYMENT.replace("replicas: 1", "replicas: 2"),
+    );
+    k.ok(&["apply", "-f", path(&f)]);
+    k.ok(&["rollout", "status", "deployment/web", "--timeout", "60s"]);
+    let f = k.file(
+        "deploy.yaml",
+        &DEPLOYMENT
+            .replace("replicas: 1", "replicas: 2")
+            .replace("nginx:1.7.9", "nginx:1.9.1"),
+    );
+    k.ok(&["apply", "-f", path(&f)]);
+    k.ok(&["rollout", "status", "deployment/web", "--timeout", "60s"]);
+
+    // Up from 0 to 2, then the new one up and the old one down to 0.
+    let described = eventually(Duration::from_secs(20), "the rollout's events", || async {
+        let d = k.ok(&["describe", "deployment", "web"]);
+        let scaled = d
+            .lines()
+            .filter(|l| l.contains("ScalingReplicaSet"))
+            .count();
+        (scaled >= 3 && d.contains("from 1 to 0")).then_some(d)
+    })
+    .await;
+    let events = described.split("Events:").nth(1).unwrap_or("");
+    assert!(
+        events.contains("Normal  ScalingReplicaSet")
+            && events.contains("deployment-controller")
+            && events.contains("Scaled up replica set web-")
+            && events.contains("from 0 to 2")
+            && events.contains("Scaled down replica set web-"),
+        "{described}"
+    );
+
+    let listed = k.ok(&["events", "--for", "deployment/web"]);
+    assert!(listed.starts_with("LAST SEEN"), "{listed}");
+    let rows: Vec<&str> = listed
+        .lines()
+        .skip(1)
+        .filter(|l| l.contains("ScalingReplicaSet"))
+        .collect();
+    assert!(rows.len() >= 3, "{listed}");
+    assert!(
+        rows.iter().all(|r| r.contains("Deployment/web")),
+        "{listed}"
+    );
+    // Each ReplicaSet's own events: its Pods created.
+    let rs = k.ok(&["events", "--types", "Normal", "-o", "json"]);
+    let list: Value = serde_json::from_str(&rs).unwrap();
+    assert!(
+        list["items"].as_array().unwrap().iter().any(|e| {
+            e["reason"] == "SuccessfulCreate"
+                && e["involvedObject"]["kind"] == "ReplicaSet"
+                && e["source"]["component"] == "replicaset-controller"
+                && e["message"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("Created pod: web-")
+        }),
+        "{rs}"
+    );
+}
+
+/// A Job waited for as kubectl waits, and Pods chosen by phase.
+#[tokio::test]
+async fn wait_for_a_job_to_complete_and_select_pods_by_phase() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let _cm = ControllerManager::start(&[&api], &["--pod-run-time", "300ms"]).await;
+    let k = Kubectl::new(&api);
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: pi\nspec:\n  completions: 3\n  parallelism: 2\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: pi\n        image: perl:5.34\n";
+    let f = k.file("job.yaml", job);
+    k.ok(&["apply", "-f", path(&f)]);
+    let server = k.file(
+        "server.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: server\nspec:\n  containers:\n  - name: web\n    image: nginx\n",
+    );
+    k.ok(&["apply", "-f", path(&server)]);
+    let waited = k.ok(&[
+        "wait",
+        "--for=condition=complete",
+        "job/pi",
+        "--timeout=60s",
+    ]);
+    assert_eq!(waited, "job.batch/pi condition met\n");
+    let got = k.ok(&["get", "job", "pi"]);
+    let row: Vec<&str> = got.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(&row[..3], ["pi", "Complete", "3/3"], "{got}");
+
+    eventually(Duration::from_secs(20), "the server running", || async {
+        let names = k.ok(&[
+            "get",
+            "pods",
+            "--field-selector",
+            "status.phase=Running",
+            "-o",
+            "name",
+        ]);
+        (names == "pod/server\n").then_some(())
+    })
+    .await;
+    let done = k.ok(&[
+        "get",
+        "pods",
+        "--field-selector",
+        "status.phase=Succeeded",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(done.lines().count(), 3, "{done}");
+    assert!(done.lines().all(|l| l.starts_with("pod/pi-")), "{done}");
+}

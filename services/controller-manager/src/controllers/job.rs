@@ -309,7 +309,10 @@ fn set_condition(conditions: &mut Vec<Value>, new: Value) {
 impl JobController {
     /// Records (`Some`) or forgets (`None`) the revision of this controller's last write.
     fn written(&self, key: ObjectKey, rev: Option<u64>) {
-        let mut w = self.last_written.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut w = self
+            .last_written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         match rev {
             Some(r) => {
                 w.insert(key, r);
@@ -322,7 +325,10 @@ impl JobController {
 
     /// Whether the cache holds this controller's own last write of the Job.
     fn caught_up(&self, key: &ObjectKey, job: &Value) -> bool {
-        let mut w = self.last_written.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut w = self
+            .last_written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         match w.get(key) {
             Some(r) if revision(job) < *r => false,
             Some(_) => {

@@ -15,8 +15,8 @@ use std::time::{Duration, SystemTime};
 use keel_api::Metadata;
 use keel_client::{ApiError, Client, DeleteParams, PatchType, Reason};
 use keel_runtime::{
-    Action, BY_NAMESPACE, Controller, HandlerFns, ObjectKey, ShardBy, Store, WatchOptions,
-    WorkQueue, enqueue_handler,
+    Action, BY_NAMESPACE, Controller, HandlerFns, ObjectKey, Recorder, ShardBy, Store,
+    WatchOptions, WorkQueue, enqueue_handler,
 };
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
@@ -36,6 +36,7 @@ struct ReplicaSetController {
     replicasets: Store,
     pods: Store,
     expectations: Expectations,
+    events: Recorder,
 }
 
 pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError> {
@@ -60,6 +61,7 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
         replicasets: rs_informer.store(),
         pods: pod_informer.store(),
         expectations,
+        events: ctx.events.for_component("replicaset-controller"),
     });
     let controller = Controller::new("replicaset", queue)
         .workers(ctx.config.workers)
@@ -195,13 +197,25 @@ impl ReplicaSetController {
                 remaining -= size;
                 let mut failed = 0;
                 for r in results {
-                    if let Err(e) = r {
-                        failed += 1;
-                        self.expectations.creation_observed(key);
-                        // As Kubernetes: a namespace being deleted refuses new Pods, and the
-                        // ReplicaSet goes with it; that is no error to retry.
-                        if !namespace_terminating(&e) {
-                            first_error.get_or_insert(e);
+                    match r {
+                        Ok(name) => self.events.normal(
+                            rs,
+                            "SuccessfulCreate",
+                            format!("Created pod: {name}"),
+                        ),
+                        Err(e) => {
+                            failed += 1;
+                            self.expectations.creation_observed(key);
+                            // As Kubernetes: a namespace being deleted refuses new Pods, and
+                            // the ReplicaSet goes with it; that is no error to retry.
+                            if !namespace_terminating(&e) {
+                                self.events.warning(
+                                    rs,
+                                    "FailedCreate",
+                                    format!("Error creating: {e}"),
+                                );
+                                first_error.get_or_insert(e);
+                            }
                         }
                     }
                 }
@@ -236,7 +250,10 @@ impl ReplicaSetController {
             let mut first_error = None;
             for (n, r) in names.iter().zip(results) {
                 match r {
-                    Ok(_) => {}
+                    Ok(_) => {
+                        self.events
+                            .normal(rs, "SuccessfulDelete", format!("Deleted pod: {n}"))
+                    }
                     Err(e) if e.reason == Reason::NotFound => {
                         self.expectations.deletion_observed(key, n)
                     }
@@ -254,7 +271,8 @@ impl ReplicaSetController {
         Ok(false)
     }
 
-    async fn create_pod(&self, rs: &Value) -> Result<(), ApiError> {
+    /// Creates a Pod of the template; its name.
+    async fn create_pod(&self, rs: &Value) -> Result<String, ApiError> {
         let template = &rs["spec"]["template"];
         let mut meta = serde_json::Map::new();
         for f in ["labels", "annotations"] {
@@ -270,7 +288,8 @@ impl ReplicaSetController {
         let mut last = None;
         // A clash of random names is rare; three tries make it negligible.
         for _ in 0..3 {
-            meta.insert("name".into(), json!(pod_name(rs.name())));
+            let name = pod_name(rs.name());
+            meta.insert("name".into(), json!(name));
             let pod = json!({
                 "apiVersion": "v1",
                 "kind": "Pod",
@@ -282,7 +301,7 @@ impl ReplicaSetController {
                 .create(&objects::pods(), rs.namespace(), &pod)
                 .await
             {
-                Ok(_) => return Ok(()),
+                Ok(_) => return Ok(name),
                 Err(e) if e.reason == Reason::AlreadyExists => last = Some(e),
                 Err(e) => return Err(e),
             }

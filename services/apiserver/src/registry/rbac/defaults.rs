@@ -285,7 +285,15 @@ pub fn policy_objects() -> Vec<(&'static str, Value)> {
     ];
     // The groups whose objects keel's controllers change (not RBAC, CRDs or admission
     // configuration: a component that may rewrite those may grant itself anything).
-    let workload_groups = ["", "apps", "coordination.k8s.io", "samplecrd.k8s.io"];
+    let workload_groups = [
+        "",
+        "apps",
+        "batch",
+        "coordination.k8s.io",
+        "discovery.k8s.io",
+        "events.k8s.io",
+        "samplecrd.k8s.io",
+    ];
     let roles = [
         cluster_role(
             "cluster-admin",
@@ -304,10 +312,25 @@ pub fn policy_objects() -> Vec<(&'static str, Value)> {
                 rule(&workload_groups, &["*"], &["update", "patch"]),
                 rule(
                     &[""],
-                    &["pods", "events", "configmaps", "serviceaccounts"],
+                    &[
+                        "pods",
+                        "events",
+                        "configmaps",
+                        "serviceaccounts",
+                        "endpoints",
+                        "persistentvolumeclaims",
+                        "nodes",
+                    ],
                     &["create"],
                 ),
-                rule(&["apps"], &["replicasets"], &["create"]),
+                rule(
+                    &["apps"],
+                    &["replicasets", "controllerrevisions"],
+                    &["create"],
+                ),
+                rule(&["batch"], &["jobs"], &["create"]),
+                rule(&["discovery.k8s.io"], &["endpointslices"], &["create"]),
+                rule(&["events.k8s.io"], &["events"], &["create"]),
                 rule(&["coordination.k8s.io"], &["leases"], &["create"]),
                 // The aggregation controller writes the rules of `admin`, `edit`, `view` and
                 // every aggregated ClusterRole, as Kubernetes' clusterrole-aggregation-controller

@@ -27,8 +27,8 @@ use std::time::SystemTime;
 use keel_api::Metadata;
 use keel_client::{ApiError, Client, DeleteParams, PatchType, Reason};
 use keel_runtime::{
-    Action, BY_NAMESPACE, Controller, HandlerFns, ObjectKey, ShardBy, Store, WatchOptions,
-    WorkQueue, enqueue_handler,
+    Action, BY_NAMESPACE, Controller, HandlerFns, ObjectKey, Recorder, ShardBy, Store,
+    WatchOptions, WorkQueue, enqueue_handler,
 };
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
@@ -48,6 +48,7 @@ struct DeploymentController {
     /// This controller's last write of each ReplicaSet, which the cache must hold before
     /// anything is planned from it.
     written: OwnWrites,
+    events: Recorder,
 }
 
 pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError> {
@@ -70,6 +71,7 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
         deployments: d_informer.store(),
         replicasets: rs_informer.store(),
         written: OwnWrites::default(),
+        events: ctx.events.for_component("deployment-controller"),
     });
     let controller = Controller::new("deployment", queue)
         .workers(ctx.config.workers)
@@ -195,9 +197,23 @@ impl DeploymentController {
             }
             Step::Scale(sizes) => {
                 for (rs, size) in sizes {
-                    debug!(deployment = %d.name(), replicaset = %rs.name(), from = objects::spec_replicas(&rs), to = size, "scaling");
-                    self.patch_rs(&rs, PatchType::Merge, rollout::scale_patch(&rs, size))
-                        .await?;
+                    let from = objects::spec_replicas(&rs);
+                    debug!(deployment = %d.name(), replicaset = %rs.name(), from, to = size, "scaling");
+                    if self
+                        .patch_rs(&rs, PatchType::Merge, rollout::scale_patch(&rs, size))
+                        .await?
+                        .is_some()
+                    {
+                        let way = if size > from { "up" } else { "down" };
+                        self.events.normal(
+                            &d,
+                            "ScalingReplicaSet",
+                            format!(
+                                "Scaled {way} replica set {} from {from} to {size}",
+                                rs.name()
+                            ),
+                        );
+                    }
                 }
             }
             Step::Wait => {}
@@ -218,6 +234,14 @@ impl DeploymentController {
         {
             Ok(created) => {
                 self.written.remember(&created);
+                let size = objects::spec_replicas(&created);
+                if size > 0 {
+                    self.events.normal(
+                        d,
+                        "ScalingReplicaSet",
+                        format!("Scaled up replica set {rs_name} from 0 to {size}"),
+                    );
+                }
                 Ok(Arc::new(created))
             }
             Err(e) if e.reason == Reason::AlreadyExists => {
