@@ -2448,3 +2448,48 @@ async fn wait_for_a_job_to_complete_and_select_pods_by_phase() {
     assert_eq!(done.lines().count(), 3, "{done}");
     assert!(done.lines().all(|l| l.starts_with("pod/pi-")), "{done}");
 }
+
+/// `kubectl rollout status` follows a StatefulSet through its creation and a rolling update
+/// (Kubernetes defaults `rollingUpdate.partition` to 0, so kubectl reads it as partitioned).
+#[tokio::test]
+async fn rollout_status_follows_a_statefulset() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let _cm = ControllerManager::start(&[&api], &[]).await;
+    let k = Kubectl::new(&api);
+    let sts = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: web\nspec:\n  replicas: 3\n  serviceName: nginx\n  selector:\n    matchLabels: {app: nginx}\n  template:\n    metadata:\n      labels: {app: nginx}\n    spec:\n      containers:\n      - name: nginx\n        image: nginx:1.7.9\n";
+    let f = k.file("sts.yaml", sts);
+    k.ok(&["apply", "-f", path(&f)]);
+    let status = k.ok(&["rollout", "status", "statefulset/web", "--timeout", "60s"]);
+    assert!(
+        status.contains("partitioned roll out complete: 3 new pods have been updated"),
+        "{status}"
+    );
+    let got = k.ok(&["get", "statefulset", "web"]);
+    let row: Vec<&str> = got.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(&row[..2], ["web", "3/3"], "{got}");
+
+    let f = k.file("sts.yaml", &sts.replace("nginx:1.7.9", "nginx:1.9.1"));
+    k.ok(&["apply", "-f", path(&f)]);
+    let status = k.ok(&["rollout", "status", "statefulset/web", "--timeout", "60s"]);
+    assert!(
+        status.contains("partitioned roll out complete: 3 new pods have been updated"),
+        "{status}"
+    );
+    let history = k.ok(&["rollout", "history", "statefulset/web"]);
+    let revisions: Vec<&str> = history
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| w.parse::<u32>().is_ok())
+        .collect();
+    assert_eq!(revisions, ["1", "2"], "{history}");
+    let images = k.ok(&[
+        "get",
+        "pods",
+        "-l",
+        "app=nginx",
+        "-o",
+        "jsonpath={.items[*].spec.containers[0].image}",
+    ]);
+    assert_eq!(images, "nginx:1.9.1 nginx:1.9.1 nginx:1.9.1");
+}

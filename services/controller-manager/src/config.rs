@@ -5,12 +5,18 @@ use std::time::Duration;
 
 /// keel-controller-manager: the controllers that make declared objects happen.
 #[derive(Debug, Clone, clap::Parser)]
-#[command(name = "keel-controller-manager", version, about)]
+#[command(
+    name = "keel-controller-manager",
+    version,
+    about,
+    args_override_self = true
+)]
 pub struct Config {
     #[command(flatten)]
     pub connect: keel_client::ConnectFlags,
     /// Controllers to run, comma-separated: replicaset, deployment, podlifecycle,
-    /// garbagecollector, namespace, network, clusterroleaggregation, serviceaccount, job;
+    /// garbagecollector, namespace, network, clusterroleaggregation, serviceaccount, job,
+    /// statefulset;
     /// `*` is every one, `-name` leaves one out.
     #[arg(
         long,

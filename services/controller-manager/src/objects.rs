@@ -21,6 +21,15 @@ pub fn deployments() -> GroupVersionResource {
 pub fn jobs() -> GroupVersionResource {
     GroupVersionResource::new("batch", "v1", "jobs")
 }
+pub fn statefulsets() -> GroupVersionResource {
+    GroupVersionResource::new("apps", "v1", "statefulsets")
+}
+pub fn controllerrevisions() -> GroupVersionResource {
+    GroupVersionResource::new("apps", "v1", "controllerrevisions")
+}
+pub fn persistentvolumeclaims() -> GroupVersionResource {
+    GroupVersionResource::new("", "v1", "persistentvolumeclaims")
+}
 pub fn namespaces() -> GroupVersionResource {
     GroupVersionResource::new("", "v1", "namespaces")
 }

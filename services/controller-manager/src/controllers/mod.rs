@@ -10,6 +10,7 @@ pub mod network;
 pub mod podlifecycle;
 pub mod replicaset;
 pub mod serviceaccount;
+pub mod statefulset;
 
 use std::fmt::Display;
 use std::hash::Hash;
@@ -35,7 +36,7 @@ use crate::config::Config;
 use crate::shutdown::Shutdown;
 
 /// Every controller, by the name `--controllers` uses.
-pub const ALL: [&str; 9] = [
+pub const ALL: [&str; 10] = [
     "replicaset",
     "deployment",
     "podlifecycle",
@@ -45,6 +46,7 @@ pub const ALL: [&str; 9] = [
     clusterroleaggregation::NAME,
     serviceaccount::NAME,
     job::NAME,
+    statefulset::NAME,
 ];
 
 /// What every controller is set up with.
@@ -380,6 +382,7 @@ pub fn setup(name: &str, ctx: &Context, registry: &mut Registry) -> Result<Start
         clusterroleaggregation::NAME => clusterroleaggregation::setup(ctx, registry),
         serviceaccount::NAME => serviceaccount::setup(ctx, registry),
         job::NAME => job::setup(ctx, registry),
+        statefulset::NAME => statefulset::setup(ctx, registry),
         other => Err(SetupError::Unknown(other.to_string())),
     }
 }

@@ -1,5 +1,6 @@
-//! Jobs and Pods that run to completion, end to end: real etcd, the real `keel-apiserver` and
-//! the real `keel-controller-manager`, whose pod lifecycle ends Pods as their annotations say.
+//! The workload controllers end to end (Jobs and Pods that run to completion, StatefulSets):
+//! real etcd, the real `keel-apiserver` and the real `keel-controller-manager`, whose pod
+//! lifecycle ends Pods as their annotations say.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -380,4 +381,262 @@ async fn bare_pods_run_to_completion_by_their_restart_policy() {
         },
     )
     .await;
+}
+
+fn statefulsets() -> keel_client::GroupVersionResource {
+    gvr("apps", "v1", "statefulsets")
+}
+
+fn web(replicas: i64, image: &str, partition: i64) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": "nginx",
+            "selector": {"matchLabels": {"app": "nginx"}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": partition}},
+            "template": {
+                "metadata": {"labels": {"app": "nginx"}},
+                "spec": {"containers": [{"name": "nginx", "image": image}]}
+            },
+            "volumeClaimTemplates": [{
+                "metadata": {"name": "www"},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                         "resources": {"requests": {"storage": "1Gi"}}}
+            }]
+        }
+    })
+}
+
+/// Every change to the set's Pods, in order: (event, name, ready) .
+fn record_pod_events(c: Client) -> Arc<Mutex<Vec<(String, String, bool)>>> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    tokio::spawn(async move {
+        let params = WatchParams {
+            namespace: "default".into(),
+            label_selector: "app=nginx".into(),
+            ..WatchParams::default()
+        };
+        let mut stream = c.watch(&pods(), &params).await.unwrap();
+        while let Some(Ok(ev)) = stream.next().await {
+            let p = &ev.object;
+            let ready = p["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            let kind = format!("{:?}", ev.kind);
+            s.lock().unwrap().push((kind, p.name().to_string(), ready));
+        }
+    });
+    seen
+}
+
+async fn set_status(c: &Client, want: impl Fn(&Value) -> bool) -> Value {
+    eventually(
+        Duration::from_secs(60),
+        "the statefulset's status",
+        || async {
+            let s = c.get(&statefulsets(), "default", "web").await.ok()?;
+            let settled = s["status"]["observedGeneration"] == s["metadata"]["generation"];
+            (settled && want(&s)).then_some(s)
+        },
+    )
+    .await
+}
+
+async fn set_pods(c: &Client) -> Vec<Value> {
+    let mut items = c
+        .list(
+            &pods(),
+            "default",
+            &ListParams {
+                label_selector: "app=nginx".into(),
+                ..ListParams::default()
+            },
+        )
+        .await
+        .unwrap()
+        .items;
+    items.sort_by_key(|p| p.name().to_string());
+    items
+}
+
+#[tokio::test]
+async fn a_statefulset_scales_up_and_down_in_order_and_rolls_with_a_partition() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let _cm = ControllerManager::start(&[&api], &["--pod-start-delay", "300ms"]).await;
+    let c = api.client().await;
+    let seen = record_pod_events(c.clone());
+
+    // 0 → 3: web-0, web-1, web-2, each created once the one before it is Ready.
+    c.create(&statefulsets(), "default", &web(0, "nginx:1.7.9", 0))
+        .await
+        .unwrap();
+    set_status(&c, |s| s["status"]["updateRevision"].is_string()).await;
+    c.patch(
+        &statefulsets(),
+        "default",
+        "web",
+        keel_client::PatchType::Merge,
+        &json!({"spec": {"replicas": 3}}),
+    )
+    .await
+    .unwrap();
+    let up = set_status(&c, |s| s["status"]["readyReplicas"] == 3).await;
+    assert_eq!(up["status"]["replicas"], 3);
+    assert_eq!(
+        up["status"]["currentRevision"],
+        up["status"]["updateRevision"]
+    );
+    {
+        let seen = seen.lock().unwrap();
+        let added: Vec<&str> = seen
+            .iter()
+            .filter(|(k, _, _)| k == "Added")
+            .map(|(_, n, _)| n.as_str())
+            .collect();
+        assert_eq!(added, ["web-0", "web-1", "web-2"]);
+        for (before, after) in [("web-0", "web-1"), ("web-1", "web-2")] {
+            let ready_at = seen.iter().position(|(_, n, r)| n == before && *r).unwrap();
+            let added_at = seen
+                .iter()
+                .position(|(k, n, _)| k == "Added" && n == after)
+                .unwrap();
+            assert!(
+                ready_at < added_at,
+                "{after} came before {before} was ready"
+            );
+        }
+    }
+    let pods = set_pods(&c).await;
+    let revision = up["status"]["updateRevision"].as_str().unwrap().to_string();
+    for (i, p) in pods.iter().enumerate() {
+        assert_eq!(p.name(), format!("web-{i}"));
+        assert_eq!(p["spec"]["hostname"], format!("web-{i}"));
+        assert_eq!(p["spec"]["subdomain"], "nginx");
+        assert_eq!(p.label("controller-revision-hash"), Some(revision.as_str()));
+        assert_eq!(
+            p.label("apps.kubernetes.io/pod-index"),
+            Some(i.to_string().as_str())
+        );
+        let claim = format!("www-web-{i}");
+        assert_eq!(
+            p["spec"]["volumes"][0],
+            json!({"name": "www", "persistentVolumeClaim": {"claimName": claim}})
+        );
+        let pvc = c
+            .get(&gvr("", "v1", "persistentvolumeclaims"), "default", &claim)
+            .await
+            .unwrap();
+        assert_eq!(pvc.label("app"), Some("nginx"));
+    }
+    let revisions = c
+        .list(
+            &gvr("apps", "v1", "controllerrevisions"),
+            "default",
+            &ListParams::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(revisions.items.len(), 1);
+    assert_eq!(revisions.items[0].name(), revision);
+    assert_eq!(revisions.items[0]["revision"], 1);
+
+    // A new image with partition 1: web-2 then web-1 are replaced, web-0 keeps the old one.
+    seen.lock().unwrap().clear();
+    c.patch(
+        &statefulsets(),
+        "default",
+        "web",
+        keel_client::PatchType::Merge,
+        &json!({"spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.9.1"}]}},
+                         "updateStrategy": {"rollingUpdate": {"partition": 1}}}}),
+    )
+    .await
+    .unwrap();
+    let rolled = set_status(&c, |s| {
+        s["status"]["updatedReplicas"] == 2 && s["status"]["readyReplicas"] == 3
+    })
+    .await;
+    let update = rolled["status"]["updateRevision"].as_str().unwrap();
+    assert_ne!(update, revision);
+    assert_eq!(rolled["status"]["currentRevision"], revision.as_str());
+    assert_eq!(rolled["status"]["currentReplicas"], 1);
+    let images: Vec<String> = set_pods(&c)
+        .await
+        .iter()
+        .map(|p| {
+            p["spec"]["containers"][0]["image"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(images, ["nginx:1.7.9", "nginx:1.9.1", "nginx:1.9.1"]);
+    {
+        let seen = seen.lock().unwrap();
+        let deleted: Vec<&str> = seen
+            .iter()
+            .filter(|(k, _, _)| k == "Deleted")
+            .map(|(_, n, _)| n.as_str())
+            .collect();
+        assert_eq!(deleted, ["web-2", "web-1"]);
+    }
+
+    // Partition 0 finishes the rollout: the update revision becomes the current one.
+    c.patch(
+        &statefulsets(),
+        "default",
+        "web",
+        keel_client::PatchType::Merge,
+        &json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}}),
+    )
+    .await
+    .unwrap();
+    let done = set_status(&c, |s| {
+        s["status"]["currentRevision"] == s["status"]["updateRevision"]
+    })
+    .await;
+    assert_eq!(done["status"]["updatedReplicas"], 3);
+
+    // 3 → 1: web-2 goes, then web-1; the claims stay.
+    seen.lock().unwrap().clear();
+    c.patch(
+        &statefulsets(),
+        "default",
+        "web",
+        keel_client::PatchType::Merge,
+        &json!({"spec": {"replicas": 1}}),
+    )
+    .await
+    .unwrap();
+    set_status(&c, |s| s["status"]["replicas"] == 1).await;
+    let names: Vec<String> = set_pods(&c)
+        .await
+        .iter()
+        .map(|p| p.name().to_string())
+        .collect();
+    assert_eq!(names, ["web-0"]);
+    {
+        let seen = seen.lock().unwrap();
+        let deleted: Vec<&str> = seen
+            .iter()
+            .filter(|(k, _, _)| k == "Deleted")
+            .map(|(_, n, _)| n.as_str())
+            .collect();
+        assert_eq!(deleted, ["web-2", "web-1"]);
+    }
+    let claims = c
+        .list(
+            &gvr("", "v1", "persistentvolumeclaims"),
+            "default",
+            &ListParams::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(claims.items.len(), 3);
 }
