@@ -640,3 +640,157 @@ async fn a_statefulset_scales_up_and_down_in_order_and_rolls_with_a_partition() 
         .unwrap();
     assert_eq!(claims.items.len(), 3);
 }
+
+fn daemonsets() -> keel_client::GroupVersionResource {
+    gvr("apps", "v1", "daemonsets")
+}
+fn nodes() -> keel_client::GroupVersionResource {
+    gvr("", "v1", "nodes")
+}
+
+/// The DaemonSet's Pods as (node, phase), sorted.
+async fn daemon_pods(c: &Client) -> Vec<(String, String)> {
+    let list = c
+        .list(
+            &pods(),
+            "default",
+            &ListParams {
+                label_selector: "app=agent".into(),
+                ..ListParams::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut out: Vec<(String, String)> = list
+        .items
+        .iter()
+        .filter(|p| !p.is_deleting())
+        .map(|p| {
+            (
+                p["spec"]["nodeName"].as_str().unwrap_or("").to_string(),
+                p["status"]["phase"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn a_daemonset_follows_nodes_added_and_removed() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let agent = json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "agent"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {"nodeSelector": {"kubernetes.io/os": "linux"},
+                         "containers": [{"name": "agent", "image": "fluentd"}]}
+            }
+        }
+    });
+    // No Node: satisfied with no Pod.
+    c.create(&daemonsets(), "default", &agent).await.unwrap();
+    let _empty = ControllerManager::start(&[&api], &[]).await;
+    let ds = eventually(Duration::from_secs(30), "the set observed", || async {
+        let d = c.get(&daemonsets(), "default", "agent").await.ok()?;
+        (d["status"]["observedGeneration"] == 1).then_some(d)
+    })
+    .await;
+    assert_eq!(ds["status"]["desiredNumberScheduled"], 0);
+    assert!(daemon_pods(&c).await.is_empty());
+    drop(_empty);
+
+    // Two simulated Nodes: a Running Pod on each, and their heartbeats.
+    let _cm = ControllerManager::start(&[&api], &["--simulated-nodes", "2"]).await;
+    let want = |nodes: &[&str]| -> Vec<(String, String)> {
+        nodes
+            .iter()
+            .map(|n| (n.to_string(), "Running".to_string()))
+            .collect()
+    };
+    let placed = |nodes: Vec<(String, String)>| {
+        let c = c.clone();
+        async move {
+            eventually(
+                Duration::from_secs(30),
+                &format!("daemon pods on {nodes:?}"),
+                || async { (daemon_pods(&c).await == nodes).then_some(()) },
+            )
+            .await
+        }
+    };
+    placed(want(&["keel-node-0", "keel-node-1"])).await;
+    let node = c.get(&nodes(), "", "keel-node-0").await.unwrap();
+    assert_eq!(node["status"]["conditions"][0]["type"], "Ready");
+    let lease = c
+        .get(
+            &gvr("coordination.k8s.io", "v1", "leases"),
+            "kube-node-lease",
+            "keel-node-1",
+        )
+        .await
+        .unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "keel-node-1");
+
+    // A Node added by hand gets one; a Windows Node and a tainted one do not.
+    for (name, os, taints) in [
+        ("extra", "linux", json!([])),
+        ("win", "windows", json!([])),
+        (
+            "gpu",
+            "linux",
+            json!([{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]),
+        ),
+    ] {
+        c.create(
+            &nodes(),
+            "",
+            &json!({"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": name, "labels": {"kubernetes.io/os": os}},
+                    "spec": {"taints": taints}}),
+        )
+        .await
+        .unwrap();
+    }
+    placed(want(&["extra", "keel-node-0", "keel-node-1"])).await;
+    let ds = eventually(Duration::from_secs(30), "the status counted", || async {
+        let d = c.get(&daemonsets(), "default", "agent").await.ok()?;
+        (d["status"]["numberReady"] == 3).then_some(d)
+    })
+    .await;
+    assert_eq!(ds["status"]["desiredNumberScheduled"], 3);
+    assert_eq!(ds["status"]["currentNumberScheduled"], 3);
+    assert_eq!(ds["status"]["numberMisscheduled"], 0);
+    assert_eq!(ds["status"]["updatedNumberScheduled"], 3);
+
+    // Relabelled out of the selector, then removed: its Pod goes.
+    c.patch(
+        &nodes(),
+        "",
+        "extra",
+        keel_client::PatchType::Merge,
+        &json!({"metadata": {"labels": {"kubernetes.io/os": "plan9"}}}),
+    )
+    .await
+    .unwrap();
+    placed(want(&["keel-node-0", "keel-node-1"])).await;
+    c.patch(
+        &nodes(),
+        "",
+        "extra",
+        keel_client::PatchType::Merge,
+        &json!({"metadata": {"labels": {"kubernetes.io/os": "linux"}}}),
+    )
+    .await
+    .unwrap();
+    placed(want(&["extra", "keel-node-0", "keel-node-1"])).await;
+    c.delete(&nodes(), "", "extra", &keel_client::DeleteParams::default())
+        .await
+        .unwrap();
+    placed(want(&["keel-node-0", "keel-node-1"])).await;
+}

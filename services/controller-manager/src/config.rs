@@ -16,7 +16,7 @@ pub struct Config {
     pub connect: keel_client::ConnectFlags,
     /// Controllers to run, comma-separated: replicaset, deployment, podlifecycle,
     /// garbagecollector, namespace, network, clusterroleaggregation, serviceaccount, job,
-    /// statefulset;
+    /// statefulset, daemonset, simulatednodes;
     /// `*` is every one, `-name` leaves one out.
     #[arg(
         long,
@@ -47,6 +47,10 @@ pub struct Config {
     /// stops it (its containers end and it is no longer Ready).
     #[arg(long, env = "KEEL_POD_GRACE_PERIOD", default_value = "0s", value_parser = humantime::parse_duration)]
     pub pod_grace_period: Duration,
+    /// Register this many simulated Nodes (`keel-node-0`, ...), Ready, with heartbeats
+    /// (Leases in `kube-node-lease`): what DaemonSets run on. 0: none.
+    #[arg(long, env = "KEEL_SIMULATED_NODES", default_value_t = 0)]
+    pub simulated_nodes: u32,
     /// How long a Job's first replacement of a failed Pod waits; each further failure since
     /// the last success doubles it, up to 6 minutes (Kubernetes: 10 s).
     #[arg(long, env = "KEEL_JOB_BACKOFF_BASE", default_value = "10s", value_parser = humantime::parse_duration)]

@@ -24,6 +24,15 @@ pub fn jobs() -> GroupVersionResource {
 pub fn statefulsets() -> GroupVersionResource {
     GroupVersionResource::new("apps", "v1", "statefulsets")
 }
+pub fn daemonsets() -> GroupVersionResource {
+    GroupVersionResource::new("apps", "v1", "daemonsets")
+}
+pub fn nodes() -> GroupVersionResource {
+    GroupVersionResource::new("", "v1", "nodes")
+}
+pub fn leases() -> GroupVersionResource {
+    GroupVersionResource::new("coordination.k8s.io", "v1", "leases")
+}
 pub fn controllerrevisions() -> GroupVersionResource {
     GroupVersionResource::new("apps", "v1", "controllerrevisions")
 }

@@ -1,12 +1,15 @@
 //! The controllers, and how one is chosen by name and set up.
 
 pub mod clusterroleaggregation;
+pub mod daemonset;
 pub mod deployment;
 pub mod expectations;
 pub mod garbagecollector;
+pub mod history;
 pub mod job;
 pub mod namespace;
 pub mod network;
+pub mod nodes;
 pub mod podlifecycle;
 pub mod replicaset;
 pub mod serviceaccount;
@@ -36,7 +39,7 @@ use crate::config::Config;
 use crate::shutdown::Shutdown;
 
 /// Every controller, by the name `--controllers` uses.
-pub const ALL: [&str; 10] = [
+pub const ALL: [&str; 12] = [
     "replicaset",
     "deployment",
     "podlifecycle",
@@ -47,6 +50,8 @@ pub const ALL: [&str; 10] = [
     serviceaccount::NAME,
     job::NAME,
     statefulset::NAME,
+    daemonset::NAME,
+    nodes::NAME,
 ];
 
 /// What every controller is set up with.
@@ -383,6 +388,8 @@ pub fn setup(name: &str, ctx: &Context, registry: &mut Registry) -> Result<Start
         serviceaccount::NAME => serviceaccount::setup(ctx, registry),
         job::NAME => job::setup(ctx, registry),
         statefulset::NAME => statefulset::setup(ctx, registry),
+        daemonset::NAME => daemonset::setup(ctx, registry),
+        nodes::NAME => nodes::setup(ctx, registry),
         other => Err(SetupError::Unknown(other.to_string())),
     }
 }

@@ -5,8 +5,8 @@
 //! - `OrderedReady`: a Pod is created only once every Pod before it is Running and Ready, and
 //!   removed (scaling down, highest ordinal first) only once the ones above it are gone.
 //!   `Parallel`: all at once.
-//! - Revisions are ControllerRevisions (`<set>-<hash>`, the template as a patch, numbered);
-//!   every Pod carries its revision in `controller-revision-hash`. `RollingUpdate` replaces
+//! - Revisions are ControllerRevisions ([`history`]); every Pod carries its revision's name
+//!   in `controller-revision-hash`. `RollingUpdate` replaces
 //!   Pods not at the update revision from the highest ordinal down to `partition`, one at a
 //!   time, each once its successor is Ready; `OnDelete` waits for Pods to be deleted.
 //!   `revisionHistoryLimit` old revisions are kept.
@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use keel_api::Metadata;
-use keel_client::{ApiError, Client, DeleteParams, PatchType, Reason};
+use keel_client::{ApiError, Client, DeleteParams, Reason};
 use keel_runtime::{
     Action, BY_NAMESPACE, Controller, HandlerFns, ObjectKey, Recorder, ShardBy, Store,
     WatchOptions, WorkQueue, enqueue_handler,
@@ -30,8 +30,8 @@ use keel_runtime::{
 use prometheus_client::registry::Registry;
 use serde_json::{Map, Value, json};
 
-use super::deployment::pod_template_hash;
 use super::expectations::Expectations;
+use super::history;
 use super::{Context, SetupError, Start};
 use crate::objects::{self, controller_of};
 
@@ -65,7 +65,7 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
     let expectations = Expectations::default();
     set_informer.add_handler(enqueue_handler(queue.clone()));
     pod_informer.add_handler(pod_handler(queue.clone(), expectations.clone()));
-    revision_informer.add_handler(owner_handler(queue.clone()));
+    revision_informer.add_handler(owner_handler(queue.clone(), "StatefulSet"));
     let this = Arc::new(StatefulSetController {
         client: ctx.client.clone(),
         sets: set_informer.store(),
@@ -111,10 +111,10 @@ fn pod_handler(queue: WorkQueue<ObjectKey>, x: Expectations) -> HandlerFns {
         })
 }
 
-/// Wakes the StatefulSet that controls the object (its ControllerRevisions).
-fn owner_handler(queue: WorkQueue<ObjectKey>) -> HandlerFns {
+/// Wakes the owner of this kind that controls the object (a workload's ControllerRevisions).
+pub(crate) fn owner_handler(queue: WorkQueue<ObjectKey>, kind: &'static str) -> HandlerFns {
     let wake = move |obj: &Value| {
-        if let Some((owner, _)) = controller_of(obj, "StatefulSet") {
+        if let Some((owner, _)) = controller_of(obj, kind) {
             queue.add(owner);
         }
     };
@@ -243,28 +243,6 @@ pub fn plan(set: &Value, pods: &[Arc<Value>], update_revision: &str) -> Vec<Act>
     acts
 }
 
-/// A revision's data: the set's template as a patch that replaces it, as Kubernetes stores it.
-fn revision_data(set: &Value) -> Value {
-    let mut template = set["spec"]["template"].clone();
-    if let Some(t) = template.as_object_mut() {
-        t.insert("$patch".into(), json!("replace"));
-    }
-    json!({"spec": {"template": template}})
-}
-
-/// The template a revision holds.
-fn revision_template(revision: &Value) -> Value {
-    let mut t = revision["data"]["spec"]["template"].clone();
-    if let Some(m) = t.as_object_mut() {
-        m.remove("$patch");
-    }
-    t
-}
-
-fn revision_number(r: &Value) -> i64 {
-    r["revision"].as_i64().unwrap_or(0)
-}
-
 impl StatefulSetController {
     async fn reconcile(&self, key: ObjectKey) -> Result<Action, ApiError> {
         let Some(set) = self.sets.get(&key) else {
@@ -283,8 +261,11 @@ impl StatefulSetController {
         };
         let pods = mine(&self.pods);
         let mut revisions = mine(&self.revisions);
-        revisions.sort_by_key(|r| revision_number(r));
-        let Some(update) = self.update_revision(&set, &mut revisions).await? else {
+        revisions.sort_by_key(|r| history::revision_number(r));
+        let Some(update) =
+            history::update_revision(&self.client, &objects::statefulsets(), &set, &mut revisions)
+                .await?
+        else {
             return Ok(Action::await_change());
         };
         let current = set["status"]["currentRevision"]
@@ -297,94 +278,16 @@ impl StatefulSetController {
             let acts = plan(&set, &pods, update.name());
             self.carry_out(&key, &set, &acts, &current, &update).await?;
         }
-        self.prune(&set, &revisions, &pods, &current, &update)
-            .await?;
+        let in_use = |r: &Value| {
+            r.name() == current.name()
+                || r.name() == update.name()
+                || pods
+                    .iter()
+                    .any(|p| p.label(REVISION_LABEL) == Some(r.name()))
+        };
+        history::prune(&self.client, &set, &revisions, in_use).await?;
         let requeue = self.write_status(&set, &pods, &current, &update).await?;
         Ok(requeue.map_or_else(Action::await_change, Action::requeue))
-    }
-
-    /// The revision of the set's template: found among its revisions (and made the newest if
-    /// it was an old one: a rollback), or created. `None` when a name collision was recorded
-    /// (the set's update brings it back).
-    async fn update_revision(
-        &self,
-        set: &Value,
-        revisions: &mut Vec<Arc<Value>>,
-    ) -> Result<Option<Arc<Value>>, ApiError> {
-        let data = revision_data(set);
-        let latest = revisions.last().map(|r| revision_number(r)).unwrap_or(0);
-        if let Some(same) = revisions.iter().find(|r| r["data"] == data).cloned() {
-            if revision_number(&same) == latest {
-                return Ok(Some(same));
-            }
-            let patch = json!({"revision": latest + 1, "metadata": {"resourceVersion": same.resource_version()}});
-            let bumped = self
-                .client
-                .patch(
-                    &objects::controllerrevisions(),
-                    set.namespace(),
-                    same.name(),
-                    PatchType::Merge,
-                    &patch,
-                )
-                .await?;
-            return Ok(Some(Arc::new(bumped)));
-        }
-        let collisions = set["status"]["collisionCount"].as_i64();
-        let name = format!(
-            "{}-{}",
-            set.name(),
-            pod_template_hash(&data, collisions.filter(|c| *c > 0))
-        );
-        let revision = json!({
-            "apiVersion": "apps/v1", "kind": "ControllerRevision",
-            "metadata": {
-                "name": name, "namespace": set.namespace(),
-                "labels": set["spec"]["template"]["metadata"]["labels"],
-                "ownerReferences": [objects::controller_reference(set)],
-            },
-            "data": data,
-            "revision": latest + 1,
-        });
-        match self
-            .client
-            .create(&objects::controllerrevisions(), set.namespace(), &revision)
-            .await
-        {
-            Ok(created) => {
-                let created = Arc::new(created);
-                revisions.push(created.clone());
-                Ok(Some(created))
-            }
-            Err(e) if e.reason == Reason::AlreadyExists => {
-                let existing = self
-                    .client
-                    .get(&objects::controllerrevisions(), set.namespace(), &name)
-                    .await?;
-                if existing.controller_uid() == Some(set.uid()) && existing["data"] == data {
-                    return Ok(Some(Arc::new(existing)));
-                }
-                let body = json!({"metadata": {"resourceVersion": set.resource_version()},
-                    "status": {"collisionCount": collisions.unwrap_or(0) + 1}});
-                match self
-                    .client
-                    .patch_subresource(
-                        &objects::statefulsets(),
-                        set.namespace(),
-                        set.name(),
-                        "status",
-                        PatchType::Merge,
-                        serde_json::to_vec(&body).unwrap_or_default(),
-                    )
-                    .await
-                {
-                    Ok(_) => Ok(None),
-                    Err(e) if matches!(e.reason, Reason::Conflict | Reason::NotFound) => Ok(None),
-                    Err(e) => Err(e),
-                }
-            }
-            Err(e) => Err(e),
-        }
     }
 
     async fn carry_out(
@@ -443,7 +346,7 @@ impl StatefulSetController {
         revision: &Value,
     ) -> Result<(), ApiError> {
         let pod_name = format!("{}-{ordinal}", set.name());
-        let template = revision_template(revision);
+        let template = history::revision_template(revision);
         let mut labels = template["metadata"]["labels"]
             .as_object()
             .cloned()
@@ -594,48 +497,6 @@ impl StatefulSetController {
             Err(e) if e.reason == Reason::NotFound => Ok(()),
             Err(e) => Err(e),
         }
-    }
-
-    /// Old revisions beyond `revisionHistoryLimit`, oldest first; never the current or update
-    /// revision, nor one a Pod still runs.
-    async fn prune(
-        &self,
-        set: &Value,
-        revisions: &[Arc<Value>],
-        pods: &[Arc<Value>],
-        current: &Value,
-        update: &Value,
-    ) -> Result<(), ApiError> {
-        let limit = usize::try_from(set["spec"]["revisionHistoryLimit"].as_i64().unwrap_or(10))
-            .unwrap_or(0);
-        let live: Vec<&Arc<Value>> = revisions
-            .iter()
-            .filter(|r| r.name() != current.name() && r.name() != update.name())
-            .filter(|r| {
-                !pods
-                    .iter()
-                    .any(|p| p.label(REVISION_LABEL) == Some(r.name()))
-            })
-            .collect();
-        let excess = live.len().saturating_sub(limit);
-        for r in live.into_iter().take(excess) {
-            let params = DeleteParams::default();
-            match self
-                .client
-                .delete(
-                    &objects::controllerrevisions(),
-                    r.namespace(),
-                    r.name(),
-                    &params,
-                )
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.reason == Reason::NotFound => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
     }
 
     /// The status from the cache's Pods; the rollout is complete (the update revision becomes
@@ -809,16 +670,5 @@ mod tests {
         );
         // OnDelete replaces nothing itself.
         assert_eq!(plan(&set(3, "OrderedReady", None), &old, "r2"), []);
-    }
-
-    #[test]
-    fn a_revision_holds_the_template_as_a_replacing_patch() {
-        let s = json!({"spec": {"template": {"metadata": {"labels": {"app": "web"}}, "spec": {}}}});
-        let data = revision_data(&s);
-        assert_eq!(data["spec"]["template"]["$patch"], "replace");
-        assert_eq!(
-            revision_template(&json!({"data": data})),
-            s["spec"]["template"]
-        );
     }
 }
