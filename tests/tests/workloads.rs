@@ -794,3 +794,131 @@ async fn a_daemonset_follows_nodes_added_and_removed() {
         .unwrap();
     placed(want(&["keel-node-0", "keel-node-1"])).await;
 }
+
+fn cronjobs() -> keel_client::GroupVersionResource {
+    gvr("batch", "v1", "cronjobs")
+}
+
+fn cronjob(name: &str, policy: &str, run_time: &str) -> Value {
+    json!({
+        "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": name},
+        "spec": {
+            "schedule": "* * * * *",
+            "concurrencyPolicy": policy,
+            "successfulJobsHistoryLimit": 2,
+            "jobTemplate": {"spec": {"template": {
+                "metadata": {"annotations": {"keel.dev/run-time": run_time}},
+                "spec": {"restartPolicy": "OnFailure",
+                         "containers": [{"name": "hello", "image": "busybox"}]}
+            }}}
+        }
+    })
+}
+
+/// The CronJob's Jobs: (name, finished).
+async fn jobs_of(c: &Client, uid: &str) -> Vec<(String, bool)> {
+    let list = c
+        .list(&jobs(), "default", &ListParams::default())
+        .await
+        .unwrap();
+    list.items
+        .iter()
+        .filter(|j| j.controller_uid() == Some(uid))
+        .map(|j| {
+            let done = condition(j, "Complete").is_some() || condition(j, "Failed").is_some();
+            (j.name().to_string(), done)
+        })
+        .collect()
+}
+
+/// On a clock sixty times faster than real time (`--cronjob-time-scale 60`), a schedule of
+/// every minute fires every second.
+#[tokio::test]
+async fn a_cronjob_fires_on_its_schedule_and_keeps_its_history_limits() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let _cm = ControllerManager::start(
+        &[&api],
+        &["--cronjob-time-scale", "60", "--pod-start-delay", "50ms"],
+    )
+    .await;
+    let c = api.client().await;
+    let every = c
+        .create(&cronjobs(), "default", &cronjob("every", "Allow", "100ms"))
+        .await
+        .unwrap();
+    let forbid = c
+        .create(&cronjobs(), "default", &cronjob("forbid", "Forbid", "1h"))
+        .await
+        .unwrap();
+
+    // Five runs of `every`, each a Job named by its minute, and never more than two
+    // finished ones kept.
+    let creates = eventually(Duration::from_secs(60), "five scheduled jobs", || async {
+        let n = event_reasons(&c, every.uid())
+            .await
+            .iter()
+            .filter(|(r, m, _)| r == "SuccessfulCreate" && m.starts_with("Created job every-"))
+            .count();
+        (n >= 5).then_some(n)
+    })
+    .await;
+    assert!(creates >= 5);
+    let kept = eventually(Duration::from_secs(30), "history within the limits", || async {
+        let jobs = jobs_of(&c, every.uid()).await;
+        let finished = jobs.iter().filter(|(_, done)| *done).count();
+        (finished == 2).then_some(jobs)
+    })
+    .await;
+    for (name, _) in &kept {
+        let minute: u64 = name.strip_prefix("every-").unwrap().parse().unwrap();
+        assert!(minute > 29_000_000, "{name}");
+    }
+    let cj = c.get(&cronjobs(), "default", "every").await.unwrap();
+    assert!(cj["status"]["lastScheduleTime"].is_string(), "{cj}");
+    assert!(cj["status"]["lastSuccessfulTime"].is_string(), "{cj}");
+    let reasons = event_reasons(&c, every.uid()).await;
+    assert!(reasons.iter().any(|(r, m, _)| r == "SawCompletedJob"
+        && m.contains(", status: Complete")));
+    assert!(reasons.iter().any(|(r, m, _)| r == "SuccessfulDelete"
+        && m.starts_with("Deleted job every-")));
+
+    // `Forbid`: the first Job still runs, so no second one starts.
+    let forbid_jobs = jobs_of(&c, forbid.uid()).await;
+    assert_eq!(forbid_jobs.len(), 1, "{forbid_jobs:?}");
+    assert!(!forbid_jobs[0].1);
+    let f = c.get(&cronjobs(), "default", "forbid").await.unwrap();
+    assert_eq!(f["status"]["active"].as_array().map(Vec::len), Some(1), "{f}");
+    assert_eq!(f["status"]["active"][0]["name"], forbid_jobs[0].0.as_str());
+
+    // Suspended: no more Jobs.
+    c.patch(
+        &cronjobs(),
+        "default",
+        "every",
+        keel_client::PatchType::Merge,
+        &json!({"spec": {"suspend": true}}),
+    )
+    .await
+    .unwrap();
+    let before = eventually(Duration::from_secs(10), "the suspension seen", || async {
+        let cj = c.get(&cronjobs(), "default", "every").await.ok()?;
+        (cj["status"].get("active").is_none()).then_some(cj["status"]["lastScheduleTime"].clone())
+    })
+    .await;
+    // Three simulated minutes pass: the schedule does not fire.
+    let mark = c
+        .create(&pods(), "default", &json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "clock", "annotations": {"keel.dev/run-time": "3s"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(20), "three seconds of real time", || async {
+        let p = c.get(&pods(), "default", mark.name()).await.ok()?;
+        (p["status"]["phase"] == "Succeeded").then_some(())
+    })
+    .await;
+    let after = c.get(&cronjobs(), "default", "every").await.unwrap();
+    assert_eq!(after["status"]["lastScheduleTime"], before);
+}

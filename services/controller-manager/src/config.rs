@@ -16,7 +16,7 @@ pub struct Config {
     pub connect: keel_client::ConnectFlags,
     /// Controllers to run, comma-separated: replicaset, deployment, podlifecycle,
     /// garbagecollector, namespace, network, clusterroleaggregation, serviceaccount, job,
-    /// statefulset, daemonset, simulatednodes;
+    /// statefulset, daemonset, simulatednodes, cronjob;
     /// `*` is every one, `-name` leaves one out.
     #[arg(
         long,
@@ -51,6 +51,11 @@ pub struct Config {
     /// (Leases in `kube-node-lease`): what DaemonSets run on. 0: none.
     #[arg(long, env = "KEEL_SIMULATED_NODES", default_value_t = 0)]
     pub simulated_nodes: u32,
+    /// For tests and demonstrations: the CronJob controller's clock runs this many times
+    /// faster than real time from the moment it starts (60: a schedule's minute passes every
+    /// second). 1 is real time.
+    #[arg(long, env = "KEEL_CRONJOB_TIME_SCALE", default_value_t = 1)]
+    pub cronjob_time_scale: u32,
     /// How long a Job's first replacement of a failed Pod waits; each further failure since
     /// the last success doubles it, up to 6 minutes (Kubernetes: 10 s).
     #[arg(long, env = "KEEL_JOB_BACKOFF_BASE", default_value = "10s", value_parser = humantime::parse_duration)]

@@ -18,6 +18,9 @@ pub fn replicasets() -> GroupVersionResource {
 pub fn deployments() -> GroupVersionResource {
     GroupVersionResource::new("apps", "v1", "deployments")
 }
+pub fn cronjobs() -> GroupVersionResource {
+    GroupVersionResource::new("batch", "v1", "cronjobs")
+}
 pub fn jobs() -> GroupVersionResource {
     GroupVersionResource::new("batch", "v1", "jobs")
 }

@@ -1,6 +1,7 @@
 //! The controllers, and how one is chosen by name and set up.
 
 pub mod clusterroleaggregation;
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod expectations;
@@ -39,7 +40,7 @@ use crate::config::Config;
 use crate::shutdown::Shutdown;
 
 /// Every controller, by the name `--controllers` uses.
-pub const ALL: [&str; 12] = [
+pub const ALL: [&str; 13] = [
     "replicaset",
     "deployment",
     "podlifecycle",
@@ -52,6 +53,7 @@ pub const ALL: [&str; 12] = [
     statefulset::NAME,
     daemonset::NAME,
     nodes::NAME,
+    cronjob::NAME,
 ];
 
 /// What every controller is set up with.
@@ -390,6 +392,7 @@ pub fn setup(name: &str, ctx: &Context, registry: &mut Registry) -> Result<Start
         statefulset::NAME => statefulset::setup(ctx, registry),
         daemonset::NAME => daemonset::setup(ctx, registry),
         nodes::NAME => nodes::setup(ctx, registry),
+        cronjob::NAME => cronjob::setup(ctx, registry),
         other => Err(SetupError::Unknown(other.to_string())),
     }
 }
