@@ -865,11 +865,15 @@ async fn a_cronjob_fires_on_its_schedule_and_keeps_its_history_limits() {
     })
     .await;
     assert!(creates >= 5);
-    let kept = eventually(Duration::from_secs(30), "history within the limits", || async {
-        let jobs = jobs_of(&c, every.uid()).await;
-        let finished = jobs.iter().filter(|(_, done)| *done).count();
-        (finished == 2).then_some(jobs)
-    })
+    let kept = eventually(
+        Duration::from_secs(30),
+        "history within the limits",
+        || async {
+            let jobs = jobs_of(&c, every.uid()).await;
+            let finished = jobs.iter().filter(|(_, done)| *done).count();
+            (finished == 2).then_some(jobs)
+        },
+    )
     .await;
     for (name, _) in &kept {
         let minute: u64 = name.strip_prefix("every-").unwrap().parse().unwrap();
@@ -879,17 +883,27 @@ async fn a_cronjob_fires_on_its_schedule_and_keeps_its_history_limits() {
     assert!(cj["status"]["lastScheduleTime"].is_string(), "{cj}");
     assert!(cj["status"]["lastSuccessfulTime"].is_string(), "{cj}");
     let reasons = event_reasons(&c, every.uid()).await;
-    assert!(reasons.iter().any(|(r, m, _)| r == "SawCompletedJob"
-        && m.contains(", status: Complete")));
-    assert!(reasons.iter().any(|(r, m, _)| r == "SuccessfulDelete"
-        && m.starts_with("Deleted job every-")));
+    assert!(
+        reasons
+            .iter()
+            .any(|(r, m, _)| r == "SawCompletedJob" && m.contains(", status: Complete"))
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|(r, m, _)| r == "SuccessfulDelete" && m.starts_with("Deleted job every-"))
+    );
 
     // `Forbid`: the first Job still runs, so no second one starts.
     let forbid_jobs = jobs_of(&c, forbid.uid()).await;
     assert_eq!(forbid_jobs.len(), 1, "{forbid_jobs:?}");
     assert!(!forbid_jobs[0].1);
     let f = c.get(&cronjobs(), "default", "forbid").await.unwrap();
-    assert_eq!(f["status"]["active"].as_array().map(Vec::len), Some(1), "{f}");
+    assert_eq!(
+        f["status"]["active"].as_array().map(Vec::len),
+        Some(1),
+        "{f}"
+    );
     assert_eq!(f["status"]["active"][0]["name"], forbid_jobs[0].0.as_str());
 
     // Suspended: no more Jobs.
@@ -909,16 +923,169 @@ async fn a_cronjob_fires_on_its_schedule_and_keeps_its_history_limits() {
     .await;
     // Three simulated minutes pass: the schedule does not fire.
     let mark = c
-        .create(&pods(), "default", &json!({"apiVersion": "v1", "kind": "Pod",
+        .create(
+            &pods(),
+            "default",
+            &json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "clock", "annotations": {"keel.dev/run-time": "3s"}},
-            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}))
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}),
+        )
         .await
         .unwrap();
-    eventually(Duration::from_secs(20), "three seconds of real time", || async {
-        let p = c.get(&pods(), "default", mark.name()).await.ok()?;
-        (p["status"]["phase"] == "Succeeded").then_some(())
-    })
+    eventually(
+        Duration::from_secs(20),
+        "three seconds of real time",
+        || async {
+            let p = c.get(&pods(), "default", mark.name()).await.ok()?;
+            (p["status"]["phase"] == "Succeeded").then_some(())
+        },
+    )
     .await;
     let after = c.get(&cronjobs(), "default", "every").await.unwrap();
     assert_eq!(after["status"]["lastScheduleTime"], before);
+}
+
+/// (ready IPs, not-ready IPs) of the Service's Endpoints, each sorted.
+async fn endpoint_ips(c: &Client, name: &str) -> Option<(Vec<String>, Vec<String>)> {
+    let ep = c
+        .get(&gvr("", "v1", "endpoints"), "default", name)
+        .await
+        .ok()?;
+    let ips = |f: &str| -> Vec<String> {
+        let mut v: Vec<String> = ep["subsets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| s[f].as_array().cloned().unwrap_or_default())
+            .filter_map(|a| a["ip"].as_str().map(str::to_string))
+            .collect();
+        v.sort();
+        v
+    };
+    Some((ips("addresses"), ips("notReadyAddresses")))
+}
+
+#[tokio::test]
+async fn endpoints_and_slices_follow_pods_readiness() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let _cm = ControllerManager::start(&[&api], &[]).await;
+    let c = api.client().await;
+    c.create(
+        &gvr("", "v1", "services"),
+        "default",
+        &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                "spec": {"selector": {"app": "web"},
+                         "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}}),
+    )
+    .await
+    .unwrap();
+    let pod = |name: &str, annotations: Value| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "labels": {"app": "web"}, "annotations": annotations},
+               "spec": {"containers": [{"name": "web", "image": "nginx",
+                        "ports": [{"name": "http", "containerPort": 8080}]}]}})
+    };
+    c.create(&pods(), "default", &pod("fast", json!({})))
+        .await
+        .unwrap();
+    c.create(
+        &pods(),
+        "default",
+        &pod("slow", json!({"keel.dev/ready-after": "2s"})),
+    )
+    .await
+    .unwrap();
+    let ip = |name: &'static str| {
+        let c = c.clone();
+        async move {
+            eventually(
+                Duration::from_secs(20),
+                &format!("{name}'s address"),
+                || async {
+                    let p = c.get(&pods(), "default", name).await.ok()?;
+                    p["status"]["podIP"].as_str().map(str::to_string)
+                },
+            )
+            .await
+        }
+    };
+    let (fast, slow) = (ip("fast").await, ip("slow").await);
+    assert_ne!(fast, slow);
+    assert!(fast.starts_with("10.244.") && slow.starts_with("10.244."));
+
+    // While `slow` is not Ready it is a not-ready address; then both are ready.
+    eventually(Duration::from_secs(20), "slow not ready yet", || async {
+        (endpoint_ips(&c, "web").await? == (vec![fast.clone()], vec![slow.clone()])).then_some(())
+    })
+    .await;
+    let mut both = vec![fast.clone(), slow.clone()];
+    both.sort();
+    eventually(Duration::from_secs(20), "both ready", || async {
+        (endpoint_ips(&c, "web").await? == (both.clone(), vec![])).then_some(())
+    })
+    .await;
+    let ep = c
+        .get(&gvr("", "v1", "endpoints"), "default", "web")
+        .await
+        .unwrap();
+    assert_eq!(
+        ep["subsets"][0]["ports"],
+        json!([{"name": "http", "port": 8080, "protocol": "TCP"}])
+    );
+    let slices = c
+        .list(
+            &gvr("discovery.k8s.io", "v1", "endpointslices"),
+            "default",
+            &ListParams {
+                label_selector: "kubernetes.io/service-name=web".into(),
+                ..ListParams::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(slices.items.len(), 1);
+    let slice = &slices.items[0];
+    assert_eq!(slice["addressType"], "IPv4");
+    assert_eq!(
+        slice.label("endpointslice.kubernetes.io/managed-by"),
+        Some("endpointslice-controller.k8s.io")
+    );
+    let mut slice_ips: Vec<&str> = slice["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["conditions"]["ready"] == true)
+        .map(|e| e["addresses"][0].as_str().unwrap())
+        .collect();
+    slice_ips.sort();
+    assert_eq!(slice_ips, both);
+
+    // A Pod deleted leaves; a Service deleted takes its Endpoints.
+    c.delete(
+        &pods(),
+        "default",
+        "fast",
+        &keel_client::DeleteParams::default(),
+    )
+    .await
+    .unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "fast gone from the endpoints",
+        || async { (endpoint_ips(&c, "web").await? == (vec![slow.clone()], vec![])).then_some(()) },
+    )
+    .await;
+    c.delete(
+        &gvr("", "v1", "services"),
+        "default",
+        "web",
+        &keel_client::DeleteParams::default(),
+    )
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(20), "the endpoints deleted", || async {
+        endpoint_ips(&c, "web").await.is_none().then_some(())
+    })
+    .await;
 }

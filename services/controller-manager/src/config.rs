@@ -16,7 +16,7 @@ pub struct Config {
     pub connect: keel_client::ConnectFlags,
     /// Controllers to run, comma-separated: replicaset, deployment, podlifecycle,
     /// garbagecollector, namespace, network, clusterroleaggregation, serviceaccount, job,
-    /// statefulset, daemonset, simulatednodes, cronjob;
+    /// statefulset, daemonset, simulatednodes, cronjob, endpoints;
     /// `*` is every one, `-name` leaves one out.
     #[arg(
         long,
@@ -43,6 +43,10 @@ pub struct Config {
     /// exit, unless its `keel.dev/run-time` annotation says otherwise.
     #[arg(long, env = "KEEL_POD_RUN_TIME", default_value = "1s", value_parser = humantime::parse_duration)]
     pub pod_run_time: Duration,
+    /// The network Pods get their addresses from: split into a block per shard, whose holder
+    /// gives each of its Pods the lowest free address, as a node's IPAM does.
+    #[arg(long, env = "KEEL_POD_CIDR", default_value = "10.244.0.0/16")]
+    pub pod_cidr: String,
     /// How long a Pod marked for deletion keeps running before the pod-lifecycle controller
     /// stops it (its containers end and it is no longer Ready).
     #[arg(long, env = "KEEL_POD_GRACE_PERIOD", default_value = "0s", value_parser = humantime::parse_duration)]

@@ -30,6 +30,15 @@ pub fn statefulsets() -> GroupVersionResource {
 pub fn daemonsets() -> GroupVersionResource {
     GroupVersionResource::new("apps", "v1", "daemonsets")
 }
+pub fn services() -> GroupVersionResource {
+    GroupVersionResource::new("", "v1", "services")
+}
+pub fn endpoints() -> GroupVersionResource {
+    GroupVersionResource::new("", "v1", "endpoints")
+}
+pub fn endpointslices() -> GroupVersionResource {
+    GroupVersionResource::new("discovery.k8s.io", "v1", "endpointslices")
+}
 pub fn nodes() -> GroupVersionResource {
     GroupVersionResource::new("", "v1", "nodes")
 }

@@ -4,6 +4,7 @@ pub mod clusterroleaggregation;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod endpoints;
 pub mod expectations;
 pub mod garbagecollector;
 pub mod history;
@@ -11,6 +12,7 @@ pub mod job;
 pub mod namespace;
 pub mod network;
 pub mod nodes;
+pub mod podips;
 pub mod podlifecycle;
 pub mod replicaset;
 pub mod serviceaccount;
@@ -40,7 +42,7 @@ use crate::config::Config;
 use crate::shutdown::Shutdown;
 
 /// Every controller, by the name `--controllers` uses.
-pub const ALL: [&str; 13] = [
+pub const ALL: [&str; 14] = [
     "replicaset",
     "deployment",
     "podlifecycle",
@@ -54,6 +56,7 @@ pub const ALL: [&str; 13] = [
     daemonset::NAME,
     nodes::NAME,
     cronjob::NAME,
+    endpoints::NAME,
 ];
 
 /// What every controller is set up with.
@@ -393,6 +396,7 @@ pub fn setup(name: &str, ctx: &Context, registry: &mut Registry) -> Result<Start
         daemonset::NAME => daemonset::setup(ctx, registry),
         nodes::NAME => nodes::setup(ctx, registry),
         cronjob::NAME => cronjob::setup(ctx, registry),
+        endpoints::NAME => endpoints::setup(ctx, registry),
         other => Err(SetupError::Unknown(other.to_string())),
     }
 }

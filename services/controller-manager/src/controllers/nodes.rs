@@ -76,7 +76,7 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
 
 /// What a simulated Node looks like: Ready, with an internal address and a kubelet's
 /// capacity.
-fn node(name: &str, index: u32) -> Value {
+fn node(name: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {
@@ -85,7 +85,7 @@ fn node(name: &str, index: u32) -> Value {
             "kubernetes.io/arch": "amd64",
             "node.keel.dev/simulated": "true",
         }},
-        "spec": {"podCIDR": format!("10.244.{}.0/24", index % 256)},
+        "spec": {},
     })
 }
 
@@ -128,7 +128,7 @@ impl Nodes {
             .unwrap_or(0);
         let node = match self.nodes.get(&key) {
             Some(n) => (*n).clone(),
-            None => self.register(&key.name, index).await?,
+            None => self.register(&key.name).await?,
         };
         if node["status"]["conditions"]
             .as_array()
@@ -150,12 +150,8 @@ impl Nodes {
         Ok(Action::await_change())
     }
 
-    async fn register(&self, name: &str, index: u32) -> Result<Value, ApiError> {
-        match self
-            .client
-            .create(&objects::nodes(), "", &node(name, index))
-            .await
-        {
+    async fn register(&self, name: &str) -> Result<Value, ApiError> {
+        match self.client.create(&objects::nodes(), "", &node(name)).await {
             Ok(n) => Ok(n),
             Err(e) if e.reason == Reason::AlreadyExists => {
                 self.client.get(&objects::nodes(), "", name).await
@@ -230,7 +226,7 @@ mod tests {
 
     #[test]
     fn simulated_nodes_are_ready_and_addressed() {
-        let n = node(&node_name(3), 3);
+        let n = node(&node_name(3));
         assert_eq!(n["metadata"]["name"], "keel-node-3");
         assert_eq!(
             n["metadata"]["labels"]["kubernetes.io/hostname"],

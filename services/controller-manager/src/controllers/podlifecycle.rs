@@ -2,7 +2,8 @@
 //! KWOK's stages.
 //!
 //! - A new Pod becomes `Running` and `Ready` once `--pod-start-delay` has passed since this
-//!   controller first saw it.
+//!   controller first saw it, with an address of `--pod-cidr` ([`super::podips`]); Ready only
+//!   after its `keel.dev/ready-after` annotation (a duration), if it has one.
 //! - Its containers then run for the Pod's `keel.dev/run-time` annotation (a duration) and exit
 //!   with its `keel.dev/exit-code` (0 by default). Without the annotation a Pod that restarts
 //!   `Always` runs until it is deleted, and one that restarts `Never` or `OnFailure` (a Job's,
@@ -28,6 +29,7 @@ use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::podips::{PodCidr, PodIps};
 use super::{Context, SetupError, Start};
 use crate::objects;
 
@@ -38,6 +40,8 @@ struct PodLifecycle {
     run_time: Duration,
     grace_period: Duration,
     events: Recorder,
+    ips: PodIps,
+    shards: keel_runtime::ShardHandle,
     /// When each pending Pod (by uid) was first seen; entries leave when the Pod runs or goes.
     /// Bounded by the Pods in the cache.
     first_seen: Mutex<HashMap<String, Instant>>,
@@ -57,6 +61,11 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
         run_time: ctx.config.pod_run_time,
         grace_period: ctx.config.pod_grace_period,
         events: ctx.events.for_component("kubelet"),
+        ips: PodIps::new(
+            PodCidr::parse(&ctx.config.pod_cidr, ctx.config.shards)
+                .map_err(|e| SetupError::failed("podlifecycle", e))?,
+        ),
+        shards: ctx.shards.clone(),
         first_seen: Mutex::new(HashMap::new()),
     });
     let controller = Controller::new("podlifecycle", queue)
@@ -123,24 +132,49 @@ impl PodLifecycle {
         if now < due {
             return Ok(Action::requeue(due - now));
         }
-        let (_, problems) = Behaviour::of(&pod, self.run_time);
+        let (behaviour, problems) = Behaviour::of(&pod, self.run_time);
         for problem in problems {
             self.events.warning(&pod, "InvalidAnnotation", problem);
         }
-        self.patch_status(&pod, running_status(&pod)).await?;
+        let shard = self.shards.shard_of_object(&pod, ShardBy::Owner);
+        let ip = self.ips.assign(&pod, shard, &self.pods.list());
+        if ip.is_none() {
+            self.events.warning(
+                &pod,
+                "FailedCreatePodSandBox",
+                "no free address in this shard's block of --pod-cidr",
+            );
+        }
+        let ready = behaviour.ready_after.is_zero();
+        self.patch_status(&pod, running_status(&pod, ip, ready))
+            .await?;
         self.seen().remove(&uid);
-        Ok(Action::await_change())
+        Ok(if ready {
+            Action::await_change()
+        } else {
+            Action::requeue(behaviour.ready_after)
+        })
     }
 
     /// A running Pod's containers exit once they have run their time: restarted in place, or
     /// the Pod ends.
     async fn run(&self, pod: &Value) -> Result<Action, ApiError> {
         let (behaviour, _) = Behaviour::of(pod, self.run_time);
+        let now = SystemTime::now();
+        let started = containers_started(pod).unwrap_or(now);
+        if !objects::pod_is_ready(pod) && !behaviour.ready_after.is_zero() {
+            let ready_at = started + behaviour.ready_after;
+            if let Ok(left) = ready_at.duration_since(now)
+                && !left.is_zero()
+            {
+                return Ok(Action::requeue(left));
+            }
+            self.patch_status(pod, ready_status(pod)).await?;
+            return Ok(Action::await_change());
+        }
         let Some(run_for) = behaviour.run_for else {
             return Ok(Action::await_change());
         };
-        let now = SystemTime::now();
-        let started = containers_started(pod).unwrap_or(now);
         let ends = started + run_for;
         if let Ok(left) = ends.duration_since(now)
             && !left.is_zero()
@@ -214,30 +248,60 @@ fn condition(kind: &str, status: &str, now: &str) -> Value {
     json!({"type": kind, "status": status, "lastProbeTime": null, "lastTransitionTime": now})
 }
 
-/// The status a kubelet reports once every container has started.
-fn running_status(pod: &Value) -> Value {
+/// The status a kubelet reports once every container has started, at address `ip`; Ready
+/// or not yet (`keel.dev/ready-after`).
+fn running_status(pod: &Value, ip: Option<std::net::Ipv4Addr>, ready: bool) -> Value {
     let now = objects::now_rfc3339();
+    let is_ready = if ready { "True" } else { "False" };
     let statuses: Vec<Value> = containers(pod)
         .map(|c| {
             json!({
                 "name": c["name"], "image": c["image"], "imageID": "",
-                "ready": true, "started": true, "restartCount": 0,
+                "ready": ready, "started": true, "restartCount": 0,
                 "state": {"running": {"startedAt": now}},
             })
         })
         .collect();
-    json!({
+    let mut status = json!({
         "phase": "Running",
         "startTime": now,
         "hostIP": "127.0.0.1",
+        "hostIPs": [{"ip": "127.0.0.1"}],
         "conditions": [
             condition("PodScheduled", "True", &now),
             condition("Initialized", "True", &now),
-            condition("ContainersReady", "True", &now),
-            condition("Ready", "True", &now),
+            condition("ContainersReady", is_ready, &now),
+            condition("Ready", is_ready, &now),
         ],
         "containerStatuses": statuses,
-    })
+    });
+    if let Some(ip) = ip {
+        status["podIP"] = json!(ip.to_string());
+        status["podIPs"] = json!([{"ip": ip.to_string()}]);
+    }
+    status
+}
+
+/// A running Pod's containers have become ready.
+fn ready_status(pod: &Value) -> Value {
+    let now = objects::now_rfc3339();
+    let mut conditions: Vec<Value> = pod["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for c in &mut conditions {
+        if matches!(c["type"].as_str(), Some("Ready") | Some("ContainersReady")) {
+            *c = condition(c["type"].as_str().unwrap_or(""), "True", &now);
+        }
+    }
+    let mut statuses: Vec<Value> = pod["status"]["containerStatuses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for c in &mut statuses {
+        c["ready"] = json!(true);
+    }
+    json!({"conditions": conditions, "containerStatuses": statuses})
 }
 
 /// The status once every container has been killed on deletion: exit code 137, the Pod
@@ -250,11 +314,14 @@ fn stopped_status(pod: &Value) -> Value {
 /// exit with.
 pub const RUN_TIME_ANNOTATION: &str = "keel.dev/run-time";
 pub const EXIT_CODE_ANNOTATION: &str = "keel.dev/exit-code";
+/// How long after its containers start a Pod becomes Ready (a readiness probe's delay).
+pub const READY_AFTER_ANNOTATION: &str = "keel.dev/ready-after";
 
 #[derive(Debug, Clone, PartialEq)]
 struct Behaviour {
     run_for: Option<Duration>,
     exit_code: i64,
+    ready_after: Duration,
 }
 
 impl Behaviour {
@@ -292,7 +359,24 @@ impl Behaviour {
                 }
             },
         };
-        (Behaviour { run_for, exit_code }, problems)
+        let ready_after = match pod.annotation(READY_AFTER_ANNOTATION) {
+            None => Duration::ZERO,
+            Some(text) => humantime::parse_duration(text.trim()).unwrap_or_else(|e| {
+                problems.push(format!(
+                    "metadata.annotations[{READY_AFTER_ANNOTATION}]: Invalid value: {text:?}: \
+                     must be a duration such as 30s or 2m ({e})"
+                ));
+                Duration::ZERO
+            }),
+        };
+        (
+            Behaviour {
+                run_for,
+                exit_code,
+                ready_after,
+            },
+            problems,
+        )
     }
 }
 
@@ -381,7 +465,13 @@ mod tests {
     #[test]
     fn running_pods_are_ready_and_stopped_ones_are_not() {
         let pod = json!({"spec": {"containers": [{"name": "nginx", "image": "nginx:1.7.9"}]}});
-        let running = json!({"status": running_status(&pod)});
+        let ip = Some(std::net::Ipv4Addr::new(10, 244, 0, 1));
+        let running = json!({"status": running_status(&pod, ip, true)});
+        assert_eq!(running["status"]["podIP"], "10.244.0.1");
+        let starting = json!({"status": running_status(&pod, ip, false)});
+        assert!(!objects::pod_is_ready(&starting));
+        let later = json!({"status": ready_status(&starting)});
+        assert!(objects::pod_is_ready(&later));
         assert!(objects::pod_is_ready(&running));
         assert!(objects::pod_is_active(&running));
         assert_eq!(
@@ -441,7 +531,7 @@ mod tests {
     #[test]
     fn an_exit_restarts_in_place_or_ends_the_pod() {
         let mut pod = annotated("OnFailure", json!({}));
-        pod["status"] = running_status(&pod);
+        pod["status"] = running_status(&pod, None, true);
         let started =
             pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"].clone();
         assert!(containers_started(&pod).is_some());
