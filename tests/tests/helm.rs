@@ -223,3 +223,44 @@ async fn helm_installs_upgrades_rolls_back_and_uninstalls_the_scaffold_chart() {
     .await;
     assert!(helm.ok(&["list", "-q"]).trim().is_empty());
 }
+
+/// A post-install hook Job, as charts use for migrations: the install waits for it to
+/// complete, and `helm test` runs the scaffold's own test Pod to `Succeeded`.
+#[tokio::test]
+async fn a_hook_job_completes_and_helm_test_passes() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let _cm = ControllerManager::start(&[&api], &[]).await;
+    let c = api.client().await;
+    let helm = Helm::new(&api);
+    helm.ok(&["create", "demo"]);
+    std::fs::write(
+        helm.dir.path().join("demo/templates/migrate.yaml"),
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {{ include \"demo.fullname\" . }}-migrate\n  annotations:\n    helm.sh/hook: post-install\n    helm.sh/hook-weight: \"0\"\nspec:\n  backoffLimit: 1\n  template:\n    metadata:\n      annotations:\n        keel.dev/run-time: 2s\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: migrate\n        image: busybox\n        command: [\"sh\", \"-c\", \"echo migrated\"]\n",
+    )
+    .unwrap();
+    let out = helm.ok(&[
+        "install",
+        "demo",
+        "./demo",
+        "--wait",
+        "--wait-for-jobs",
+        "--timeout",
+        "120s",
+    ]);
+    assert!(out.contains("STATUS: deployed"), "{out}");
+    let job = c
+        .get(&gvr("batch", "v1", "jobs"), "default", "demo-migrate")
+        .await
+        .unwrap();
+    assert_eq!(job["status"]["succeeded"], 1, "{job}");
+
+    let out = helm.ok(&["test", "demo", "--timeout", "60s"]);
+    assert!(out.contains("TEST SUITE:     demo-test-connection"), "{out}");
+    assert!(out.contains("Phase:          Succeeded"), "{out}");
+    let pod = c
+        .get(&gvr("", "v1", "pods"), "default", "demo-test-connection")
+        .await
+        .unwrap();
+    assert_eq!(pod["status"]["phase"], "Succeeded");
+}
