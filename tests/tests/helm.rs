@@ -256,7 +256,10 @@ async fn a_hook_job_completes_and_helm_test_passes() {
     assert_eq!(job["status"]["succeeded"], 1, "{job}");
 
     let out = helm.ok(&["test", "demo", "--timeout", "60s"]);
-    assert!(out.contains("TEST SUITE:     demo-test-connection"), "{out}");
+    assert!(
+        out.contains("TEST SUITE:     demo-test-connection"),
+        "{out}"
+    );
     assert!(out.contains("Phase:          Succeeded"), "{out}");
     let pod = c
         .get(&gvr("", "v1", "pods"), "default", "demo-test-connection")

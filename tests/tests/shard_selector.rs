@@ -211,3 +211,193 @@ async fn an_exact_list_is_the_state_at_that_revision_and_bad_selectors_are_refus
         assert_eq!(e.reason, Reason::BadRequest, "{p:?}: {e}");
     }
 }
+
+/// The field selectors Kubernetes serves beyond metadata, with its field labels (an Event's
+/// `source`, a Job's `status.successful`) and its zero values (`spec.unschedulable=false` of a
+/// Node that never set it), on List, on Watch and on a shard-filtered watch.
+#[tokio::test]
+async fn kubernetes_field_selectors_on_list_watch_and_shard_watches() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let cases: Vec<(keel_client::GroupVersionResource, &str, Value, Value, &str)> = vec![
+        (
+            gvr("", "v1", "events"),
+            "default",
+            json!({"involvedObject": {"kind": "Pod", "name": "p"}, "reason": "R",
+                   "source": {"component": "kubelet"}}),
+            json!({"involvedObject": {"kind": "Pod", "name": "p"}, "reason": "R",
+                   "source": {"component": "job-controller"}}),
+            "source=kubelet",
+        ),
+        (
+            gvr("", "v1", "secrets"),
+            "default",
+            json!({"type": "kubernetes.io/tls", "data": {"tls.crt": "", "tls.key": ""}}),
+            json!({"type": "Opaque"}),
+            "type=kubernetes.io/tls",
+        ),
+        (
+            gvr("", "v1", "nodes"),
+            "",
+            json!({"spec": {}}),
+            json!({"spec": {"unschedulable": true}}),
+            "spec.unschedulable=false",
+        ),
+        (
+            gvr("batch", "v1", "jobs"),
+            "default",
+            json!({"spec": {"template": {"spec": {"restartPolicy": "Never",
+                   "containers": [{"name": "c", "image": "i"}]}}}}),
+            json!({"spec": {"template": {"spec": {"restartPolicy": "Never",
+                   "containers": [{"name": "c", "image": "i"}]}}}}),
+            "status.successful=0",
+        ),
+        (
+            gvr("apps", "v1", "replicasets"),
+            "default",
+            json!({"spec": {"replicas": 0, "selector": {"matchLabels": {"a": "b"}},
+                   "template": {"metadata": {"labels": {"a": "b"}},
+                                "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+            json!({"spec": {"replicas": 0, "selector": {"matchLabels": {"a": "b"}},
+                   "template": {"metadata": {"labels": {"a": "b"}},
+                                "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+            "status.replicas=0",
+        ),
+    ];
+    for (g, ns, matching, other, selector) in cases {
+        let kind = g.resource.clone();
+        // A watch opened first sees the matching object arrive, and only it.
+        let all = WatchParams {
+            namespace: ns.into(),
+            field_selector: selector.into(),
+            ..WatchParams::default()
+        };
+        let sharded = WatchParams {
+            shard: shards(1, &[0], false),
+            ..all.clone()
+        };
+        let mut plain = c.watch(&g, &all).await.unwrap();
+        let mut in_shard = c.watch(&g, &sharded).await.unwrap();
+        let named = |mut body: Value, name: &str| {
+            body["metadata"] = json!({"name": name});
+            body
+        };
+        c.create(&g, ns, &named(matching, "yes")).await.unwrap();
+        c.create(&g, ns, &named(other, "no")).await.unwrap();
+        if kind == "jobs" || kind == "replicasets" {
+            // The other one moves away from the zero value through its status.
+            let field = if kind == "jobs" {
+                "succeeded"
+            } else {
+                "replicas"
+            };
+            c.patch_subresource(
+                &g,
+                ns,
+                "no",
+                "status",
+                PatchType::Merge,
+                serde_json::to_vec(&json!({"status": {field: 2}})).unwrap(),
+            )
+            .await
+            .unwrap();
+        }
+        let list = c
+            .list(
+                &g,
+                ns,
+                &ListParams {
+                    field_selector: selector.into(),
+                    ..ListParams::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            names(&list.items),
+            BTreeSet::from(["yes".to_string()]),
+            "{kind} {selector}"
+        );
+        // `no` of a Job or ReplicaSet matched until its status moved: it comes and goes.
+        let moves = kind == "jobs" || kind == "replicasets";
+        for stream in [&mut plain, &mut in_shard] {
+            let mut seen = Vec::new();
+            while seen.len() < if moves { 3 } else { 1 } {
+                let ev = tokio::time::timeout(Duration::from_secs(10), stream.next())
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .unwrap();
+                seen.push((
+                    ev.kind,
+                    ev.object["metadata"]["name"].as_str().unwrap().to_string(),
+                ));
+            }
+            let yes = (EventType::Added, "yes".to_string());
+            if moves {
+                let no = [
+                    (EventType::Added, "no".to_string()),
+                    (EventType::Deleted, "no".to_string()),
+                ];
+                assert!(
+                    seen.contains(&yes) && no.iter().all(|e| seen.contains(e)),
+                    "{kind}: {seen:?}"
+                );
+            } else {
+                assert_eq!(seen, [yes], "{kind}");
+            }
+        }
+        // A change that takes `yes` out of the selector is its DELETED.
+        let (field_patch, sub) = match kind.as_str() {
+            "events" => (json!({"source": {"component": "other"}}), ""),
+            "secrets" => (json!({"metadata": {"labels": {"x": "y"}}}), ""),
+            "nodes" => (json!({"spec": {"unschedulable": true}}), ""),
+            "jobs" => (json!({"status": {"succeeded": 1}}), "status"),
+            _ => (json!({"status": {"replicas": 1}}), "status"),
+        };
+        if kind == "secrets" {
+            // A Secret's type cannot change: delete it instead.
+            c.delete(&g, ns, "yes", &Default::default()).await.unwrap();
+        } else {
+            c.patch_subresource(
+                &g,
+                ns,
+                "yes",
+                sub,
+                PatchType::Merge,
+                serde_json::to_vec(&field_patch).unwrap(),
+            )
+            .await
+            .unwrap();
+        }
+        for stream in [&mut plain, &mut in_shard] {
+            let ev = tokio::time::timeout(Duration::from_secs(10), stream.next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            assert_eq!(ev.kind, EventType::Deleted, "{kind}");
+            assert_eq!(ev.object["metadata"]["name"], "yes", "{kind}");
+        }
+    }
+    // A label Kubernetes does not serve for the kind is refused, naming the supported ones.
+    let err = c
+        .list(
+            &gvr("", "v1", "secrets"),
+            "default",
+            &ListParams {
+                field_selector: "spec.unschedulable=true".into(),
+                ..ListParams::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason, Reason::BadRequest);
+    assert!(
+        err.message
+            .contains("field label not supported: spec.unschedulable"),
+        "{}",
+        err.message
+    );
+}

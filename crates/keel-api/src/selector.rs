@@ -200,6 +200,7 @@ impl FieldSelector {
             .iter()
             .map(|(field, _, _)| field.as_str())
             .filter(|f| !METADATA_FIELDS.contains(f))
+            .map(|f| field_label(f).0)
             .collect();
         // The kind's own fields, read at once, in the requirements' order.
         let mut own = if own.is_empty() {
@@ -212,11 +213,34 @@ impl FieldSelector {
             let same = match field.as_str() {
                 "metadata.name" => obj.name() == value,
                 "metadata.namespace" => obj.namespace() == value,
-                _ => own.next().flatten().unwrap_or_default() == *value,
+                label => match own.next().flatten() {
+                    Some(v) => v == *value,
+                    None => field_label(label).1 == value,
+                },
             };
             same == *equal
         })
     }
+}
+
+/// Field labels that are not the JSON path of their value, or whose absent value Kubernetes
+/// prints as something else than `""` (its field-label functions format a zero `int32` or
+/// `bool`): (label, path, value when absent).
+const FIELD_LABELS: [(&str, &str, &str); 4] = [
+    // An Event's `source` is its `source.component`.
+    ("source", "source.component", ""),
+    // A Job's `status.successful` is its `status.succeeded`.
+    ("status.successful", "status.succeeded", "0"),
+    ("status.replicas", "status.replicas", "0"),
+    ("spec.unschedulable", "spec.unschedulable", "false"),
+];
+
+/// The JSON path a field label reads, and what an absent value compares as.
+pub fn field_label(label: &str) -> (&str, &str) {
+    FIELD_LABELS
+        .iter()
+        .find(|(l, _, _)| *l == label)
+        .map_or((label, ""), |(_, path, absent)| (*path, *absent))
 }
 
 /// A `LabelSelector` object in the syntax of `-l` and of List requests ("": everything).
@@ -342,6 +366,30 @@ mod tests {
             !FieldSelector::parse("metadata.name!=a", &[])
                 .unwrap()
                 .matches_object(&o)
+        );
+    }
+
+    #[test]
+    fn field_labels_read_kubernetes_paths_and_zero_values() {
+        let sel = |s: &str, fields: &[&str]| {
+            let fields: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+            FieldSelector::parse(s, &fields).unwrap()
+        };
+        let obj = |v: serde_json::Value| crate::Object::from_value(v).unwrap();
+        let event = obj(serde_json::json!({"source": {"component": "kubelet"}}));
+        assert!(sel("source=kubelet", &["source"]).matches_object(&event));
+        assert!(!sel("source=job-controller", &["source"]).matches_object(&event));
+        let node = obj(serde_json::json!({"spec": {}}));
+        assert!(sel("spec.unschedulable=false", &["spec.unschedulable"]).matches_object(&node));
+        let cordoned = obj(serde_json::json!({"spec": {"unschedulable": true}}));
+        assert!(sel("spec.unschedulable=true", &["spec.unschedulable"]).matches_object(&cordoned));
+        let job = obj(serde_json::json!({"status": {"succeeded": 3}}));
+        assert!(sel("status.successful=3", &["status.successful"]).matches_object(&job));
+        let fresh = obj(serde_json::json!({"status": {}}));
+        assert!(sel("status.successful=0", &["status.successful"]).matches_object(&fresh));
+        assert!(
+            sel("status.replicas!=0", &["status.replicas"])
+                .matches_object(&obj(serde_json::json!({"status": {"replicas": 2}})))
         );
     }
 

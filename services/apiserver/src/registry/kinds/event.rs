@@ -16,7 +16,7 @@ impl Event {
 
 impl Kind for Event {
     /// What `kubectl describe` selects an object's Events by, and the rest of Kubernetes'
-    /// Event fields but `source` (which Kubernetes maps to `source.component`).
+    /// Event fields (`source` reads `source.component`, as in Kubernetes).
     fn selectable_fields(&self) -> &'static [&'static str] {
         &[
             "involvedObject.kind",
@@ -28,6 +28,7 @@ impl Kind for Event {
             "involvedObject.fieldPath",
             "reason",
             "reportingComponent",
+            "source",
             "type",
         ]
     }

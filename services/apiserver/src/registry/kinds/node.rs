@@ -15,6 +15,10 @@ impl Node {
 }
 
 impl Kind for Node {
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["spec.unschedulable"]
+    }
+
     fn merge_schema(&self) -> Option<MergeKeys> {
         self.merge.clone()
     }

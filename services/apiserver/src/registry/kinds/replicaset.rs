@@ -17,6 +17,10 @@ impl ReplicaSet {
 }
 
 impl Kind for ReplicaSet {
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["status.replicas"]
+    }
+
     fn subresources(&self) -> &'static [&'static str] {
         workload::SUBRESOURCES
     }
