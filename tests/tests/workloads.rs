@@ -1089,3 +1089,56 @@ async fn endpoints_and_slices_follow_pods_readiness() {
     })
     .await;
 }
+
+/// `--event-ttl`: an Event lives that long after its last write, then etcd's lease removes it
+/// (a watcher sees it deleted); other kinds never expire.
+#[tokio::test]
+async fn events_expire_after_the_ttl() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(&etcd, &["--event-ttl", "3s"]).await;
+    let c = api.client().await;
+    let event = json!({"apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": "pi.1", "namespace": "default"},
+        "involvedObject": {"kind": "Job", "name": "pi", "namespace": "default"},
+        "reason": "Completed", "message": "Job completed", "type": "Normal",
+        "source": {"component": "job-controller"}});
+    let created = c.create(&events(), "default", &event).await.unwrap();
+    c.create(
+        &gvr("", "v1", "configmaps"),
+        "default",
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "stays"}}),
+    )
+    .await
+    .unwrap();
+    let mut watch = c
+        .watch(
+            &events(),
+            &WatchParams {
+                namespace: "default".into(),
+                resource_version: created.resource_version().to_string(),
+                ..WatchParams::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(c.get(&events(), "default", "pi.1").await.is_ok());
+    eventually(Duration::from_secs(30), "the event expired", || async {
+        c.get(&events(), "default", "pi.1")
+            .await
+            .err()
+            .filter(|e| e.reason == keel_client::Reason::NotFound)
+    })
+    .await;
+    let ev = tokio::time::timeout(Duration::from_secs(10), watch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(ev.kind, EventType::Deleted);
+    assert_eq!(ev.object.name(), "pi.1");
+    assert!(
+        c.get(&gvr("", "v1", "configmaps"), "default", "stays")
+            .await
+            .is_ok()
+    );
+}

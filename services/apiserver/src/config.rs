@@ -49,6 +49,10 @@ pub struct Config {
     /// How often watchers that allow bookmarks receive one.
     #[arg(long, env = "KEEL_WATCH_BOOKMARK_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
     pub watch_bookmark_interval: Duration,
+    /// How long a core Event lives after its last write; etcd leases delete it then
+    /// (Kubernetes' `--event-ttl`). 0 keeps Events forever.
+    #[arg(long, env = "KEEL_EVENT_TTL", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub event_ttl: Duration,
     /// PATCHes that may wait on one object before callers get TooManyRequests.
     #[arg(long, env = "KEEL_MAX_QUEUED_PATCHES", default_value_t = 10_000)]
     pub max_queued_patches: usize,

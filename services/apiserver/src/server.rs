@@ -124,6 +124,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
             prefix: config.etcd_prefix.clone(),
             watch_cache_size: config.watch_cache_size,
             bookmark_interval: config.watch_bookmark_interval,
+            event_ttl: config.event_ttl,
         },
         Arc::new(RegistryRules(resources.clone())),
         metrics.clone(),

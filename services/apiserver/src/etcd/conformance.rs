@@ -10,7 +10,7 @@ use keel_api::Reason;
 use tokio::time::Instant;
 
 use super::mem::MemEtcd;
-use super::{Cas, Etcd, EventKind, KeyValue, Page, Stored, Watch, WatchEnd};
+use super::{Cas, Etcd, EventKind, KeyValue, NO_LEASE, Page, Stored, Watch, WatchEnd};
 use crate::metrics::Metrics;
 
 /// A single-member etcd on free loopback ports with its own data directory; killed (and the
@@ -137,14 +137,50 @@ conformance!(
     a_watch_delivers_every_change_from_its_revision_in_order_with_prev_values,
     a_watch_without_prev_values_carries_none,
     a_watch_from_a_compacted_revision_opens_then_ends_with_the_compaction,
+    a_key_written_with_a_lease_is_deleted_when_it_expires,
 );
+
+async fn a_key_written_with_a_lease_is_deleted_when_it_expires(kv: &dyn KeyValue) {
+    let lease = kv.grant_lease(2, deadline()).await.unwrap();
+    let from = revision(kv).await + 1;
+    let r = match kv.create("/t/a", b"a".to_vec(), lease, deadline()).await {
+        Ok(Cas::Done(r)) => r,
+        other => panic!("{other:?}"),
+    };
+    create(kv, "/t/b", "kept").await;
+    // Written again without the lease: the key no longer expires with it.
+    let rc = match kv.create("/t/c", b"c".to_vec(), lease, deadline()).await {
+        Ok(Cas::Done(r)) => r,
+        other => panic!("{other:?}"),
+    };
+    put(kv, "/t/c", rc, "c2").await;
+    let mut watch = kv.watch("/t/", from, true).await.unwrap();
+    let until = Instant::now() + Duration::from_secs(15);
+    while kv.get("/t/a", deadline()).await.unwrap().is_some() {
+        assert!(Instant::now() < until, "the leased key outlived its lease");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let events = next_events(&mut watch, 5).await;
+    let deleted: Vec<&str> = events
+        .iter()
+        .filter(|e| e.0 == EventKind::Delete)
+        .map(|e| e.1.as_str())
+        .collect();
+    assert_eq!(deleted, ["/t/a"]);
+    assert_eq!(
+        events.last().map(|e| e.5.clone()),
+        Some(Some((b"a".to_vec(), r)))
+    );
+    assert!(kv.get("/t/b", deadline()).await.unwrap().is_some());
+    assert!(kv.get("/t/c", deadline()).await.unwrap().is_some());
+}
 
 fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(10)
 }
 
 async fn create(kv: &dyn KeyValue, key: &str, value: &str) -> i64 {
-    match kv.create(key, value.into(), deadline()).await {
+    match kv.create(key, value.into(), NO_LEASE, deadline()).await {
         Ok(Cas::Done(rev)) => rev,
         other => panic!("create {key}: {other:?}"),
     }
@@ -152,7 +188,7 @@ async fn create(kv: &dyn KeyValue, key: &str, value: &str) -> i64 {
 
 async fn put(kv: &dyn KeyValue, key: &str, expected: i64, value: &str) -> i64 {
     match kv
-        .compare_and_put(key, expected, value.into(), deadline())
+        .compare_and_put(key, expected, value.into(), NO_LEASE, deadline())
         .await
     {
         Ok(Cas::Done(rev)) => rev,
@@ -201,7 +237,9 @@ async fn a_fresh_store_is_at_revision_one(kv: &dyn KeyValue) {
 
 async fn a_second_create_of_a_key_fails_with_the_existing_value(kv: &dyn KeyValue) {
     let r = create(kv, "/k", "first").await;
-    let again = kv.create("/k", b"second".to_vec(), deadline()).await;
+    let again = kv
+        .create("/k", b"second".to_vec(), NO_LEASE, deadline())
+        .await;
     let existing = stale(again.unwrap()).expect("the existing key");
     assert_eq!(kv_of(&existing), ("/k", &b"first"[..], r, r));
     assert_eq!(revision(kv).await, r, "the failed create wrote nothing");
@@ -211,7 +249,7 @@ async fn a_put_against_a_stale_revision_fails_with_the_current_value(kv: &dyn Ke
     let r1 = create(kv, "/k", "v1").await;
     let r2 = put(kv, "/k", r1, "v2").await;
     let lost = kv
-        .compare_and_put("/k", r1, b"v3".to_vec(), deadline())
+        .compare_and_put("/k", r1, b"v3".to_vec(), NO_LEASE, deadline())
         .await;
     let current = stale(lost.unwrap()).expect("the current key");
     assert_eq!(kv_of(&current), ("/k", &b"v2"[..], r1, r2));
@@ -221,7 +259,9 @@ async fn a_put_against_a_stale_revision_fails_with_the_current_value(kv: &dyn Ke
 
 async fn a_put_against_a_missing_key_fails_with_nothing(kv: &dyn KeyValue) {
     let r = create(kv, "/other", "x").await;
-    let lost = kv.compare_and_put("/k", r, b"v".to_vec(), deadline()).await;
+    let lost = kv
+        .compare_and_put("/k", r, b"v".to_vec(), NO_LEASE, deadline())
+        .await;
     assert!(stale(lost.unwrap()).is_none());
     assert!(kv.get("/k", deadline()).await.unwrap().is_none());
 }

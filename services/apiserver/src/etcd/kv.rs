@@ -6,7 +6,9 @@ use futures::future::BoxFuture;
 use keel_api::ApiError;
 use tokio::time::Instant;
 
-use super::{Cas, Etcd, Page, Stored, Watch};
+#[cfg(doc)]
+use super::NO_LEASE;
+use super::{Cas, Etcd, LeaseId, Page, Stored, Watch};
 
 /// A key-value store with etcd's semantics: one revision counter for the whole store, bumped
 /// by one per write; per key the revision that created it and the one that last changed it;
@@ -39,23 +41,31 @@ pub trait KeyValue: Send + Sync {
     /// The store's current revision.
     fn current_revision(&self, deadline: Instant) -> BoxFuture<'_, Result<i64, ApiError>>;
 
-    /// Creates `key` if it does not exist: `Stale(Some(existing))` when it does.
+    /// Creates `key` if it does not exist: `Stale(Some(existing))` when it does. A `lease`
+    /// other than [`NO_LEASE`] removes the key when it expires.
     fn create<'a>(
         &'a self,
         key: &'a str,
         value: Vec<u8>,
+        lease: LeaseId,
         deadline: Instant,
     ) -> BoxFuture<'a, Result<Cas, ApiError>>;
 
     /// Puts `value` at `key` if the key's `mod_revision` is still `expected`; otherwise the
-    /// key's current state, read in the same transaction (`Stale(None)`: it is gone).
+    /// key's current state, read in the same transaction (`Stale(None)`: it is gone). The key
+    /// is attached to `lease` from then on (none: [`NO_LEASE`]).
     fn compare_and_put<'a>(
         &'a self,
         key: &'a str,
         expected: i64,
         value: Vec<u8>,
+        lease: LeaseId,
         deadline: Instant,
     ) -> BoxFuture<'a, Result<Cas, ApiError>>;
+
+    /// A lease of `ttl` seconds: the keys written with it are deleted (each a delete event)
+    /// when it expires. etcd may round a short TTL up to its minimum (about 2 s).
+    fn grant_lease(&self, ttl: i64, deadline: Instant) -> BoxFuture<'_, Result<LeaseId, ApiError>>;
 
     /// Deletes `key` if its `mod_revision` is still `expected`; otherwise as `compare_and_put`.
     fn compare_and_delete<'a>(
@@ -109,9 +119,10 @@ impl KeyValue for Etcd {
         &'a self,
         key: &'a str,
         value: Vec<u8>,
+        lease: LeaseId,
         deadline: Instant,
     ) -> BoxFuture<'a, Result<Cas, ApiError>> {
-        Box::pin(Etcd::create(self, key, value, deadline))
+        Box::pin(Etcd::create(self, key, value, lease, deadline))
     }
 
     fn compare_and_put<'a>(
@@ -119,9 +130,16 @@ impl KeyValue for Etcd {
         key: &'a str,
         expected: i64,
         value: Vec<u8>,
+        lease: LeaseId,
         deadline: Instant,
     ) -> BoxFuture<'a, Result<Cas, ApiError>> {
-        Box::pin(Etcd::compare_and_put(self, key, expected, value, deadline))
+        Box::pin(Etcd::compare_and_put(
+            self, key, expected, value, lease, deadline,
+        ))
+    }
+
+    fn grant_lease(&self, ttl: i64, deadline: Instant) -> BoxFuture<'_, Result<LeaseId, ApiError>> {
+        Box::pin(Etcd::grant_lease(self, ttl, deadline))
     }
 
     fn compare_and_delete<'a>(

@@ -16,7 +16,7 @@
 //! Not imitated: leases, sizes (answers of any size come whole), member failures, and etcd's
 //! own periodic progress notifications (a test sends them with [`MemEtcd::notify_progress`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -28,8 +28,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::{
-    Cas, EventKind, KeyValue, OwnedEvent, Page, Stored, UNLIMITED_RANGE, Watch, WatchEnd,
-    WatchResponse, classify, prefix_end,
+    Cas, EventKind, KeyValue, LeaseId, NO_LEASE, OwnedEvent, Page, Stored, UNLIMITED_RANGE, Watch,
+    WatchEnd, WatchResponse, classify, prefix_end,
 };
 
 /// etcd's messages for the two revisions it cannot read at.
@@ -52,6 +52,9 @@ struct State {
     /// Every key's versions, oldest first, back to the compaction.
     keys: BTreeMap<Vec<u8>, Vec<Version>>,
     watchers: Vec<Watcher>,
+    /// Leases granted and not yet expired: when each expires and the keys attached to it.
+    leases: BTreeMap<LeaseId, (Instant, BTreeSet<Vec<u8>>)>,
+    next_lease: LeaseId,
 }
 
 #[derive(Clone)]
@@ -88,6 +91,8 @@ impl MemEtcd {
                 compacted: 0,
                 keys: BTreeMap::new(),
                 watchers: Vec::new(),
+                leases: BTreeMap::new(),
+                next_lease: 1,
             }),
             latency: Duration::ZERO,
         }
@@ -100,14 +105,18 @@ impl MemEtcd {
         self
     }
 
+    /// The state, with the keys of expired leases deleted first (etcd deletes them when the
+    /// lease expires; here, at the next call after).
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.expire(Instant::now());
+        st
     }
 
     /// Writes `value` at `key` now, unconditionally (another writer, in a test); returns the
     /// write's revision.
     pub fn put(&self, key: &str, value: impl Into<Bytes>) -> i64 {
-        self.lock().put(key.as_bytes(), value.into())
+        self.lock().put(key.as_bytes(), value.into(), NO_LEASE)
     }
 
     /// Deletes `key` now, unconditionally; returns the store's revision after it.
@@ -193,7 +202,35 @@ impl State {
         Ok(revision)
     }
 
-    fn put(&mut self, key: &[u8], value: Bytes) -> i64 {
+    /// Deletes the keys of every lease expired at `now`.
+    fn expire(&mut self, now: Instant) {
+        let expired: Vec<LeaseId> = self
+            .leases
+            .iter()
+            .filter(|(_, (at, _))| *at <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            if let Some((_, keys)) = self.leases.remove(&id) {
+                for k in keys {
+                    self.delete(&k);
+                }
+            }
+        }
+    }
+
+    /// Attaches `key` to `lease` alone (none: `NO_LEASE`).
+    fn attach(&mut self, key: &[u8], lease: LeaseId) {
+        for (_, keys) in self.leases.values_mut() {
+            keys.remove(key);
+        }
+        if let Some((_, keys)) = self.leases.get_mut(&lease) {
+            keys.insert(key.to_vec());
+        }
+    }
+
+    fn put(&mut self, key: &[u8], value: Bytes, lease: LeaseId) -> i64 {
+        self.attach(key, lease);
         self.revision += 1;
         let rev = self.revision;
         let prev = self.live(key).map(|(v, value)| (v.clone(), value.clone()));
@@ -216,6 +253,7 @@ impl State {
 
     /// Deletes `key` if it is there (a new revision); else writes nothing.
     fn delete(&mut self, key: &[u8]) -> i64 {
+        self.attach(key, NO_LEASE);
         let Some(prev) = self
             .live(key)
             .map(|(v, value)| (v.mod_revision, value.clone()))
@@ -389,6 +427,7 @@ impl KeyValue for MemEtcd {
         &'a self,
         key: &'a str,
         value: Vec<u8>,
+        lease: LeaseId,
         deadline: Instant,
     ) -> BoxFuture<'a, Result<Cas, ApiError>> {
         Box::pin(async move {
@@ -397,7 +436,20 @@ impl KeyValue for MemEtcd {
             if let Some(existing) = st.current(key.as_bytes()) {
                 return Ok(Cas::Stale(Some(existing)));
             }
-            Ok(Cas::Done(st.put(key.as_bytes(), value.into())))
+            Ok(Cas::Done(st.put(key.as_bytes(), value.into(), lease)))
+        })
+    }
+
+    fn grant_lease(&self, ttl: i64, deadline: Instant) -> BoxFuture<'_, Result<LeaseId, ApiError>> {
+        Box::pin(async move {
+            self.answer(deadline).await?;
+            let mut st = self.lock();
+            let id = st.next_lease;
+            st.next_lease += 1;
+            let expiry =
+                Instant::now() + Duration::from_secs(u64::try_from(ttl.max(1)).unwrap_or(1));
+            st.leases.insert(id, (expiry, BTreeSet::new()));
+            Ok(id)
         })
     }
 
@@ -406,6 +458,7 @@ impl KeyValue for MemEtcd {
         key: &'a str,
         expected: i64,
         value: Vec<u8>,
+        lease: LeaseId,
         deadline: Instant,
     ) -> BoxFuture<'a, Result<Cas, ApiError>> {
         Box::pin(async move {
@@ -416,7 +469,7 @@ impl KeyValue for MemEtcd {
             if current.as_ref().map_or(0, |c| c.mod_revision) != expected {
                 return Ok(Cas::Stale(current));
             }
-            Ok(Cas::Done(st.put(key.as_bytes(), value.into())))
+            Ok(Cas::Done(st.put(key.as_bytes(), value.into(), lease)))
         })
     }
 

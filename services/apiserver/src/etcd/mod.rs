@@ -45,6 +45,15 @@ pub struct Stored {
     /// The revision that created the key.
     pub create_revision: i64,
 }
+/// An etcd lease a key is written with: when it expires, the key is deleted.
+pub type LeaseId = i64;
+/// A key written with no lease.
+pub const NO_LEASE: LeaseId = 0;
+
+fn put_options(lease: LeaseId) -> Option<etcd_client::PutOptions> {
+    (lease != NO_LEASE).then(|| etcd_client::PutOptions::new().with_lease(lease))
+}
+
 /// The outcome of a compare-and-swap.
 #[derive(Debug)]
 pub enum Cas {
@@ -433,11 +442,12 @@ impl Etcd {
         &self,
         key: &str,
         value: Vec<u8>,
+        lease: LeaseId,
         deadline: Instant,
     ) -> Result<Cas, ApiError> {
         let txn = Txn::new()
             .when([Compare::create_revision(key, CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key, value.clone(), None)])
+            .and_then([TxnOp::put(key, value.clone(), put_options(lease))])
             .or_else([TxnOp::get(key, None)]);
         self.cas("create", key, 0, Write::Create(&value), txn, deadline)
             .await
@@ -451,11 +461,12 @@ impl Etcd {
         key: &str,
         expected: i64,
         value: Vec<u8>,
+        lease: LeaseId,
         deadline: Instant,
     ) -> Result<Cas, ApiError> {
         let txn = Txn::new()
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
-            .and_then([TxnOp::put(key, value.clone(), None)])
+            .and_then([TxnOp::put(key, value.clone(), put_options(lease))])
             .or_else([TxnOp::get(key, None)]);
         self.cas("update", key, expected, Write::Put(&value), txn, deadline)
             .await
@@ -477,6 +488,16 @@ impl Etcd {
     }
 
     /// Compacts history up to `revision` (physically, so the space is reclaimed).
+    /// Grants a lease of `ttl` seconds.
+    pub async fn grant_lease(&self, ttl: i64, deadline: Instant) -> Result<LeaseId, ApiError> {
+        let (resp, _) = self
+            .call("grant", deadline, |c| async move {
+                c.lease_client().grant(ttl, None).await
+            })
+            .await?;
+        Ok(resp.id())
+    }
+
     pub async fn compact(&self, revision: i64, deadline: Instant) -> Result<(), ApiError> {
         self.call("compact", deadline, |c| async move {
             let opts = etcd_client::CompactionOptions::new().with_physical();

@@ -18,9 +18,10 @@ impl Store {
     ) -> Result<Object, ApiError> {
         let t = key.target();
         let bytes = codec::encode(&t, &obj)?;
+        let lease = self.lease_for(key, deadline).await?;
         match self
             .kv
-            .create(&key.key, bytes, deadline)
+            .create(&key.key, bytes, lease, deadline)
             .await
             .map_err(|e| e.with_target(&t))?
         {

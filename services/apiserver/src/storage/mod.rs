@@ -23,6 +23,7 @@ pub mod resource_version;
 mod store;
 #[cfg(test)]
 pub(crate) mod testing;
+mod ttl;
 mod update;
 mod watch;
 pub mod watch_cache;

@@ -7,7 +7,7 @@ use keel_api::ApiError;
 use tokio::time::Instant;
 
 use super::Store;
-use crate::etcd::{Cas, Stored};
+use crate::etcd::{Cas, NO_LEASE, Stored};
 
 /// A range key's value and the revision it was last written at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,10 +60,10 @@ impl Store {
         deadline: Instant,
     ) -> Result<RangeWrite, ApiError> {
         let cas = if expected == 0 {
-            self.kv.create(key, bytes, deadline).await?
+            self.kv.create(key, bytes, NO_LEASE, deadline).await?
         } else {
             self.kv
-                .compare_and_put(key, expected, bytes, deadline)
+                .compare_and_put(key, expected, bytes, NO_LEASE, deadline)
                 .await?
         };
         Ok(match cas {

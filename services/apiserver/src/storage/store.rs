@@ -26,6 +26,8 @@ pub struct StoreConfig {
     pub watch_cache_size: usize,
     /// How often watchers that asked for bookmarks get one.
     pub bookmark_interval: Duration,
+    /// How long a core Event lives after its last write (`--event-ttl`).
+    pub event_ttl: Duration,
 }
 
 pub struct Store {
@@ -46,9 +48,25 @@ pub struct Store {
     pub(super) shutdown: tokio::sync::watch::Receiver<bool>,
     /// Bumped by any cache when an object starts waiting for initializers.
     new_waiting: Arc<tokio::sync::watch::Sender<u64>>,
+    /// The leases Events are written with.
+    event_leases: super::ttl::LeaseManager,
 }
 
 impl Store {
+    /// The lease a write of this object takes: Events expire (`--event-ttl`), nothing else.
+    pub(super) async fn lease_for(
+        &self,
+        key: &super::keys::ObjectKey,
+        deadline: tokio::time::Instant,
+    ) -> Result<crate::etcd::LeaseId, keel_api::ApiError> {
+        let gvr = &key.info.gvr;
+        if gvr.group.is_empty() && gvr.resource == "events" && !self.config.event_ttl.is_zero() {
+            self.event_leases.lease(&*self.kv, deadline).await
+        } else {
+            Ok(crate::etcd::NO_LEASE)
+        }
+    }
+
     pub fn new(
         kv: Arc<dyn KeyValue>,
         config: StoreConfig,
@@ -56,7 +74,9 @@ impl Store {
         metrics: Metrics,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Arc<Store> {
+        let event_leases = super::ttl::LeaseManager::new(config.event_ttl);
         Arc::new(Store {
+            event_leases,
             kv,
             keys: Keys::new(&config.prefix),
             config,

@@ -67,6 +67,7 @@ impl Fixture {
                 prefix: "/registry".into(),
                 watch_cache_size: 100,
                 bookmark_interval: Duration::from_secs(60),
+                event_ttl: Duration::from_secs(3600),
             },
             rules,
             Metrics::new(),

@@ -169,9 +169,14 @@ impl Store {
                     Err(e) => return (Err(e), errors),
                 };
                 stored = Some(Bytes::copy_from_slice(&bytes));
-                self.kv
-                    .compare_and_put(&key.key, cur_rv, bytes, deadline)
-                    .await
+                match self.lease_for(key, deadline).await {
+                    Ok(lease) => {
+                        self.kv
+                            .compare_and_put(&key.key, cur_rv, bytes, lease, deadline)
+                            .await
+                    }
+                    Err(e) => Err(e),
+                }
             };
             match result {
                 Ok(Cas::Done(rev)) => {
