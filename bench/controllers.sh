@@ -8,20 +8,31 @@
 # peak RSS (VmHWM, reset through clear_refs at the apply). Prints Markdown rows for
 # BENCHMARKS.md.
 #
+# KIND=jobs: N Jobs of R completions (R at a time) instead, timed until every Job has R
+# successes (each Pod runs --pod-run-time, 1 s).
+#
 #   bench/controllers.sh                          # 100 Deployments x 3 replicas, 1 controller-manager
 #   N=1000 REPLICAS="1 3" bench/controllers.sh    # issue 20's scale run
+#   KIND=jobs N=1000 REPLICAS="1 3" bench/controllers.sh   # issue 42's
 N=${N:-100}
 R=${R:-3}
 REPLICAS=${REPLICAS:-1}
+KIND=${KIND:-deployments}
 source "$(dirname "$0")/lib.sh"
 
 ticks=$(getconf CLK_TCK)
 cpu() { awk -v t="$ticks" '{printf "%.2f", ($14 + $15) / t}' "/proc/$1/stat"; }
 # Polling 1,000 Deployments is itself work for the API server: poll less often at that size.
 every=$(awk -v n="$N" 'BEGIN {print (n >= 500 ? 1 : 0.2)}')
-deployments_yaml "$N" "$R" >"$work/deployments.yaml"
+if [ "$KIND" = jobs ]; then
+  jobs_yaml "$N" "$R" >"$work/objects.yaml"
+  what="Jobs x completions" until="time to all complete" done_phase=Succeeded
+else
+  deployments_yaml "$N" "$R" >"$work/objects.yaml"
+  what="Deployments x replicas" until="time to all available" done_phase=Running
+fi
 
-echo "| Deployments x replicas | controller-managers | time to all available | CPU s: etcd | API server | controller-managers | peak RSS MB: etcd | API server | controller-managers | Pods Running |"
+echo "| $what | controller-managers | $until | CPU s: etcd | API server | controller-managers | peak RSS MB: etcd | API server | controller-managers | Pods $done_phase |"
 echo "|---|---:|---:|---:|---:|---|---:|---:|---|---:|"
 run=0
 for n in $REPLICAS; do
@@ -36,9 +47,13 @@ for n in $REPLICAS; do
     before+=("$(cpu "$p")")
   done
   start=$(date +%s.%N)
-  kc apply -n "$ns" -f "$work/deployments.yaml" >/dev/null
-  echo "==> applied $N Deployments x $R replicas; waiting until all are available" >&2
-  wait_available "$N" "$R" "$ns" "$every"
+  kc apply -n "$ns" -f "$work/objects.yaml" >/dev/null
+  echo "==> applied $N $KIND x $R; waiting until all are done" >&2
+  if [ "$KIND" = jobs ]; then
+    wait_complete "$N" "$R" "$ns" "$every"
+  else
+    wait_available "$N" "$R" "$ns" "$every"
+  fi
   end=$(date +%s.%N)
   seconds=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')
   used=() peaks=()
@@ -46,7 +61,7 @@ for n in $REPLICAS; do
     used+=("$(awk -v a="${before[$k]}" -v b="$(cpu "${all[$k]}")" 'BEGIN {printf "%.1f", b - a}')")
     peaks+=("$(peak_mb "${all[$k]}")")
   done
-  pods=$(kc get pods -n "$ns" -o json | grep -c '"phase": *"Running"' || true)
+  pods=$(kc get pods -n "$ns" -o json | grep -c "\"phase\": *\"$done_phase\"" || true)
   echo "| $N x $R | $n | $seconds s | ${used[0]} | ${used[1]} | $(join "${used[@]:2}") | ${peaks[0]} | ${peaks[1]} | $(join "${peaks[@]:2}") | $pods |"
 
   stop_replicas "$run"

@@ -48,6 +48,43 @@ YAML
   done
 }
 
+# N Jobs of R completions, R at a time (each Pod runs the controller-manager's --pod-run-time).
+jobs_yaml() {
+  local n=$1 r=$2 i
+  for i in $(seq 1 "$n"); do
+    cat <<YAML
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: job-$i
+spec:
+  completions: $r
+  parallelism: $r
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: work
+          image: busybox
+YAML
+  done
+}
+
+# Waits, showing progress, until N Jobs have R successes ($3: a namespace; $4: seconds between
+# polls).
+wait_complete() {
+  local n=$1 r=$2 ns=${3:-} every=${4:-0.2} done_count
+  while :; do
+    done_count=$(./target/release/keelctl --server http://127.0.0.1:36443 get jobs \
+      ${ns:+-n "$ns"} -o json | grep -o '"succeeded": *[0-9]*' | grep -c ": *$r\$" || true)
+    printf '\r    %d/%d complete' "$done_count" "$n" >&2
+    [ "$done_count" = "$n" ] && break
+    sleep "$every"
+  done
+  echo >&2
+}
+
 # Waits, showing progress, until N Deployments report R available replicas ($3: a namespace, or
 # none for the current one; $4: seconds between polls, 0.2 unless given).
 wait_available() {

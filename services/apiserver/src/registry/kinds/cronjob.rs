@@ -1,5 +1,5 @@
 //! `batch/v1` CronJob: a schedule and a job template, defaulted and validated as Kubernetes'
-//! batch/v1 does. Stored and served: no controller runs it yet.
+//! batch/v1 does; the controller-manager's `cronjob` controller runs it.
 
 use keel_api::{FieldCause, Object};
 use serde_json::{Value, json};

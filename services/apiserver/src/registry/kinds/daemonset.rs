@@ -1,5 +1,5 @@
 //! `apps/v1` DaemonSet: a selector and a pod template, defaulted as Kubernetes' apps/v1
-//! does. Stored and served: no controller runs it yet.
+//! does; the controller-manager's `daemonset` controller runs it.
 
 use keel_api::{FieldCause, Object};
 use serde_json::{Value, json};

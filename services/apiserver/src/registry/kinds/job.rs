@@ -1,5 +1,5 @@
 //! `batch/v1` Job: its selector generated from its uid, defaulted and validated as Kubernetes'
-//! batch/v1 does. Stored and served: no controller runs it yet.
+//! batch/v1 does; the controller-manager's `job` controller runs it.
 
 use keel_api::{FieldCause, Metadata, Object};
 use serde_json::{Map, Value, json};

@@ -1,6 +1,6 @@
 //! `apps/v1` StatefulSet: a workload (replicas, selector, pod template, `scale`) with a
-//! governing service, defaulted as Kubernetes' apps/v1 does. Stored and served: no
-//! controller runs it yet.
+//! governing service, defaulted as Kubernetes' apps/v1 does; the controller-manager's
+//! `statefulset` controller runs it.
 
 use keel_api::{FieldCause, Object};
 use serde_json::json;
