@@ -116,10 +116,16 @@ impl Users {
         )
         .unwrap();
         let etcd = Etcd::start().await;
+        let sa_key = dir.path().join("service-account.key");
         let api = ApiServer::start_tls(
             &etcd,
             dir.path(),
-            &["--token-auth-file", tokens.to_str().unwrap()],
+            &[
+                "--token-auth-file",
+                tokens.to_str().unwrap(),
+                "--service-account-signing-key-file",
+                sa_key.to_str().unwrap(),
+            ],
         )
         .await;
         let ca = dir.path().join("ca.crt");
@@ -2492,4 +2498,137 @@ async fn rollout_status_follows_a_statefulset() {
         "jsonpath={.items[*].spec.containers[0].image}",
     ]);
     assert_eq!(images, "nginx:1.9.1 nginx:1.9.1 nginx:1.9.1");
+}
+
+/// `kubectl create token`: the ServiceAccount's token authenticates as
+/// `system:serviceaccount:NS:NAME` in its groups, RBAC applies to it as to anyone, a token
+/// bound to a Pod dies with the Pod, one for another audience is refused here, and the issuer's
+/// keys are published.
+#[tokio::test]
+async fn a_service_account_token_authenticates_and_rbac_applies_to_it() {
+    use base64::Engine as _;
+    let users = Users::start().await;
+    let (api, ca, admin) = (&users.api, &users.ca, &users.admin);
+    let setup = admin.file(
+        "sa.yaml",
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: builder\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: cm-reader\n\
+         rules:\n- apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [get, list]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: builder-reads\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: cm-reader\n\
+         subjects:\n- kind: ServiceAccount\n  name: builder\n  namespace: default\n",
+    );
+    admin.ok(&["apply", "-f", path(&setup)]);
+    let token = admin.ok(&["create", "token", "builder"]).trim().to_string();
+    assert_eq!(token.split('.').count(), 3, "{token}");
+    let builder = Kubectl::tls(api, ca, &format!("{{token: {token}}}"));
+    let whoami = builder.ok(&["auth", "whoami", "-o", "json"]);
+    let me: Value = serde_json::from_str(&whoami).unwrap();
+    assert_eq!(
+        me["status"]["userInfo"]["username"],
+        "system:serviceaccount:default:builder"
+    );
+    let groups = me["status"]["userInfo"]["groups"].as_array().unwrap();
+    for g in [
+        "system:serviceaccounts",
+        "system:serviceaccounts:default",
+        "system:authenticated",
+    ] {
+        assert!(groups.contains(&json!(g)), "{whoami}");
+    }
+    // RBAC: what the Role grants, and nothing more.
+    eventually(
+        Duration::from_secs(5),
+        "the builder may list configmaps",
+        || {
+            let out = builder.run(&["get", "configmaps"]);
+            async move { out.status.success().then_some(()) }
+        },
+    )
+    .await;
+    let e = builder.fails(&["get", "secrets"]);
+    assert!(
+        e.contains(
+            "User \"system:serviceaccount:default:builder\" cannot list resource \"secrets\""
+        ),
+        "{e}"
+    );
+    let e = builder.fails(&["create", "-f", path(&admin.file("cm.yaml", CONFIGMAP))]);
+    assert!(e.contains("cannot create resource \"configmaps\""), "{e}");
+
+    // A token for another audience is not one for this API server.
+    let other = admin
+        .ok(&["create", "token", "builder", "--audience", "vault"])
+        .trim()
+        .to_string();
+    let e = Kubectl::tls(api, ca, &format!("{{token: {other}}}")).fails(&["get", "configmaps"]);
+    assert!(e.contains("You must be logged in to the server"), "{e}");
+    // Shorter than ten minutes is refused, in Kubernetes' words.
+    let e = admin.fails(&["create", "token", "builder", "--duration", "1m"]);
+    assert!(
+        e.contains("may not specify a duration less than 10 minutes"),
+        "{e}"
+    );
+
+    // Bound to a Pod: valid while the Pod exists.
+    let pod = admin.file(
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: runner\nspec:\n  serviceAccountName: builder\n  containers:\n  - name: c\n    image: busybox\n",
+    );
+    admin.ok(&["apply", "-f", path(&pod)]);
+    let bound = admin
+        .ok(&[
+            "create",
+            "token",
+            "builder",
+            "--bound-object-kind",
+            "Pod",
+            "--bound-object-name",
+            "runner",
+        ])
+        .trim()
+        .to_string();
+    let runner = Kubectl::tls(api, ca, &format!("{{token: {bound}}}"));
+    runner.ok(&["get", "configmaps"]);
+    admin.ok(&["delete", "pod", "runner"]);
+    eventually(Duration::from_secs(5), "the bound token refused", || {
+        let out = runner.run(&["get", "configmaps"]);
+        async move { (!out.status.success()).then_some(()) }
+    })
+    .await;
+
+    // The ServiceAccount deleted: its tokens stop working.
+    admin.ok(&["delete", "serviceaccount", "builder"]);
+    eventually(Duration::from_secs(5), "the token refused", || {
+        let out = builder.run(&["get", "configmaps"]);
+        async move {
+            (!out.status.success()
+                && String::from_utf8_lossy(&out.stderr).contains("You must be logged in"))
+            .then_some(())
+        }
+    })
+    .await;
+
+    // The issuer's discovery, with the key that verifies the tokens.
+    let config: Value =
+        serde_json::from_str(&admin.ok(&["get", "--raw", "/.well-known/openid-configuration"]))
+            .unwrap();
+    assert_eq!(
+        config["issuer"],
+        "https://kubernetes.default.svc.cluster.local"
+    );
+    assert_eq!(
+        config["jwks_uri"],
+        "https://kubernetes.default.svc.cluster.local/openid/v1/jwks"
+    );
+    let keys: Value =
+        serde_json::from_str(&admin.ok(&["get", "--raw", "/openid/v1/jwks"])).unwrap();
+    assert_eq!(keys["keys"][0]["alg"], "ES256");
+    let header: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token.split('.').next().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(header["kid"], keys["keys"][0]["kid"]);
 }

@@ -1539,3 +1539,116 @@ async fn a_custom_resources_scale_is_authorized_as_its_own_resource_over_grpc() 
         .count();
     assert_eq!(scale_entries, 1, "{widget}");
 }
+
+/// A Secret of type `kubernetes.io/service-account-token` gets its ServiceAccount's token,
+/// `ca.crt` and `namespace` from the controller-manager; the token authenticates as the
+/// ServiceAccount while the Secret holds it, RBAC applies to it, and a Secret whose
+/// ServiceAccount is gone is deleted.
+#[tokio::test]
+async fn a_service_account_token_secret_is_filled_and_its_token_works() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    keel_tests::certs(dir.path());
+    let key = dir.path().join("service-account.key");
+    let ca = dir.path().join("ca.crt");
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(
+        &etcd,
+        &[
+            "--token-auth-file",
+            &token_file(&dir),
+            "--service-account-signing-key-file",
+            key.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let _cm = keel_tests::ControllerManager::start(
+        &[&api],
+        &[
+            "--token",
+            "cm-token",
+            "--service-account-private-key-file",
+            key.to_str().unwrap(),
+            "--root-ca-file",
+            ca.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let admin = client(&api, "admin-token").await;
+    let (sas, secrets) = (gvr("", "v1", "serviceaccounts"), gvr("", "v1", "secrets"));
+    admin
+        .create(
+            &sas,
+            "default",
+            &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "ci"}}),
+        )
+        .await
+        .unwrap();
+    admin
+        .create(
+            &secrets,
+            "default",
+            &json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+                    "metadata": {"name": "ci-token",
+                                 "annotations": {"kubernetes.io/service-account.name": "ci"}}}),
+        )
+        .await
+        .unwrap();
+    let filled = eventually(
+        Duration::from_secs(20),
+        "the token secret filled",
+        || async {
+            let s = admin.get(&secrets, "default", "ci-token").await.ok()?;
+            s["data"]["token"].is_string().then_some(s)
+        },
+    )
+    .await;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let field = |f: &str| b64.decode(filled["data"][f].as_str().unwrap()).unwrap();
+    assert_eq!(field("namespace"), b"default");
+    assert_eq!(field("ca.crt"), std::fs::read(&ca).unwrap());
+    let sa = admin.get(&sas, "default", "ci").await.unwrap();
+    assert_eq!(
+        filled["metadata"]["annotations"]["kubernetes.io/service-account.uid"],
+        sa["metadata"]["uid"]
+    );
+    let token = String::from_utf8(field("token")).unwrap();
+
+    // The token is the ServiceAccount's: authenticated, and only what RBAC grants it.
+    let ci = client(&api, &token).await;
+    forbidden(
+        ci.list(&gvr("", "v1", "configmaps"), "default", &Default::default())
+            .await,
+        "configmaps is forbidden: User \"system:serviceaccount:default:ci\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\"",
+    );
+    // A forged token, and the token once its Secret no longer holds it, are not.
+    let stranger = client(&api, &format!("{token}x")).await;
+    let e = stranger
+        .list(&gvr("", "v1", "configmaps"), "default", &Default::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, keel_client::Reason::Unauthorized);
+
+    // Its ServiceAccount deleted: the Secret goes too, and the token stops working.
+    admin
+        .delete(&sas, "default", "ci", &Default::default())
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(60),
+        "the token secret deleted",
+        || async {
+            admin
+                .get(&secrets, "default", "ci-token")
+                .await
+                .err()
+                .filter(|e| e.reason == keel_client::Reason::NotFound)
+        },
+    )
+    .await;
+    let e = ci
+        .list(&gvr("", "v1", "configmaps"), "default", &Default::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, keel_client::Reason::Unauthorized);
+}

@@ -1,12 +1,17 @@
 //! Authentication, as Kubernetes does it: an X.509 client certificate signed by the client CA
-//! (CN = user, each O = a group), or a bearer token from a token file (Kubernetes' CSV:
-//! `token,user,uid,"group1,group2"`). Off when neither is configured (a plain-text development
-//! server); on, a request with neither is `Unauthorized`. Authorization comes after this.
+//! (CN = user, each O = a group), a bearer token from a token file (Kubernetes' CSV:
+//! `token,user,uid,"group1,group2"`), or a ServiceAccount's token signed by
+//! `--service-account-signing-key-file` (`system:serviceaccount:NS:NAME`, valid while its
+//! ServiceAccount, and the Pod or Secret it is bound to, exist with the uids it names). Off when
+//! neither a token file nor a client CA is configured (a plain-text development server); on, a
+//! request with no credentials is `Unauthorized`. Authorization comes after this.
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use keel_api::ApiError;
+use keel_token::SigningKey;
 
 /// Who sent a request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,6 +36,27 @@ impl User {
     }
 }
 
+/// An object as this replica's cache holds it: `None` while the cache loads, `Some(None)` when
+/// there is none. Called with a core resource (`serviceaccounts`, `pods`, `secrets`), a
+/// namespace and a name.
+pub type ObjectLookup =
+    Arc<dyn Fn(&str, &str, &str) -> Option<Option<serde_json::Value>> + Send + Sync>;
+
+/// How ServiceAccount tokens are checked.
+pub struct ServiceAccountTokens {
+    pub key: Arc<SigningKey>,
+    pub issuer: String,
+    /// What a token must be meant for (`--api-audiences`; the issuer by default).
+    pub audiences: Vec<String>,
+    pub lookup: ObjectLookup,
+}
+
+impl std::fmt::Debug for ServiceAccountTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ServiceAccountTokens({:?}, {})", self.key, self.issuer)
+    }
+}
+
 /// The configured ways to prove who one is.
 #[derive(Debug, Default)]
 pub struct Authenticator {
@@ -39,6 +65,7 @@ pub struct Authenticator {
     /// Client certificates are verified by the TLS layer against the client CA; here they are
     /// only read.
     certificates: bool,
+    service_accounts: Option<ServiceAccountTokens>,
 }
 
 impl Authenticator {
@@ -55,7 +82,71 @@ impl Authenticator {
         Ok(Authenticator {
             tokens,
             certificates,
+            service_accounts: None,
         })
+    }
+
+    /// Also accepts ServiceAccount tokens checked so.
+    pub fn with_service_accounts(mut self, sa: ServiceAccountTokens) -> Authenticator {
+        self.service_accounts = Some(sa);
+        self
+    }
+
+    /// The ServiceAccount of a token that is not in the token file, if it is one.
+    fn service_account(&self, token: &str) -> Result<User, ApiError> {
+        let Some(sa) = &self.service_accounts else {
+            return Err(unauthorized("invalid bearer token"));
+        };
+        let refused = |why: String| {
+            tracing::debug!("service account token refused: {why}");
+            unauthorized("invalid bearer token")
+        };
+        let claims = sa.key.verify(token).map_err(refused)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let who = keel_token::check(&claims, &sa.issuer, &sa.audiences, now).map_err(refused)?;
+        let find = |resource: &str, name: &str| match (sa.lookup)(resource, &who.namespace, name) {
+            None => Err(unauthorized(
+                "service account tokens cannot be checked yet: the API server is starting",
+            )),
+            Some(found) => Ok(found),
+        };
+        let account = find("serviceaccounts", &who.service_account)?
+            .ok_or_else(|| refused(format!("{} is gone", who.username())))?;
+        if !who.service_account_uid.is_empty()
+            && account["metadata"]["uid"].as_str() != Some(&who.service_account_uid)
+        {
+            return Err(refused(format!("{} was recreated", who.username())));
+        }
+        if let Some(b) = &who.bound {
+            let resource = if b.kind == "Pod" { "pods" } else { "secrets" };
+            let obj = find(resource, &b.name)?
+                .ok_or_else(|| refused(format!("its {} {} is gone", b.kind, b.name)))?;
+            if obj["metadata"]["uid"].as_str() != Some(&b.uid) {
+                return Err(refused(format!("its {} {} was recreated", b.kind, b.name)));
+            }
+        }
+        if let Some(secret) = &who.secret {
+            let obj = find("secrets", secret)?
+                .ok_or_else(|| refused(format!("its Secret {secret} is gone")))?;
+            let kept = obj["data"]["token"]
+                .as_str()
+                .and_then(|t| {
+                    use base64::Engine;
+                    base64::engine::general_purpose::STANDARD.decode(t).ok()
+                })
+                .is_some_and(|t| t == token.as_bytes());
+            if !kept {
+                return Err(refused(format!("its Secret {secret} no longer holds it")));
+            }
+        }
+        let uid = account["metadata"]["uid"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        Ok(User::new(&who.username(), &uid, who.groups()))
     }
 
     /// Whether requests must prove who sent them.
@@ -78,11 +169,10 @@ impl Authenticator {
                 .ok_or_else(|| {
                     unauthorized("the Authorization header is not \"Bearer <token>\"")
                 })?;
-            return self
-                .tokens
-                .get(token)
-                .cloned()
-                .ok_or_else(|| unauthorized("invalid bearer token"));
+            return match self.tokens.get(token) {
+                Some(user) => Ok(user.clone()),
+                None => self.service_account(token),
+            };
         }
         if self.certificates
             && let Some(der) = certificate
@@ -179,6 +269,7 @@ mod tests {
         let a = Authenticator {
             tokens: parse_tokens("abc,alice,1").unwrap_or_default(),
             certificates: false,
+            service_accounts: None,
         };
         assert_eq!(
             a.authenticate(Some("Bearer abc"), None).map(|u| u.name),

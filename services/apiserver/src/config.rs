@@ -88,6 +88,19 @@ pub struct Config {
     /// With this or `--client-ca-file`, every API request must authenticate.
     #[arg(long, env = "KEEL_TOKEN_AUTH_FILE")]
     pub token_auth_file: Option<PathBuf>,
+    /// The private key (PKCS#8 PEM, RSA or P-256) ServiceAccount tokens are signed with
+    /// (TokenRequest, `kubectl create token`) and checked against. Every API server of a
+    /// cluster must have the same; the controller-manager needs it too for the tokens it keeps
+    /// in Secrets.
+    #[arg(long, env = "KEEL_SERVICE_ACCOUNT_SIGNING_KEY_FILE")]
+    pub service_account_signing_key_file: Option<PathBuf>,
+    /// The `iss` of the tokens issued, and of the OpenID discovery document.
+    #[arg(long, env = "KEEL_SERVICE_ACCOUNT_ISSUER", default_value = keel_token::DEFAULT_ISSUER)]
+    pub service_account_issuer: String,
+    /// What tokens are meant for when a TokenRequest names no audience, and what a token must
+    /// be meant for to authenticate here; the issuer when empty.
+    #[arg(long, env = "KEEL_API_AUDIENCES", value_delimiter = ',')]
+    pub api_audiences: Vec<String>,
     /// How authenticated requests are authorized: `RBAC` (Roles, ClusterRoles and their
     /// bindings; the group `system:masters` may do everything) or `AlwaysAllow`. Without
     /// authentication there is no user to authorize and every request is allowed.

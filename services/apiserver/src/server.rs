@@ -184,7 +184,31 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         ),
         None => None,
     };
-    let handler = Arc::new(Handler::new(registry, metrics.clone(), rbac, limits, audit));
+    let sa_key = match &config.service_account_signing_key_file {
+        None => None,
+        Some(path) => {
+            let pem = std::fs::read_to_string(path).map_err(|e| {
+                format!("--service-account-signing-key-file {}: {e}", path.display())
+            })?;
+            Some(Arc::new(keel_token::SigningKey::from_pem(&pem).map_err(
+                |e| format!("--service-account-signing-key-file {}: {e}", path.display()),
+            )?))
+        }
+    };
+    let audiences = if config.api_audiences.is_empty() {
+        vec![config.service_account_issuer.clone()]
+    } else {
+        config.api_audiences.clone()
+    };
+    let mut handler = Handler::new(registry.clone(), metrics.clone(), rbac, limits, audit);
+    if let Some(key) = &sa_key {
+        handler = handler.with_tokens(Arc::new(crate::request::TokenIssuer {
+            key: key.clone(),
+            issuer: config.service_account_issuer.clone(),
+            audiences: audiences.clone(),
+        }));
+    }
+    let handler = Arc::new(handler);
 
     // From here on SIGTERM is ours to handle (until here its default action ends the process:
     // nothing is served yet, so nothing needs draining).
@@ -205,10 +229,27 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     );
 
     // Every API call authenticates first (gRPC health stays open, as /healthz and /readyz).
-    let authenticator = Arc::new(Authenticator::new(
+    let mut authenticator = Authenticator::new(
         config.token_auth_file.as_deref(),
         config.client_ca_file.is_some(),
-    )?);
+    )?;
+    if let Some(key) = sa_key {
+        let (store, resources) = (store.clone(), resources.clone());
+        let lookup: crate::auth::ObjectLookup = Arc::new(move |resource, namespace, name| {
+            let gvr = keel_api::GroupVersionResource::new("", "v1", resource);
+            let info = resources.lookup(Some(&gvr)).ok()?;
+            store
+                .cached_object(&info, namespace, name)
+                .map(|o| o.map(keel_api::Object::into_value))
+        });
+        authenticator = authenticator.with_service_accounts(crate::auth::ServiceAccountTokens {
+            key,
+            issuer: config.service_account_issuer.clone(),
+            audiences,
+            lookup,
+        });
+    }
+    let authenticator = Arc::new(authenticator);
     let http_state = http::HttpState {
         handler: handler.clone(),
         metrics: metrics.clone(),

@@ -16,7 +16,7 @@ pub struct Config {
     pub connect: keel_client::ConnectFlags,
     /// Controllers to run, comma-separated: replicaset, deployment, podlifecycle,
     /// garbagecollector, namespace, network, clusterroleaggregation, serviceaccount, job,
-    /// statefulset, daemonset, simulatednodes, cronjob, endpoints;
+    /// statefulset, daemonset, simulatednodes, cronjob, endpoints, serviceaccount-token;
     /// `*` is every one, `-name` leaves one out.
     #[arg(
         long,
@@ -60,6 +60,15 @@ pub struct Config {
     /// second). 1 is real time.
     #[arg(long, env = "KEEL_CRONJOB_TIME_SCALE", default_value_t = 1)]
     pub cronjob_time_scale: u32,
+    /// The API servers' `--service-account-signing-key-file`: the token controller signs the
+    /// tokens of `kubernetes.io/service-account-token` Secrets with it. Without it they stay
+    /// empty.
+    #[arg(long, env = "KEEL_SERVICE_ACCOUNT_PRIVATE_KEY_FILE")]
+    pub service_account_private_key_file: Option<std::path::PathBuf>,
+    /// The CA certificate (PEM) token Secrets carry as `ca.crt`: the one the API servers'
+    /// serving certificate is signed by.
+    #[arg(long, env = "KEEL_ROOT_CA_FILE")]
+    pub root_ca_file: Option<std::path::PathBuf>,
     /// How long a Job's first replacement of a failed Pod waits; each further failure since
     /// the last success doubles it, up to 6 minutes (Kubernetes: 10 s).
     #[arg(long, env = "KEEL_JOB_BACKOFF_BASE", default_value = "10s", value_parser = humantime::parse_duration)]

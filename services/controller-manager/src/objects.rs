@@ -39,6 +39,12 @@ pub fn endpoints() -> GroupVersionResource {
 pub fn endpointslices() -> GroupVersionResource {
     GroupVersionResource::new("discovery.k8s.io", "v1", "endpointslices")
 }
+pub fn secrets() -> GroupVersionResource {
+    GroupVersionResource::new("", "v1", "secrets")
+}
+pub fn serviceaccounts() -> GroupVersionResource {
+    GroupVersionResource::new("", "v1", "serviceaccounts")
+}
 pub fn nodes() -> GroupVersionResource {
     GroupVersionResource::new("", "v1", "nodes")
 }

@@ -130,7 +130,22 @@ fn run(cli: &Cli) -> Result<Vec<(String, String)>, String> {
         let what = leaf(cli, &issuer, &file, &role)?;
         rows.push((format!("{file}.crt"), what));
     }
+    rows.push(("service-account.key".into(), service_account_key(cli)?));
     Ok(rows)
+}
+
+/// The key ServiceAccount tokens are signed with (P-256, PKCS#8), unless it exists: the API
+/// servers' `--service-account-signing-key-file` and the controller-manager's
+/// `--service-account-private-key-file`.
+fn service_account_key(cli: &Cli) -> Result<String, String> {
+    let p = path(&cli.dir, "service-account.key");
+    if p.exists() {
+        return Ok("kept".into());
+    }
+    let key =
+        KeyPair::generate().map_err(|e| format!("generating the service account key: {e}"))?;
+    write(&p, &key.serialize_pem(), true)?;
+    Ok("new service account signing key (P-256)".into())
 }
 
 fn path(dir: &Path, file: &str) -> PathBuf {

@@ -86,6 +86,8 @@ pub struct Context<'a> {
     /// What [`Context::authorize`] was asked about: the audit line's object.
     scope: &'a Mutex<Scope>,
     warnings: &'a Warnings,
+    /// What issues ServiceAccount tokens (`None`: no signing key configured).
+    pub tokens: Option<&'a TokenIssuer>,
 }
 
 /// The namespace, name and subresource a request addressed, as authorized.
@@ -262,9 +264,29 @@ pub struct Handler {
     rbac: bool,
     limits: Limits,
     audit: Option<AuditLog>,
+    tokens: Option<Arc<TokenIssuer>>,
+}
+
+/// What ServiceAccount tokens are issued with (`--service-account-*`).
+pub struct TokenIssuer {
+    pub key: Arc<keel_token::SigningKey>,
+    pub issuer: String,
+    /// The audiences of a token whose request names none.
+    pub audiences: Vec<String>,
 }
 
 impl Handler {
+    /// Issues ServiceAccount tokens with this.
+    pub fn with_tokens(mut self, tokens: Arc<TokenIssuer>) -> Handler {
+        self.tokens = Some(tokens);
+        self
+    }
+
+    /// The token issuer, if a signing key is configured.
+    pub fn tokens(&self) -> Option<&TokenIssuer> {
+        self.tokens.as_deref()
+    }
+
     pub fn new(
         registry: Arc<Registry>,
         metrics: Metrics,
@@ -279,6 +301,7 @@ impl Handler {
             rbac,
             limits,
             audit,
+            tokens: None,
         }
     }
 
@@ -362,6 +385,7 @@ impl Handler {
                     watch_slot,
                     scope: &scope,
                     warnings: &warnings,
+                    tokens: self.tokens.as_deref(),
                 };
                 req.verb.run(cx).await
             }

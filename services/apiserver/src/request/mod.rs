@@ -22,6 +22,7 @@ mod list;
 mod manager;
 mod names;
 mod patch;
+mod token;
 mod update;
 mod watch;
 
@@ -33,13 +34,14 @@ pub use evict::Evict;
 pub use fields::FieldValidation;
 pub use get::Get;
 pub use handler::{
-    Caller, Context, DEFAULT_TIMEOUT, Handler, MAX_TIMEOUT, Request, Verb, Warnings,
+    Caller, Context, DEFAULT_TIMEOUT, Handler, MAX_TIMEOUT, Request, TokenIssuer, Verb, Warnings,
 };
 pub use impersonation::Impersonation;
 pub use limits::{Class, Limits, LimitsConfig};
 pub use list::{List, ListResult};
 pub use manager::FieldManager;
 pub use patch::{Patch, Patched};
+pub use token::RequestToken;
 pub use update::Update;
 pub use watch::{OpenWatch, Watch, WatchEvent, WatchEventKind};
 // The parameters verbs take, as the registry defines them.

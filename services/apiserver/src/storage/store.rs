@@ -151,6 +151,23 @@ impl Store {
         Some((objects, revision))
     }
 
+    /// The object `namespace/name` of `info` as this replica's watch cache holds it: `None`
+    /// while the cache loads, `Some(None)` when there is none. For checks that must not wait
+    /// (a bearer token's ServiceAccount, at authentication).
+    pub fn cached_object(
+        &self,
+        info: &Arc<ResourceInfo>,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Option<Object>> {
+        let cache = self.cache(info);
+        if !cache.is_ready() {
+            return None;
+        }
+        let key = self.keys.object(info, namespace, name);
+        Some(cache.get(&key.key).and_then(|o| o.object().ok()))
+    }
+
     /// A receiver of the revision of the last change to `info`'s objects in this replica's
     /// watch cache: a loop that follows them wakes when it moves.
     pub fn cache_changes(&self, info: &Arc<ResourceInfo>) -> tokio::sync::watch::Receiver<i64> {

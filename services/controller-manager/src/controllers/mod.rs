@@ -17,6 +17,7 @@ pub mod podlifecycle;
 pub mod replicaset;
 pub mod serviceaccount;
 pub mod statefulset;
+pub mod tokens;
 
 use std::fmt::Display;
 use std::hash::Hash;
@@ -42,7 +43,7 @@ use crate::config::Config;
 use crate::shutdown::Shutdown;
 
 /// Every controller, by the name `--controllers` uses.
-pub const ALL: [&str; 14] = [
+pub const ALL: [&str; 15] = [
     "replicaset",
     "deployment",
     "podlifecycle",
@@ -57,6 +58,7 @@ pub const ALL: [&str; 14] = [
     nodes::NAME,
     cronjob::NAME,
     endpoints::NAME,
+    tokens::NAME,
 ];
 
 /// What every controller is set up with.
@@ -397,6 +399,7 @@ pub fn setup(name: &str, ctx: &Context, registry: &mut Registry) -> Result<Start
         nodes::NAME => nodes::setup(ctx, registry),
         cronjob::NAME => cronjob::setup(ctx, registry),
         endpoints::NAME => endpoints::setup(ctx, registry),
+        tokens::NAME => tokens::setup(ctx, registry),
         other => Err(SetupError::Unknown(other.to_string())),
     }
 }

@@ -1,5 +1,5 @@
 //! `v1` ServiceAccount: stored as sent; every namespace gets a `default` one from the
-//! controller-manager.
+//! controller-manager. Its `token` subresource issues tokens (`request/token.rs`).
 
 use super::{Kind, MergeKeys, builtin_merge_keys};
 
@@ -16,6 +16,10 @@ impl ServiceAccount {
 }
 
 impl Kind for ServiceAccount {
+    fn subresources(&self) -> &'static [&'static str] {
+        &["token"]
+    }
+
     fn merge_schema(&self) -> Option<MergeKeys> {
         self.merge.clone()
     }

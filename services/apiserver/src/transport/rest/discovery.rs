@@ -190,6 +190,10 @@ fn subresource_shape(
             Some(("autoscaling", "v1", "Scale")),
         ),
         "eviction" => (&["create"], Some(("policy", "v1", "Eviction"))),
+        "token" => (
+            &["create"],
+            Some(("authentication.k8s.io", "v1", "TokenRequest")),
+        ),
         _ => (&["get", "patch", "update"], None),
     }
 }

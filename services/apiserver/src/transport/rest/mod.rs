@@ -53,6 +53,11 @@ pub fn router(state: RestState) -> Router {
         .route("/openapi/v2", get(openapi_v2))
         .route("/openapi/v3", get(openapi_root))
         .route("/openapi/v3/{*gv}", get(openapi_group_version))
+        .route(
+            "/.well-known/openid-configuration",
+            get(openid_configuration),
+        )
+        .route("/openid/v1/jwks", get(openid_keys))
         .fallback(fallback)
         .with_state(state)
 }
@@ -73,6 +78,41 @@ fn authenticate(auth: &Authenticator, req: &Request) -> Result<Option<User>, Api
         .and_then(|i| i.peer_certs())
         .and_then(|c| c.first().map(|d| d.to_vec()));
     auth.authenticate(header, certificate.as_deref()).map(Some)
+}
+
+/// The service account issuer's OpenID discovery document, as Kubernetes serves it (to any
+/// authenticated user: keel has no `system:service-account-issuer-discovery` binding to check).
+async fn openid_configuration(State(state): State<RestState>, req: Request) -> Response<Body> {
+    if let Err(e) = authenticate(&state.auth, &req) {
+        return error_response(&e);
+    }
+    let Some(tokens) = state.handler.tokens() else {
+        return no_such_path();
+    };
+    let document = serde_json::json!({
+        "issuer": tokens.issuer,
+        "jwks_uri": format!("{}/openid/v1/jwks", tokens.issuer.trim_end_matches('/')),
+        "response_types_supported": ["id_token"],
+        "subject_types_supported": ["public"],
+        "id_token_signing_alg_values_supported": [tokens.key.alg()],
+    });
+    value_response(StatusCode::OK, &document)
+}
+
+/// The public keys service account tokens are verified with (`application/jwk-set+json`).
+async fn openid_keys(State(state): State<RestState>, req: Request) -> Response<Body> {
+    if let Err(e) = authenticate(&state.auth, &req) {
+        return error_response(&e);
+    }
+    let Some(tokens) = state.handler.tokens() else {
+        return no_such_path();
+    };
+    let mut r = value_response(StatusCode::OK, &tokens.key.jwks());
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/jwk-set+json"),
+    );
+    r
 }
 
 async fn version() -> Response<Body> {

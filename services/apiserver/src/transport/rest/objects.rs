@@ -20,8 +20,8 @@ use super::watch;
 use crate::auth::User;
 use crate::request::{
     Caller, Create, Delete, DeleteCollection, DeleteOptions, Evict, FieldManager, FieldValidation,
-    Get, Handler, Impersonation, List, Patch, PatchType, Propagation, Request, Update, Warnings,
-    Watch,
+    Get, Handler, Impersonation, List, Patch, PatchType, Propagation, Request, RequestToken,
+    Update, Warnings, Watch,
 };
 
 /// What one REST request carries besides its path.
@@ -334,6 +334,21 @@ async fn run(
                 &serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
                     "status": "Success", "code": 201}),
             )
+        }
+        (&Method::POST, Some(name)) if p.subresource == "token" => {
+            let body = json_body(&call.headers, &call.body, &t)?;
+            let token_request: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
+                ApiError::bad_request(t.clone(), format!("malformed TokenRequest: {e}"))
+            })?;
+            let verb = RequestToken {
+                namespace: p.namespace.clone(),
+                name: name.to_string(),
+                request: token_request,
+            };
+            let answer = verb_handler()
+                .handle(request(p, timeout, user, verb))
+                .await?;
+            format.value(StatusCode::CREATED, &answer)
         }
         (&Method::PUT, Some(_)) => {
             let verb = Update {

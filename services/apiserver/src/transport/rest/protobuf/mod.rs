@@ -117,11 +117,18 @@ const INLINE: &[(&str, &str)] = &[
 
 /// Fields whose JSON name is not their protobuf name: `(message, protobuf name, JSON name)`,
 /// found by comparing the `json:` and `protobuf:"...,name="` tags of the vendored groups.
-const RENAMED: &[(&str, &str, &str)] = &[(
-    "k8s.io.api.networking.v1.IngressClassParametersReference",
-    "aPIGroup",
-    "apiGroup",
-)];
+const RENAMED: &[(&str, &str, &str)] = &[
+    (
+        "k8s.io.api.networking.v1.IngressClassParametersReference",
+        "aPIGroup",
+        "apiGroup",
+    ),
+    (
+        "k8s.io.api.authentication.v1.BoundObjectReference",
+        "uID",
+        "uid",
+    ),
+];
 
 /// Whether `field` of `message` is an embedded struct whose fields JSON puts in its parent's.
 fn is_inline(message: &MessageDescriptor, field: &FieldDescriptor) -> bool {
@@ -220,6 +227,7 @@ mod names {
             ("autoscaling/v2", "HorizontalPodAutoscaler"),
             ("policy/v1", "PodDisruptionBudget"),
             ("policy/v1", "Eviction"),
+            ("authentication.k8s.io/v1", "TokenRequest"),
             ("scheduling.k8s.io/v1", "PriorityClass"),
             ("storage.k8s.io/v1", "StorageClass"),
             ("storage.k8s.io/v1", "StorageClassList"),
