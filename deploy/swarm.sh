@@ -65,8 +65,9 @@ swarm_up() {
     fi
   done
   # The certificates, once: the API servers' names are the service's, loopback's and this
-  # host's (KEEL_SWARM_SERVER_NAMES adds more, e.g. the other nodes' addresses).
-  if [ ! -f "$dir/certs/ca.crt" ]; then
+  # host's (KEEL_SWARM_SERVER_NAMES adds more, e.g. the other nodes' addresses). keel-certs
+  # keeps what exists, so a directory from before the service account key gets only that.
+  if [ ! -f "$dir/certs/ca.crt" ] || [ ! -f "$dir/certs/service-account.key" ]; then
     local names="localhost,127.0.0.1,apiserver,$(hostname)"
     local addr
     addr=$(docker info -f '{{.Swarm.NodeAddr}}')

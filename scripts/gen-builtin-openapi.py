@@ -70,6 +70,7 @@ KINDS = [
     ("networking.k8s.io", "v1", "IngressClass"),
     ("networking.k8s.io", "v1", "NetworkPolicy"),
     ("discovery.k8s.io", "v1", "EndpointSlice"),
+    ("events.k8s.io", "v1", "Event"),
     ("autoscaling", "v2", "HorizontalPodAutoscaler"),
     ("autoscaling", "v1", "HorizontalPodAutoscaler"),
     ("policy", "v1", "PodDisruptionBudget"),

@@ -1142,3 +1142,75 @@ async fn events_expire_after_the_ttl() {
             .is_ok()
     );
 }
+
+/// `events.k8s.io/v1` beside core `v1`: one set of Events, each readable, listable and
+/// watchable in both forms, as Kubernetes converts them.
+#[tokio::test]
+async fn events_are_served_in_both_groups() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let new_events = gvr("events.k8s.io", "v1", "events");
+    let mut watch = c
+        .watch(
+            &events(),
+            &WatchParams {
+                namespace: "default".into(),
+                ..WatchParams::default()
+            },
+        )
+        .await
+        .unwrap();
+    let written = c
+        .create(
+            &new_events,
+            "default",
+            &json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                "metadata": {"name": "web.1"},
+                "eventTime": "2026-11-29T00:00:00.000000Z",
+                "regarding": {"kind": "Deployment", "name": "web", "namespace": "default"},
+                "note": "Scaled up replica set web-1 from 0 to 2", "reason": "ScalingReplicaSet",
+                "type": "Normal", "action": "Scale",
+                "reportingController": "deployment-controller", "reportingInstance": "cm-1"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(written["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(written["note"], "Scaled up replica set web-1 from 0 to 2");
+    // The same Event in core form.
+    let core = c.get(&events(), "default", "web.1").await.unwrap();
+    assert_eq!(core["apiVersion"], "v1");
+    assert_eq!(core["involvedObject"]["name"], "web");
+    assert_eq!(core["message"], "Scaled up replica set web-1 from 0 to 2");
+    assert_eq!(core["reportingComponent"], "deployment-controller");
+    assert_eq!(core["metadata"]["uid"], written["metadata"]["uid"]);
+    let ev = tokio::time::timeout(Duration::from_secs(10), watch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(ev.object["involvedObject"]["kind"], "Deployment");
+
+    // A core Event, listed in the new form.
+    c.create(
+        &events(),
+        "default",
+        &json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "pi.1"},
+                "involvedObject": {"kind": "Job", "name": "pi", "namespace": "default"},
+                "message": "Job completed", "reason": "Completed", "type": "Normal",
+                "source": {"component": "job-controller"}, "count": 3}),
+    )
+    .await
+    .unwrap();
+    let list = c
+        .list(&new_events, "default", &ListParams::default())
+        .await
+        .unwrap();
+    let pi = list.items.iter().find(|e| e.name() == "pi.1").unwrap();
+    assert_eq!(pi["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(pi["regarding"]["name"], "pi");
+    assert_eq!(pi["note"], "Job completed");
+    assert_eq!(pi["deprecatedCount"], 3);
+    assert_eq!(pi["deprecatedSource"]["component"], "job-controller");
+    assert_eq!(list.items.len(), 2);
+}

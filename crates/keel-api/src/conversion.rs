@@ -4,7 +4,9 @@
 //! at `v1beta1`, the form the seeds use (one `version`, schema under `validation`); a
 //! HorizontalPodAutoscaler is stored at `autoscaling/v2` and also served at `v1`, whose one CPU
 //! target is v2's CPU utilization metric, the rest kept in annotations as Kubernetes keeps
-//! them.
+//! them. An `events.k8s.io/v1` Event is a core `v1` Event, stored with them and converted field
+//! by field as Kubernetes converts it (`regarding` is `involvedObject`, `note` is `message`, the
+//! older fields `deprecated*`).
 
 use std::borrow::Cow;
 
@@ -32,6 +34,58 @@ fn is_hpa_v1(info: &ResourceInfo) -> bool {
     info.gvr.group == "autoscaling" && info.gvr.resource == HPA_RESOURCE && info.gvr.version == "v1"
 }
 
+/// The group served beside the core one over the same stored Events.
+pub const EVENTS_GROUP: &str = "events.k8s.io";
+
+fn is_events_v1(info: &ResourceInfo) -> bool {
+    info.gvr.group == EVENTS_GROUP && info.gvr.resource == "events"
+}
+
+/// Core Event field ↔ events.k8s.io/v1 Event field (Kubernetes' `Convert_v1_Event_To_core_Event`).
+const EVENT_FIELDS: [(&str, &str); 9] = [
+    ("involvedObject", "regarding"),
+    ("message", "note"),
+    ("reportingComponent", "reportingController"),
+    ("source", "deprecatedSource"),
+    ("firstTimestamp", "deprecatedFirstTimestamp"),
+    ("lastTimestamp", "deprecatedLastTimestamp"),
+    ("count", "deprecatedCount"),
+    // The same names in both.
+    ("related", "related"),
+    ("series", "series"),
+];
+
+fn rename_fields(obj: &mut Map<String, Value>, to_events_v1: bool) {
+    for (core, events) in EVENT_FIELDS {
+        let (from, to) = if to_events_v1 {
+            (core, events)
+        } else {
+            (events, core)
+        };
+        if from != to
+            && let Some(v) = obj.remove(from)
+        {
+            obj.insert(to.into(), v);
+        }
+    }
+    if to_events_v1 {
+        // events.k8s.io leaves a zero count out.
+        if obj.get("deprecatedCount") == Some(&json!(0)) {
+            obj.remove("deprecatedCount");
+        }
+    }
+}
+
+/// The group whose storage `info`'s objects live in: their own, but the core group's for
+/// `events.k8s.io` Events.
+pub fn storage_group(info: &ResourceInfo) -> &str {
+    if is_events_v1(info) {
+        ""
+    } else {
+        &info.gvr.group
+    }
+}
+
 fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }
@@ -47,6 +101,14 @@ fn is_served(info: &ResourceInfo, obj: &Object) -> bool {
 
 /// A stored object as `info`'s version serves it. An object of another group is left alone.
 pub fn to_served(info: &ResourceInfo, obj: &mut Object) {
+    if is_events_v1(info) {
+        if obj.api_version() == "v1" {
+            obj.as_map_mut()
+                .insert("apiVersion".into(), Value::String(info.api_version()));
+            rename_fields(obj.as_map_mut(), true);
+        }
+        return;
+    }
     if is_served(info, obj) || group_of(obj.api_version()) != info.gvr.group {
         return;
     }
@@ -80,7 +142,7 @@ pub fn served<'a>(info: &ResourceInfo, obj: &'a Object) -> Cow<'a, Object> {
 /// `obj` in its stored form, copied only when it is in `info`'s served form and that differs
 /// (a patch's current object is read in the version the request names).
 pub fn stored<'a>(info: &ResourceInfo, obj: &'a Object) -> Cow<'a, Object> {
-    let converts = is_crd_v1beta1(info) || is_hpa_v1(info);
+    let converts = is_crd_v1beta1(info) || is_hpa_v1(info) || is_events_v1(info);
     if converts && is_served(info, obj) {
         let mut owned = obj.clone();
         to_stored(info, &mut owned);
@@ -94,6 +156,13 @@ pub fn stored<'a>(info: &ResourceInfo, obj: &'a Object) -> Cow<'a, Object> {
 /// form (apiVersion included). Other resources' objects are unchanged here (a custom
 /// resource's storage version is the registry's to apply).
 pub fn to_stored(info: &ResourceInfo, obj: &mut Object) {
+    if is_events_v1(info) {
+        if group_of(obj.api_version()) == EVENTS_GROUP {
+            obj.as_map_mut().insert("apiVersion".into(), json!("v1"));
+            rename_fields(obj.as_map_mut(), false);
+        }
+        return;
+    }
     if is_hpa_v1(info) {
         obj.as_map_mut()
             .insert("apiVersion".into(), json!("autoscaling/v2"));
@@ -516,5 +585,31 @@ mod tests {
         let before = crd.clone();
         to_served(&crd_info("v1"), &mut crd);
         assert_eq!(crd, before);
+    }
+
+    #[test]
+    fn an_events_k8s_io_event_is_a_core_event_renamed() {
+        let info = crate::builtin_resources()
+            .into_iter()
+            .find(|r| r.gvr.group == EVENTS_GROUP && r.gvr.resource == "events")
+            .unwrap();
+        let core = json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "pi.1", "namespace": "default"},
+            "involvedObject": {"kind": "Job", "name": "pi"}, "message": "Job completed",
+            "reason": "Completed", "type": "Normal", "reportingComponent": "job-controller",
+            "source": {"component": "job-controller"}, "count": 2,
+            "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:01:00Z"});
+        let mut obj = Object::from_value(core.clone()).unwrap();
+        to_served(&info, &mut obj);
+        let v = obj.as_map();
+        assert_eq!(v["apiVersion"], "events.k8s.io/v1");
+        assert_eq!(v["regarding"]["name"], "pi");
+        assert_eq!(v["note"], "Job completed");
+        assert_eq!(v["reportingController"], "job-controller");
+        assert_eq!(v["deprecatedSource"]["component"], "job-controller");
+        assert_eq!(v["deprecatedCount"], 2);
+        assert!(v.get("involvedObject").is_none() && v.get("message").is_none());
+        to_stored(&info, &mut obj);
+        assert_eq!(obj.into_value(), core);
     }
 }

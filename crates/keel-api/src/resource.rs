@@ -244,6 +244,7 @@ const MANIFEST_KINDS: &[ManifestKind] = &[
     ("networking.k8s.io", "v1", "ingressclasses", "IngressClass", &[], false, false),
     ("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", &["netpol"], true, false),
     ("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", &[], true, false),
+    ("events.k8s.io", "v1", "events", "Event", &["ev"], true, false),
     ("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", &["hpa"], true, true),
     ("autoscaling", "v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler", &["hpa"], true, true),
     ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", &["pdb"], true, true),

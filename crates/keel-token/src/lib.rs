@@ -213,6 +213,19 @@ pub struct Bound {
     pub uid: String,
 }
 
+/// The kinds a token may be bound to, with their core resources.
+pub const BOUND_KINDS: [(&str, &str); 2] = [("Pod", "pods"), ("Secret", "secrets")];
+
+impl Bound {
+    /// The core resource of the bound object's kind.
+    pub fn resource(&self) -> &'static str {
+        BOUND_KINDS
+            .iter()
+            .find(|(k, _)| *k == self.kind)
+            .map_or("secrets", |(_, r)| r)
+    }
+}
+
 /// Who a token says its bearer is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claims {

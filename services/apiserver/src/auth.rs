@@ -121,8 +121,7 @@ impl Authenticator {
             return Err(refused(format!("{} was recreated", who.username())));
         }
         if let Some(b) = &who.bound {
-            let resource = if b.kind == "Pod" { "pods" } else { "secrets" };
-            let obj = find(resource, &b.name)?
+            let obj = find(b.resource(), &b.name)?
                 .ok_or_else(|| refused(format!("its {} {} is gone", b.kind, b.name)))?;
             if obj["metadata"]["uid"].as_str() != Some(&b.uid) {
                 return Err(refused(format!("its {} {} was recreated", b.kind, b.name)));

@@ -19,6 +19,10 @@ impl WriteRules for RegistryRules {
         obj.deletion_timestamp().is_some() && !has_finalizers(&*self.0.kind(&info.gvr), obj)
     }
 
+    fn expires(&self, info: &ResourceInfo) -> bool {
+        self.0.kind(&info.gvr).expires()
+    }
+
     /// The mutations in order, as storage applies them. A result equal to `current` but for
     /// its entries' times is `current` (Kubernetes' `IgnoreManagedFieldsTimestampsTransformer`):
     /// a write that changes nothing but when its manager last wrote is no write, so

@@ -103,17 +103,14 @@ impl Verb for RequestToken {
             None => None,
             Some(r) => {
                 let kind = r.get("kind").and_then(Value::as_str).unwrap_or("");
-                let resource = match kind {
-                    "Pod" => "pods",
-                    "Secret" => "secrets",
-                    other => {
-                        return Err(invalid(
-                            &self.name,
-                            "spec.boundObjectRef.kind",
-                            &json!(other),
-                            "supported values: \"Pod\", \"Secret\"",
-                        ));
-                    }
+                let Some((_, resource)) = keel_token::BOUND_KINDS.iter().find(|(k, _)| *k == kind)
+                else {
+                    return Err(invalid(
+                        &self.name,
+                        "spec.boundObjectRef.kind",
+                        &json!(kind),
+                        "supported values: \"Pod\", \"Secret\"",
+                    ));
                 };
                 let name = r.get("name").and_then(Value::as_str).unwrap_or("");
                 let info = registry.lookup(Some(&keel_api::GroupVersionResource::new(

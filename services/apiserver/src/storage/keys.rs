@@ -38,10 +38,10 @@ impl Keys {
 
     /// `<prefix>/<group or core>/<resource>/`: every object of the resource.
     pub fn resource_prefix(&self, info: &ResourceInfo) -> String {
-        let group = if info.gvr.group.is_empty() {
-            "core"
-        } else {
-            &info.gvr.group
+        // A resource served in two groups has one storage (events.k8s.io's Events).
+        let group = match keel_api::conversion::storage_group(info) {
+            "" => "core",
+            g => g,
         };
         format!("{}/{}/{}/", self.prefix, group, info.gvr.resource)
     }

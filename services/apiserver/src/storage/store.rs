@@ -53,14 +53,14 @@ pub struct Store {
 }
 
 impl Store {
-    /// The lease a write of this object takes: Events expire (`--event-ttl`), nothing else.
+    /// The lease a write of this object takes: objects of kinds that expire (Events) take one
+    /// of `--event-ttl`, the rest none.
     pub(super) async fn lease_for(
         &self,
         key: &super::keys::ObjectKey,
         deadline: tokio::time::Instant,
     ) -> Result<crate::etcd::LeaseId, keel_api::ApiError> {
-        let gvr = &key.info.gvr;
-        if gvr.group.is_empty() && gvr.resource == "events" && !self.config.event_ttl.is_zero() {
+        if self.rules.expires(&key.info) && !self.config.event_ttl.is_zero() {
             self.event_leases.lease(&*self.kv, deadline).await
         } else {
             Ok(crate::etcd::NO_LEASE)

@@ -25,6 +25,11 @@ pub trait WriteRules: Send + Sync {
     /// no finalizer (finalizers are the registry's business); it is removed instead of stored.
     fn is_finished(&self, info: &ResourceInfo, obj: &Object) -> bool;
 
+    /// Whether objects of `info` expire some time after their last write (`--event-ttl`).
+    fn expires(&self, _info: &ResourceInfo) -> bool {
+        false
+    }
+
     /// Applies a batch's `mutations` in order to `current` (as [`apply_in_order`]); a
     /// registry may judge the batch's result as a whole.
     fn apply_batch(

@@ -1,4 +1,5 @@
-//! `v1` Event: stored as sent; no rule of its own.
+//! `v1` Event (and `events.k8s.io/v1`, the same objects converted): stored as sent, and
+//! expiring `--event-ttl` after the last write.
 
 use super::{Kind, MergeKeys, builtin_merge_keys};
 
@@ -15,6 +16,11 @@ impl Event {
 }
 
 impl Kind for Event {
+    /// Events expire `--event-ttl` after their last write.
+    fn expires(&self) -> bool {
+        true
+    }
+
     /// What `kubectl describe` selects an object's Events by, and the rest of Kubernetes'
     /// Event fields (`source` reads `source.component`, as in Kubernetes).
     fn selectable_fields(&self) -> &'static [&'static str] {

@@ -75,6 +75,11 @@ pub trait Kind: Send + Sync {
         None
     }
 
+    /// Whether objects expire some time after their last write (Events: `--event-ttl`).
+    fn expires(&self) -> bool {
+        false
+    }
+
     /// The fields a field selector may name besides `metadata.name` and `metadata.namespace`
     /// (Kubernetes' `GetAttrs` / `SelectableFields`), each a dotted path into the object.
     fn selectable_fields(&self) -> &'static [&'static str] {
@@ -344,6 +349,7 @@ fn registrations() -> Vec<(&'static str, &'static str, Arc<dyn Kind>)> {
             "endpointslices",
             Arc::new(endpointslice::EndpointSlice::new()),
         ),
+        ("events.k8s.io", "events", Arc::new(event::Event::new())),
         (
             "autoscaling",
             "horizontalpodautoscalers",
