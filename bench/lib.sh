@@ -71,33 +71,22 @@ YAML
   done
 }
 
-# Waits, showing progress, until N Jobs have R successes ($3: a namespace; $4: seconds between
-# polls).
-wait_complete() {
-  local n=$1 r=$2 ns=${3:-} every=${4:-0.2} done_count
+# Waits, showing progress, until N objects of a resource ($1: deployments or jobs) have R
+# in a status field ($2: availableReplicas or succeeded) ($5: a namespace, or none for the
+# current one; $6: seconds between polls, 0.2 unless given).
+wait_count() {
+  local resource=$1 field=$2 n=$3 r=$4 ns=${5:-} every=${6:-0.2} done_count
   while :; do
-    done_count=$(./target/release/keelctl --server http://127.0.0.1:36443 get jobs \
-      ${ns:+-n "$ns"} -o json | grep -o '"succeeded": *[0-9]*' | grep -c ": *$r\$" || true)
-    printf '\r    %d/%d complete' "$done_count" "$n" >&2
+    done_count=$(./target/release/keelctl --server http://127.0.0.1:36443 get "$resource" \
+      ${ns:+-n "$ns"} -o json | grep -o "\"$field\": *[0-9]*" | grep -c ": *$r\$" || true)
+    printf '\r    %d/%d done' "$done_count" "$n" >&2
     [ "$done_count" = "$n" ] && break
     sleep "$every"
   done
   echo >&2
 }
-
-# Waits, showing progress, until N Deployments report R available replicas ($3: a namespace, or
-# none for the current one; $4: seconds between polls, 0.2 unless given).
-wait_available() {
-  local n=$1 r=$2 ns=${3:-} every=${4:-0.2} done_count
-  while :; do
-    done_count=$(./target/release/keelctl --server http://127.0.0.1:36443 get deployments \
-      ${ns:+-n "$ns"} -o json | grep -o '"availableReplicas": *[0-9]*' | grep -c ": *$r\$" || true)
-    printf '\r    %d/%d available' "$done_count" "$n" >&2
-    [ "$done_count" = "$n" ] && break
-    sleep "$every"
-  done
-  echo >&2
-}
+wait_available() { wait_count deployments availableReplicas "$@"; }
+wait_complete() { wait_count jobs succeeded "$@"; }
 
 kc() { ./target/release/keelctl --server http://127.0.0.1:36443 "$@"; }
 # A process's peak RSS in MB (VmHWM); its arguments joined by "/" (a cell per replica).
@@ -147,8 +136,13 @@ start_replicas() {
 # Deletes run $1's namespace, with its replicas still running (the namespace controller empties
 # it), then stops them.
 stop_replicas() {
-  kc delete namespace "run-$1" >/dev/null
-  while kc get namespace "run-$1" >/dev/null 2>&1; do sleep 0.5; done
+  kc delete namespace "run-$1" --wait=false >/dev/null
+  echo "==> emptying namespace run-$1" >&2
+  while kc get namespace "run-$1" >/dev/null 2>&1; do
+    printf '\r    %s objects left' "$(kc get pods,jobs,events -n "run-$1" -o name 2>/dev/null | wc -l)" >&2
+    sleep 1
+  done
+  echo >&2
   kill -TERM "${pids[@]}"
   wait "${pids[@]}" 2>/dev/null || true
 }

@@ -257,7 +257,12 @@ impl Correlator {
     /// Combines the eleventh and later distinct messages of one reason about one object
     /// within the window into one event; returns the key identical events share.
     fn aggregate(&mut self, event: &mut Value, now: Instant) -> String {
-        let aggregate_key = join(event, &AGGREGATE_FIELDS);
+        // Similar events: those of one source, object and type (the spam key) and one reason.
+        let aggregate_key = format!(
+            "{}\u{0}{}",
+            join(event, &SPAM_FIELDS),
+            event["reason"].as_str().unwrap_or("")
+        );
         let message = event["message"].as_str().unwrap_or("").to_string();
         let similar = self
             .similar
@@ -291,18 +296,6 @@ const SPAM_FIELDS: [&str; 8] = [
     "/involvedObject/uid",
     "/involvedObject/apiVersion",
     "/type",
-];
-
-const AGGREGATE_FIELDS: [&str; 9] = [
-    "/source/component",
-    "/source/host",
-    "/involvedObject/kind",
-    "/involvedObject/namespace",
-    "/involvedObject/name",
-    "/involvedObject/uid",
-    "/involvedObject/apiVersion",
-    "/type",
-    "/reason",
 ];
 
 fn join(event: &Value, fields: &[&str]) -> String {

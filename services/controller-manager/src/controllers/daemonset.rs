@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 use super::expectations::Expectations;
 use super::history;
 use super::{Context, SetupError, Start};
-use crate::objects::{self, controller_of};
+use crate::objects;
 
 pub const NAME: &str = "daemonset";
 const REVISION_LABEL: &str = "controller-revision-hash";
@@ -63,7 +63,11 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
     let queue = WorkQueue::default_controller_queue();
     let expectations = Expectations::default();
     set_informer.add_handler(enqueue_handler(queue.clone()));
-    pod_informer.add_handler(pod_handler(queue.clone(), expectations.clone()));
+    pod_informer.add_handler(super::statefulset::owned_pods_handler(
+        queue.clone(),
+        expectations.clone(),
+        "DaemonSet",
+    ));
     revision_informer.add_handler(super::statefulset::owner_handler(
         queue.clone(),
         "DaemonSet",
@@ -94,29 +98,6 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
         super::by_name(ctx),
         |this, key| async move { this.reconcile(key).await },
     ))
-}
-
-fn pod_handler(queue: WorkQueue<ObjectKey>, x: Expectations) -> HandlerFns {
-    let (q1, q2, q3) = (queue.clone(), queue.clone(), queue);
-    let (x1, x2) = (x.clone(), x);
-    HandlerFns::new()
-        .added(move |pod| {
-            if let Some((owner, _)) = controller_of(pod, "DaemonSet") {
-                x1.creation_observed(&owner);
-                q1.add(owner);
-            }
-        })
-        .updated(move |_, new| {
-            if let Some((owner, _)) = controller_of(new, "DaemonSet") {
-                q2.add(owner);
-            }
-        })
-        .deleted(move |pod| {
-            if let Some((owner, _)) = controller_of(pod, "DaemonSet") {
-                x2.deletion_observed(&owner, pod.name());
-                q3.add(owner);
-            }
-        })
 }
 
 /// A Node added, changed or removed may change where every set runs.

@@ -64,7 +64,11 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
     let queue = WorkQueue::default_controller_queue();
     let expectations = Expectations::default();
     set_informer.add_handler(enqueue_handler(queue.clone()));
-    pod_informer.add_handler(pod_handler(queue.clone(), expectations.clone()));
+    pod_informer.add_handler(owned_pods_handler(
+        queue.clone(),
+        expectations.clone(),
+        "StatefulSet",
+    ));
     revision_informer.add_handler(owner_handler(queue.clone(), "StatefulSet"));
     let this = Arc::new(StatefulSetController {
         client: ctx.client.clone(),
@@ -88,23 +92,28 @@ pub fn setup(ctx: &Context, registry: &mut Registry) -> Result<Start, SetupError
     ))
 }
 
-fn pod_handler(queue: WorkQueue<ObjectKey>, x: Expectations) -> HandlerFns {
+/// Pod events wake the controlling owner of this kind and check off its expectations.
+pub(crate) fn owned_pods_handler(
+    queue: WorkQueue<ObjectKey>,
+    x: Expectations,
+    kind: &'static str,
+) -> HandlerFns {
     let (q1, q2, q3) = (queue.clone(), queue.clone(), queue);
     let (x1, x2) = (x.clone(), x);
     HandlerFns::new()
         .added(move |pod| {
-            if let Some((owner, _)) = controller_of(pod, "StatefulSet") {
+            if let Some((owner, _)) = controller_of(pod, kind) {
                 x1.creation_observed(&owner);
                 q1.add(owner);
             }
         })
         .updated(move |_, new| {
-            if let Some((owner, _)) = controller_of(new, "StatefulSet") {
+            if let Some((owner, _)) = controller_of(new, kind) {
                 q2.add(owner);
             }
         })
         .deleted(move |pod| {
-            if let Some((owner, _)) = controller_of(pod, "StatefulSet") {
+            if let Some((owner, _)) = controller_of(pod, kind) {
                 x2.deletion_observed(&owner, pod.name());
                 q3.add(owner);
             }
