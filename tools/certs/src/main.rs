@@ -311,13 +311,24 @@ mod tests {
             Cli::parse_from(args)
         };
         let first = run(&cli(&["a=alice"])).unwrap_or_default();
-        assert_eq!(first.len(), 5, "{first:?}");
+        assert_eq!(first.len(), 6, "{first:?}");
         let ca = std::fs::read(dir.join("ca.crt")).unwrap_or_default();
+        let sa = std::fs::read(dir.join("service-account.key")).unwrap_or_default();
+        assert!(String::from_utf8_lossy(&sa).starts_with("-----BEGIN PRIVATE KEY-----"));
         let second = run(&cli(&["a=alice", "b=bob,dev"])).unwrap_or_default();
         let kept = second.iter().filter(|(_, what)| what == "kept").count();
-        assert_eq!(kept, 5, "{second:?}");
-        assert_eq!(second.last().map(|(f, _)| f.as_str()), Some("b.crt"));
+        assert_eq!(kept, 6, "{second:?}");
+        assert!(
+            second
+                .iter()
+                .any(|(f, what)| f == "b.crt" && what != "kept"),
+            "{second:?}"
+        );
         assert_eq!(std::fs::read(dir.join("ca.crt")).unwrap_or_default(), ca);
+        assert_eq!(
+            std::fs::read(dir.join("service-account.key")).unwrap_or_default(),
+            sa
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
