@@ -270,7 +270,19 @@ fn slice_contents(svc: &Value, members: &[Member]) -> Vec<(Vec<Value>, Vec<Value
                     e
                 })
                 .collect();
-            out.push((ports.clone(), endpoints));
+            // A slice's port always has a name, "" for an unnamed one (Kubernetes' controller
+            // writes it so, and `kubectl describe service` reads it without looking).
+            let named: Vec<Value> = ports
+                .iter()
+                .map(|p| {
+                    let mut p = p.clone();
+                    if p.get("name").is_none() {
+                        p["name"] = json!("");
+                    }
+                    p
+                })
+                .collect();
+            out.push((named, endpoints));
         }
     }
     if out.is_empty() {
@@ -535,6 +547,11 @@ mod tests {
         let m = members(&s, &pods);
         assert!(subsets(&s, &m).is_empty());
         let slices = slice_contents(&s, &m);
+        assert_eq!(
+            slices[0].0,
+            [json!({"name": "", "port": 80, "protocol": "TCP"})],
+            "an unnamed port is named \"\" in a slice"
+        );
         assert_eq!(
             slices[0].1[0]["conditions"],
             json!({"ready": false, "serving": true, "terminating": true})
