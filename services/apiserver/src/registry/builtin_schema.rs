@@ -58,11 +58,15 @@ pub fn unknown_fields(info: &ResourceInfo, object: &Map<String, Value>) -> Vec<S
 /// Kubernetes does when it decodes into its types; `metadata.initializers`, keel's (Kubernetes
 /// 1.7-1.13 had it), stays. Nothing for kinds without a schema.
 pub fn prune(info: &ResourceInfo, obj: &mut Map<String, Value>) {
-    // The object may be in its stored version already (a v1 HorizontalPodAutoscaler as v2).
+    // The object may be in its stored version already (a v1 HorizontalPodAutoscaler as v2, an
+    // events.k8s.io Event as a core one).
     let stored = obj
         .get("apiVersion")
         .and_then(Value::as_str)
-        .filter(|v| v.rsplit_once('/').map_or("", |(g, _)| g) == info.gvr.group)
+        .filter(|v| {
+            let group = v.rsplit_once('/').map_or("", |(g, _)| g);
+            group == info.gvr.group || group == keel_api::conversion::storage_group(info)
+        })
         .and_then(|v| DOCUMENT["kinds"][&format!("{}/{}", group_version(v), info.kind)].as_str());
     let Some(name) = stored.or_else(|| schema_name(info)) else {
         return;
