@@ -63,7 +63,7 @@ check "every service runs all its replicas" replicas_ok
 check "the etcd members are pinned by node label" \
   "docker service inspect -f '{{.Spec.TaskTemplate.Placement.Constraints}}' ${project}_etcd-1 | grep 'node.labels.keel.etcd-1 == true' >/dev/null"
 check "the certificates are swarm secrets" \
-  "[ \$(docker secret ls -q --filter label=com.docker.stack.namespace=$project | wc -l) = 11 ]"
+  "[ \$(docker secret ls -q --filter label=com.docker.stack.namespace=$project | wc -l) = 12 ]"
 
 kc() { ./target/release/keelctl --kubeconfig "$dir/kubeconfig" "$@"; }
 if command -v kubectl >/dev/null 2>&1; then
