@@ -94,6 +94,15 @@ pub fn controller_of(obj: &Value, kind: &str) -> Option<(ObjectKey, String)> {
     ))
 }
 
+/// The objects of `store` in `owner`'s namespace that `owner` controls (by uid).
+pub fn owned(store: &keel_runtime::Store, owner: &Value) -> Vec<std::sync::Arc<Value>> {
+    store
+        .by_index(keel_runtime::BY_NAMESPACE, owner.namespace())
+        .into_iter()
+        .filter(|o| o.controller_uid() == Some(owner.uid()))
+        .collect()
+}
+
 /// The ownerReference a controller puts on what it creates or adopts.
 pub fn controller_reference(owner: &Value) -> Value {
     json!({

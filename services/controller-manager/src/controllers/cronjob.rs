@@ -24,7 +24,7 @@ use croner::parser::{CronParser, Seconds, Year};
 use keel_api::Metadata;
 use keel_client::{ApiError, Client, DeleteParams, PropagationPolicy, Reason};
 use keel_runtime::{
-    Action, BY_NAMESPACE, Controller, ObjectKey, Recorder, ShardBy, Store, WatchOptions, WorkQueue,
+    Action, Controller, ObjectKey, Recorder, ShardBy, Store, WatchOptions, WorkQueue,
     enqueue_handler,
 };
 use prometheus_client::registry::Registry;
@@ -234,12 +234,7 @@ impl CronJobController {
         let Some(cj) = self.cronjobs.get(&key) else {
             return Ok(Action::await_change());
         };
-        let jobs: Vec<Arc<Value>> = self
-            .jobs
-            .by_index(BY_NAMESPACE, &key.namespace)
-            .into_iter()
-            .filter(|j| j.controller_uid() == Some(cj.uid()))
-            .collect();
+        let jobs = objects::owned(&self.jobs, &cj);
         let mut status = cj["status"].as_object().cloned().unwrap_or_default();
         let mut active = self.follow_active(&cj, &jobs, &mut status);
         if cj.is_deleting() {

@@ -347,12 +347,7 @@ impl JobController {
             self.release_orphans(&key).await?;
             return Ok(Action::await_change());
         };
-        let pods: Vec<Arc<Value>> = self
-            .pods
-            .by_index(BY_NAMESPACE, &key.namespace)
-            .into_iter()
-            .filter(|p| p.controller_uid() == Some(job.uid()))
-            .collect();
+        let pods = objects::owned(&self.pods, &job);
         if !self.expectations.satisfied(&key)
             || !self.finalizers.satisfied(&key)
             || !self.caught_up(&key, &job)

@@ -400,22 +400,34 @@ fn terminated(code: i64, started: &Value, now: &str) -> Value {
     json!({"terminated": state})
 }
 
-/// The containers exited and were started again, the Pod still Running.
-fn restarted_status(pod: &Value, code: i64) -> Value {
-    let now = objects::now_rfc3339();
+/// Each container with its restart count so far and its `terminated` state, as all exit with
+/// `code` now.
+fn exits(pod: &Value, code: i64, now: &str) -> Vec<(Value, i64, Value)> {
     let old = pod["status"]["containerStatuses"].as_array();
-    let statuses: Vec<Value> = containers(pod)
+    containers(pod)
         .map(|c| {
             let prev = old
                 .and_then(|l| l.iter().find(|s| s["name"] == c["name"]))
                 .cloned()
                 .unwrap_or(Value::Null);
             let started = &prev["state"]["running"]["startedAt"];
+            let restarts = prev["restartCount"].as_i64().unwrap_or(0);
+            (c.clone(), restarts, terminated(code, started, now))
+        })
+        .collect()
+}
+
+/// The containers exited and were started again, the Pod still Running.
+fn restarted_status(pod: &Value, code: i64) -> Value {
+    let now = objects::now_rfc3339();
+    let statuses: Vec<Value> = exits(pod, code, &now)
+        .into_iter()
+        .map(|(c, restarts, exit)| {
             json!({
                 "name": c["name"], "image": c["image"], "imageID": "",
                 "ready": true, "started": true,
-                "restartCount": prev["restartCount"].as_i64().unwrap_or(0) + 1,
-                "lastState": terminated(code, started, &now),
+                "restartCount": restarts + 1,
+                "lastState": exit,
                 "state": {"running": {"startedAt": now}},
             })
         })
@@ -426,19 +438,14 @@ fn restarted_status(pod: &Value, code: i64) -> Value {
 /// Every container exited and none restarts: the Pod has ended.
 fn terminated_status(pod: &Value, code: i64) -> Value {
     let now = objects::now_rfc3339();
-    let old = pod["status"]["containerStatuses"].as_array();
-    let statuses: Vec<Value> = containers(pod)
-        .map(|c| {
-            let prev = old
-                .and_then(|l| l.iter().find(|s| s["name"] == c["name"]))
-                .cloned()
-                .unwrap_or(Value::Null);
-            let started = &prev["state"]["running"]["startedAt"];
+    let statuses: Vec<Value> = exits(pod, code, &now)
+        .into_iter()
+        .map(|(c, restarts, exit)| {
             json!({
                 "name": c["name"], "image": c["image"], "imageID": "",
                 "ready": false, "started": false,
-                "restartCount": prev["restartCount"].as_i64().unwrap_or(0),
-                "state": terminated(code, started, &now),
+                "restartCount": restarts,
+                "state": exit,
             })
         })
         .collect();

@@ -24,8 +24,8 @@ use std::time::{Duration, SystemTime};
 use keel_api::Metadata;
 use keel_client::{ApiError, Client, DeleteParams, Reason};
 use keel_runtime::{
-    Action, BY_NAMESPACE, Controller, HandlerFns, ObjectKey, Recorder, ShardBy, Store,
-    WatchOptions, WorkQueue, enqueue_handler,
+    Action, Controller, HandlerFns, ObjectKey, Recorder, ShardBy, Store, WatchOptions, WorkQueue,
+    enqueue_handler,
 };
 use prometheus_client::registry::Registry;
 use serde_json::{Map, Value, json};
@@ -261,15 +261,8 @@ impl StatefulSetController {
         if !self.expectations.satisfied(&key) {
             return Ok(Action::await_change());
         }
-        let mine = |store: &Store| -> Vec<Arc<Value>> {
-            store
-                .by_index(BY_NAMESPACE, &key.namespace)
-                .into_iter()
-                .filter(|o| o.controller_uid() == Some(set.uid()))
-                .collect()
-        };
-        let pods = mine(&self.pods);
-        let mut revisions = mine(&self.revisions);
+        let pods = objects::owned(&self.pods, &set);
+        let mut revisions = objects::owned(&self.revisions, &set);
         revisions.sort_by_key(|r| history::revision_number(r));
         let Some(update) =
             history::update_revision(&self.client, &objects::statefulsets(), &set, &mut revisions)
