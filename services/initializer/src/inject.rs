@@ -2,7 +2,9 @@
 //! `data.config` holds the containers and volumes to add; the desired Pod is a copy of the
 //! live one with them merged in by name and this initializer's name gone from
 //! `metadata.initializers.pending`; the PATCH is the two-way strategic merge patch between the
-//! two. Merging by name makes a second run a no-op, so several replicas are safe. Pure: no I/O.
+//! two. Merging by name makes a second run a no-op, so several replicas are safe. The webhook
+//! mode makes the same injection ([`injected_pod`]) and answers it as a JSON Patch. Pure: no
+//! I/O.
 
 use keel_client::Metadata;
 use keel_patch::{BuiltinSchema, PatchError, create_two_way_merge_patch};
@@ -15,7 +17,8 @@ pub struct Sidecar {
     pub volumes: Vec<Value>,
 }
 
-#[derive(Debug, thiserror::Error, PartialEq)]
+/// Why the ConfigMap's `data.config` cannot be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
     /// The ConfigMap has no `data.config`.
     #[error("the ConfigMap has no data.config")]
@@ -67,10 +70,13 @@ fn merge_by_name(list: &mut Vec<Value>, items: &[Value]) {
     }
 }
 
-/// The Pod as this initializer wants it: the sidecar merged in, its own name out of `pending`.
-pub fn desired_pod(pod: &Value, sidecar: &Sidecar, initializer: &str) -> Value {
-    let mut desired = pod.clone();
-    if let Some(spec) = desired.get_mut("spec").and_then(Value::as_object_mut) {
+/// The Pod with the sidecar: each container and volume of `sidecar` whose name the Pod lacks
+/// is appended to `spec.containers` or `spec.volumes`; those it has are left as they are, so
+/// injecting twice is injecting once. The one injection both modes make: the initializer's
+/// [`desired_pod`] and the webhook's answer.
+pub fn injected_pod(pod: &Value, sidecar: &Sidecar) -> Value {
+    let mut injected = pod.clone();
+    if let Some(spec) = injected.get_mut("spec").and_then(Value::as_object_mut) {
         for (field, items) in [
             ("containers", &sidecar.containers),
             ("volumes", &sidecar.volumes),
@@ -86,6 +92,13 @@ pub fn desired_pod(pod: &Value, sidecar: &Sidecar, initializer: &str) -> Value {
             }
         }
     }
+    injected
+}
+
+/// The Pod as this initializer wants it: the sidecar injected ([`injected_pod`]), its own name
+/// out of `pending`.
+pub fn desired_pod(pod: &Value, sidecar: &Sidecar, initializer: &str) -> Value {
+    let mut desired = injected_pod(pod, sidecar);
     if let Some(init) = desired["metadata"]
         .get_mut("initializers")
         .and_then(Value::as_object_mut)
