@@ -73,7 +73,7 @@ fn merge_by_name(list: &mut Vec<Value>, items: &[Value]) {
 /// The Pod with the sidecar: each container and volume of `sidecar` whose name the Pod lacks
 /// is appended to `spec.containers` or `spec.volumes`; those it has are left as they are, so
 /// injecting twice is injecting once. The one injection both modes make: the initializer's
-/// [`desired_pod`] and the webhook's answer.
+/// [`desired_pod`] and the webhook's answer ([`crate::webhook::admission`]).
 pub fn injected_pod(pod: &Value, sidecar: &Sidecar) -> Value {
     let mut injected = pod.clone();
     if let Some(spec) = injected.get_mut("spec").and_then(Value::as_object_mut) {
