@@ -81,6 +81,8 @@ KINDS = [
         "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
 ] + [
     ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+    ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration"),
 ]
 
 # The extensions server-side apply and strategic merge patch read.

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 pub mod keelctl;
 pub mod proxy;
+pub mod webhook;
 
 use keel_client::{Client, ClientConfig};
 pub use rustix::process::Signal;

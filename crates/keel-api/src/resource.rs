@@ -250,6 +250,25 @@ const MANIFEST_KINDS: &[ManifestKind] = &[
     ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", &["pdb"], true, true),
     ("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", &["pc"], false, false),
     ("storage.k8s.io", "v1", "storageclasses", "StorageClass", &["sc"], false, false),
+    // Dynamic admission as Kubernetes runs it today (keel-apiserver's `registry::webhooks`).
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        &[],
+        false,
+        false,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        &[],
+        false,
+        false,
+    ),
 ];
 
 /// The built-in resources, under Kubernetes' own groups and versions.

@@ -13,6 +13,12 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "the URL grammar: /api/v1/namespaces/NS/... names a namespace, whatever the resource",
     ),
     (
+        "registry/webhooks/mod.rs",
+        "namespaces",
+        "a webhook's namespaceSelector chooses a Namespace by its own labels, whatever the \
+         webhook's rules (Kubernetes' namespace matcher)",
+    ),
+    (
         "registry/rbac/escalation.rs",
         "ClusterRole",
         "a binding's roleRef.kind is data: the kind of role it names",

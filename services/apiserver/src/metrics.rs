@@ -45,6 +45,21 @@ struct EndpointLabels {
     endpoint: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLabels {
+    name: String,
+    r#type: &'static str,
+    operation: &'static str,
+    /// `allowed`, `rejected` or `error`.
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLatencyLabels {
+    name: String,
+    r#type: &'static str,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -69,6 +84,8 @@ struct Inner {
     watches: Family<ResourceLabels, Gauge>,
     watch_events: Family<ResourceLabels, Counter>,
     inflight: Family<KindLabels, Gauge>,
+    webhook_calls: Family<WebhookLabels, Counter>,
+    webhook_duration: HistogramFamily<WebhookLatencyLabels>,
 }
 
 /// Cheap to clone; every clone records into the same registry.
@@ -149,6 +166,20 @@ impl Metrics {
             "Requests being served, by kind (readOnly, mutating), as Kubernetes counts them",
             inflight.clone(),
         );
+        let webhook_calls = Family::<WebhookLabels, Counter>::default();
+        registry.register(
+            "admission_webhook_requests",
+            "Admission webhook calls by webhook, type (admit, validating), operation and result \
+             (allowed, rejected, error)",
+            webhook_calls.clone(),
+        );
+        let webhook_duration: HistogramFamily<WebhookLatencyLabels> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "admission_webhook_duration_seconds",
+            "Admission webhook call latency, by webhook and type",
+            webhook_duration.clone(),
+        );
         Metrics(Arc::new(Inner {
             registry,
             requests,
@@ -162,6 +193,8 @@ impl Metrics {
             watches,
             watch_events,
             inflight,
+            webhook_calls,
+            webhook_duration,
         }))
     }
 
@@ -264,6 +297,34 @@ impl Metrics {
                 resource: resource.into(),
             })
             .inc();
+    }
+
+    /// One admission webhook call: its webhook, type (`admit`, `validating`), operation,
+    /// result (`allowed`, `rejected`, `error`) and latency.
+    pub fn webhook_call(
+        &self,
+        name: &str,
+        kind: &'static str,
+        operation: &'static str,
+        result: &'static str,
+        took: Duration,
+    ) {
+        self.0
+            .webhook_calls
+            .get_or_create(&WebhookLabels {
+                name: name.into(),
+                r#type: kind,
+                operation,
+                result,
+            })
+            .inc();
+        self.0
+            .webhook_duration
+            .get_or_create(&WebhookLatencyLabels {
+                name: name.into(),
+                r#type: kind,
+            })
+            .observe(took.as_secs_f64());
     }
 
     /// The Prometheus text exposition of every metric.

@@ -42,16 +42,6 @@ fn now() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
 }
 
-/// The subresource an entry names (`""` for the object itself).
-fn subresource_name(sub: Subresource) -> &'static str {
-    match sub {
-        Subresource::Main => "",
-        Subresource::Status => "status",
-        Subresource::Scale => "scale",
-        Subresource::Finalize => "finalize",
-    }
-}
-
 /// What a request's object says of `managedFields` (§2.6).
 enum Requested {
     /// Nothing: the live entries go on.
@@ -177,7 +167,7 @@ pub fn record_update(
         manager: manager.to_string(),
         operation: Operation::Update,
         api_version: new.api_version().to_string(),
-        subresource: subresource_name(sub).to_string(),
+        subresource: sub.name().to_string(),
     };
     let mut entries = managed::record_update(&start, &writer, &diff.changed, &diff.removed, &now());
     managed::cap_updates(&mut entries);
@@ -335,7 +325,7 @@ pub fn apply(
         manager: apply.manager.clone(),
         operation: Operation::Apply,
         api_version: info.api_version(),
-        subresource: subresource_name(apply.sub).to_string(),
+        subresource: apply.sub.name().to_string(),
     };
     let now = now();
     let run = |force: bool| {

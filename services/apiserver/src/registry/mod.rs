@@ -31,6 +31,7 @@ pub mod strategy;
 #[cfg(test)]
 mod testing;
 pub mod validation;
+pub mod webhooks;
 
 pub use allocator::{RangeError, ServiceRanges};
 pub use deletion::{DeleteOptions, Propagation};
@@ -40,5 +41,6 @@ pub use resources::Resources;
 pub use rules::RegistryRules;
 pub use store::{ListOptions, Registry, Write};
 pub use strategy::Subresource;
+pub use webhooks::{AuditAnnotations, Requester, Warnings};
 // What the registry's verbs take and return, from storage below it.
 pub use crate::storage::{Filter, ListResult, WatchEvent, WatchEventKind, WatchStream, target};

@@ -26,6 +26,7 @@ use super::patch::{self, PatchType};
 use super::rbac::{self, GrantCheck, Policies};
 use super::resources::Resources;
 use super::strategy::{self, Subresource};
+use super::webhooks::{Attributes, Operation, Requester, Webhooks};
 use crate::auth::User;
 use crate::metrics::Metrics;
 use crate::storage::FRESH_WAIT;
@@ -51,6 +52,9 @@ pub struct Write<'a> {
     /// Record the write in `managedFields`. Off only for the second try of a write that was
     /// too large with them: it is stored with none, as Kubernetes does (not an apply's).
     pub track: bool,
+    /// Who sent it and where admission's warnings and audit annotations go (what webhooks
+    /// are told).
+    pub requester: Requester<'a>,
 }
 
 impl Write<'_> {
@@ -62,6 +66,7 @@ impl Write<'_> {
             dry_run,
             force: false,
             track: true,
+            requester: Requester::default(),
         }
     }
 
@@ -73,6 +78,7 @@ impl Write<'_> {
             dry_run: false,
             force: false,
             track: true,
+            requester: Requester::default(),
         }
     }
 
@@ -138,6 +144,8 @@ pub struct Registry {
     /// Set once the repair controller has written the ranges from the Services (a condition
     /// of readiness: until then allocations are refused).
     ranges_repaired: tokio::sync::watch::Sender<bool>,
+    /// The admission webhooks this replica calls (`registry::webhooks`).
+    webhooks: Webhooks,
 }
 
 impl Registry {
@@ -150,6 +158,7 @@ impl Registry {
         metrics: Metrics,
     ) -> Arc<Registry> {
         Arc::new(Registry {
+            webhooks: Webhooks::new(metrics.clone()),
             coalescer: Coalescer::new(store.clone(), max_queued_patches, metrics),
             allocators: Allocators::new(store.clone(), ranges),
             resources,
@@ -159,6 +168,11 @@ impl Registry {
             crd_sync: Default::default(),
             ranges_repaired: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// The admission webhooks.
+    pub(super) fn webhooks(&self) -> &Webhooks {
+        &self.webhooks
     }
 
     /// The Service ranges.
@@ -440,6 +454,27 @@ impl Registry {
             }
         }
         let kind = self.resources.kind(&info.gvr);
+        // The mutating webhooks see the object as the client sent it, before its name is
+        // generated and its system fields set (Kubernetes' order: admission, then
+        // `BeforeCreate`).
+        let webhooks = self.webhook_snapshot(deadline).await;
+        let hooked = webhooks.may_apply(Operation::Create, info, "");
+        let (namespace, name) = (obj.namespace().to_string(), obj.name().to_string());
+        let mut attributes = Attributes {
+            operation: Operation::Create,
+            info,
+            subresource: "",
+            namespace: &namespace,
+            name: &name,
+            dry_run,
+            requester: w.requester,
+            manager: w.manager,
+        };
+        if hooked && webhooks.has_mutating() {
+            obj = self
+                .admit_by_webhooks(&webhooks, &attributes, obj, None, deadline)
+                .await?;
+        }
         let requested_rv = obj.resource_version().to_string();
         let generate = generate_name::base(&obj);
         if let Some(base) = &generate {
@@ -476,6 +511,13 @@ impl Registry {
         };
         let (namespace, initializers) = tokio::join!(namespace, self.initializers(deadline));
         namespace?;
+        if hooked {
+            let generated = obj.name().to_string();
+            attributes.name = &generated;
+            let view = keel_api::conversion::served(info, &obj);
+            self.validate_by_webhooks(&webhooks, &attributes, Some(&view), None, false, deadline)
+                .await?;
+        }
         let pending = initializers.pending_for_create(info, &obj);
         initializers::set_pending(&mut obj, &pending);
         strategy::check_create_resource_version(&t, &requested_rv)?;
@@ -497,6 +539,7 @@ impl Registry {
             )
             .await?
         };
+        self.settle(info, &created, dry_run, deadline).await;
         Ok(crd::to_request_version(info, created))
     }
 
@@ -694,7 +737,20 @@ impl Registry {
             dry_run,
             ..UpdateOptions::default()
         };
-        let committed = self.commit(&key, opts, mutation, deadline).await?;
+        let committed = self
+            .commit_admitted(
+                &key,
+                opts,
+                mutation,
+                sub,
+                Operation::Update,
+                w.requester,
+                w.manager,
+                deadline,
+            )
+            .await?;
+        self.settle(info, &committed.object, dry_run, deadline)
+            .await;
         Ok(crd::to_request_version(info, committed.object))
     }
 
@@ -753,18 +809,42 @@ impl Registry {
         let key = self.store.key(info, namespace, name);
         // A precondition, or a dry run, is one compare (or none); never coalesced. Nor is a
         // patch of an object holding shared values: its allocations are made for the state it
-        // is applied to (`Registry::commit`); nor a test of the resourceVersion.
-        let object =
-            if dry_run || expected_revision.is_some() || alone || rules.allocations().is_some() {
-                let opts = UpdateOptions {
-                    expected_revision,
-                    dry_run,
-                    ..UpdateOptions::default()
-                };
-                Arc::new(self.commit(&key, opts, mutation, deadline).await?.object)
-            } else {
-                self.coalescer.mutate(key, mutation, deadline).await?
+        // is applied to (`Registry::commit`); nor a test of the resourceVersion; nor one that
+        // webhooks see (`store::admitted`).
+        let hooked =
+            self.webhook_snapshot(deadline)
+                .await
+                .may_apply(Operation::Update, info, sub.name());
+        let object = if hooked {
+            let opts = UpdateOptions {
+                expected_revision,
+                dry_run,
+                ..UpdateOptions::default()
             };
+            let committed = self
+                .commit_admitted(
+                    &key,
+                    opts,
+                    mutation,
+                    sub,
+                    Operation::Update,
+                    w.requester,
+                    w.manager,
+                    deadline,
+                )
+                .await?;
+            Arc::new(committed.object)
+        } else if dry_run || expected_revision.is_some() || alone || rules.allocations().is_some() {
+            let opts = UpdateOptions {
+                expected_revision,
+                dry_run,
+                ..UpdateOptions::default()
+            };
+            Arc::new(self.commit(&key, opts, mutation, deadline).await?.object)
+        } else {
+            self.coalescer.mutate(key, mutation, deadline).await?
+        };
+        self.settle(info, &object, dry_run, deadline).await;
         // A batch's object is shared by its callers: copied only to be converted.
         Ok(match keel_api::conversion::served(info, &object) {
             Cow::Borrowed(_) => object,
@@ -772,14 +852,31 @@ impl Registry {
         })
     }
 
-    /// Deletes an object (see [`deletion::deletion`]); returns it as it was last (marked, or
-    /// at the revision of its removal) and whether it is gone.
+    /// Deletes an object for the API server itself (a deleted CRD's objects, an eviction's
+    /// Pod): as [`Registry::delete_admitted`], without admission webhooks, as Kubernetes'
+    /// own deletes through its storage.
     pub async fn delete(
         &self,
         info: &Arc<ResourceInfo>,
         namespace: &str,
         name: &str,
         opts: DeleteOptions,
+        deadline: Instant,
+    ) -> Result<(Object, bool), ApiError> {
+        self.delete_admitted(info, namespace, name, opts, None, deadline)
+            .await
+    }
+
+    /// Deletes an object (see [`deletion::deletion`]) through the admission webhooks that
+    /// apply to it when a client asks (`requester`); returns it as it was last (marked, or
+    /// at the revision of its removal) and whether it is gone.
+    pub async fn delete_admitted(
+        &self,
+        info: &Arc<ResourceInfo>,
+        namespace: &str,
+        name: &str,
+        opts: DeleteOptions,
+        requester: Option<Requester<'_>>,
         deadline: Instant,
     ) -> Result<(Object, bool), ApiError> {
         let expected_revision = resource_version::parse(&opts.resource_version)
@@ -797,7 +894,24 @@ impl Registry {
             dry_run,
             ..UpdateOptions::default()
         };
-        let committed = self.commit(&key, update, mutation, deadline).await?;
+        let committed = match requester {
+            Some(requester) => {
+                self.commit_admitted(
+                    &key,
+                    update,
+                    mutation,
+                    Subresource::Main,
+                    Operation::Delete,
+                    requester,
+                    "",
+                    deadline,
+                )
+                .await?
+            }
+            None => self.commit(&key, update, mutation, deadline).await?,
+        };
+        self.settle(info, &committed.object, dry_run, deadline)
+            .await;
         Ok((
             crd::to_request_version(info, committed.object),
             committed.removed,
@@ -1057,6 +1171,7 @@ fn stored_form(info: &Arc<ResourceInfo>, kind: Arc<dyn Kind>, mutation: Mutation
     })
 }
 
+mod admitted;
 mod allocation;
 #[cfg(test)]
 mod tests;

@@ -27,6 +27,16 @@ pub enum Subresource {
 }
 
 impl Subresource {
+    /// Its name on a request's path (`""` for the object itself).
+    pub fn name(self) -> &'static str {
+        match self {
+            Subresource::Main => "",
+            Subresource::Status => "status",
+            Subresource::Scale => "scale",
+            Subresource::Finalize => "finalize",
+        }
+    }
+
     /// The subresources of `info` a client may address, by name (discovery lists them).
     /// (`eviction` is created only, by the request layer's `Evict`, never read or written as
     /// the others are: not a `Subresource` of get, patch or update.)

@@ -53,6 +53,10 @@ pub struct Entry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<keel_api::Reason>,
     pub latency_ms: f64,
+    /// What admission recorded (a webhook's `auditAnnotations`, as `<webhook>/<key>`), as
+    /// Kubernetes' audit event's `annotations`.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 /// A user an audit line names besides its sender.
@@ -202,6 +206,7 @@ mod tests {
             code: 200,
             reason: None,
             latency_ms: 1.5,
+            annotations: Default::default(),
         }
     }
 

@@ -51,7 +51,10 @@ impl Verb for Create {
             .create(
                 &cx.info,
                 obj,
-                Write::by(cx.user(), &manager, self.dry_run),
+                Write {
+                    requester: cx.admission(),
+                    ..Write::by(cx.user(), &manager, self.dry_run)
+                },
                 cx.deadline,
             )
             .await?;

@@ -24,7 +24,14 @@ impl Verb for Delete {
         check_lookup(&cx.info, &ns, &self.name)?;
         cx.authorize(Self::NAME, &ns, &self.name, "")
             .await?
-            .delete(&cx.info, &ns, &self.name, self.options, cx.deadline)
+            .delete_admitted(
+                &cx.info,
+                &ns,
+                &self.name,
+                self.options,
+                Some(cx.admission()),
+                cx.deadline,
+            )
             .await
     }
 }

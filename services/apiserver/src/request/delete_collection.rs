@@ -53,7 +53,14 @@ impl Verb for DeleteCollection {
                 ..self.options.clone()
             };
             match registry
-                .delete(&cx.info, obj.namespace(), obj.name(), options, cx.deadline)
+                .delete_admitted(
+                    &cx.info,
+                    obj.namespace(),
+                    obj.name(),
+                    options,
+                    Some(cx.admission()),
+                    cx.deadline,
+                )
                 .await
             {
                 Ok((o, _)) => deleted.push(o),

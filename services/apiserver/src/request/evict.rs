@@ -2,7 +2,7 @@
 //! for it: the Pod deleted with the eviction's delete options. Authorized as `create` on
 //! `pods/eviction`, as Kubernetes authorizes it, not as a delete of the Pod.
 
-use keel_api::{ApiError, FieldCause, Target};
+use keel_api::{ApiError, FieldCause, Object, Target};
 
 use super::handler::{Context, Verb};
 use super::limits::Class;
@@ -49,6 +49,21 @@ impl Verb for Evict {
                 )],
             ));
         }
+        let eviction = Object::from_value(serde_json::json!({
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": self.name, "namespace": ns},
+        }))
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+        registry
+            .admit_eviction(
+                &cx.info,
+                eviction,
+                cx.admission(),
+                self.options.dry_run,
+                cx.deadline,
+            )
+            .await?;
         // No PodDisruptionBudget is served yet to hold an eviction back (DESIGN.md).
         registry
             .delete(&cx.info, &ns, &self.name, self.options, cx.deadline)

@@ -13,7 +13,8 @@ use super::impersonation::Impersonation;
 use super::limits::{Class, Limits, Slot};
 use crate::auth::User;
 use crate::metrics::Metrics;
-use crate::registry::{Attributes, Registry};
+pub use crate::registry::Warnings;
+use crate::registry::{Attributes, AuditAnnotations, Registry, Requester};
 
 /// Used when the client sets no deadline: long enough for a contended PATCH to land.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -30,28 +31,6 @@ pub struct Caller {
     pub impersonate: Option<Impersonation>,
     /// Where the request's warnings go.
     pub warnings: Warnings,
-}
-
-/// The warnings of one request (`unknown field "spec.replica"`), as Kubernetes sends them in
-/// `Warning` headers: at most [`MAX_WARNINGS`], and none twice. Cheap to clone (shared).
-#[derive(Debug, Clone, Default)]
-pub struct Warnings(Arc<Mutex<Vec<String>>>);
-
-/// The most warnings one answer carries.
-pub const MAX_WARNINGS: usize = 50;
-
-impl Warnings {
-    pub fn push(&self, w: String) {
-        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if list.len() < MAX_WARNINGS && !list.contains(&w) {
-            list.push(w);
-        }
-    }
-
-    /// The warnings so far, taken.
-    pub fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
-    }
 }
 
 /// A request of one verb, as every transport hands it over.
@@ -86,6 +65,8 @@ pub struct Context<'a> {
     /// What [`Context::authorize`] was asked about: the audit line's object.
     scope: &'a Mutex<Scope>,
     warnings: &'a Warnings,
+    /// The request's audit annotations (admission's).
+    annotations: &'a AuditAnnotations,
     /// What issues ServiceAccount tokens (`None`: no signing key configured).
     pub tokens: Option<&'a TokenIssuer>,
 }
@@ -96,6 +77,8 @@ struct Scope {
     namespace: String,
     name: String,
     subresource: String,
+    /// What admission recorded of the request (`<webhook>/<key>`).
+    annotations: AuditAnnotations,
 }
 
 impl<'a> Context<'a> {
@@ -112,6 +95,16 @@ impl<'a> Context<'a> {
             self.requester,
             self.user.is_some() || self.requester.is_none(),
         )
+    }
+
+    /// Who sent the request and where admission's warnings and audit annotations go: what a
+    /// write takes to its admission chain.
+    pub fn admission(&self) -> Requester<'a> {
+        Requester {
+            user: self.requester,
+            warnings: Some(self.warnings),
+            audit: Some(self.annotations),
+        }
     }
 
     /// Adds a warning to the answer.
@@ -137,11 +130,12 @@ impl<'a> Context<'a> {
         subresource: &str,
     ) -> Result<&'a Registry, ApiError> {
         let gvr = &self.info.gvr;
-        *self.scope.lock().unwrap_or_else(|e| e.into_inner()) = Scope {
-            namespace: namespace.into(),
-            name: name.into(),
-            subresource: subresource.into(),
-        };
+        {
+            let mut scope = self.scope.lock().unwrap_or_else(|e| e.into_inner());
+            scope.namespace = namespace.into();
+            scope.name = name.into();
+            scope.subresource = subresource.into();
+        }
         let attributes = Attributes {
             verb,
             group: &gvr.group,
@@ -227,6 +221,7 @@ fn audit_entry(
         code,
         reason,
         latency_ms: start.elapsed().as_secs_f64() * 1000.0,
+        annotations: scope.annotations.get(),
     }
 }
 
@@ -311,6 +306,11 @@ impl Handler {
         let deadline = start + req.timeout.unwrap_or(DEFAULT_TIMEOUT).min(MAX_TIMEOUT);
         let label = resource_label(req.resource.as_ref());
         let scope = Mutex::new(Scope::default());
+        let annotations = scope
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .annotations
+            .clone();
         // Written if the client goes away before the answer (the transport then drops this
         // future).
         let mut abandoned = self.audit.as_ref().map(|audit| Abandoned {
@@ -385,6 +385,7 @@ impl Handler {
                     watch_slot,
                     scope: &scope,
                     warnings: &warnings,
+                    annotations: &annotations,
                     tokens: self.tokens.as_deref(),
                 };
                 req.verb.run(cx).await
@@ -455,6 +456,7 @@ impl Handler {
                 namespace: namespace.into(),
                 name: name.into(),
                 subresource: subresource.into(),
+                annotations: AuditAnnotations::default(),
             };
             let entry = audit_entry(
                 user,

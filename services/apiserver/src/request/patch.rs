@@ -85,6 +85,7 @@ impl Verb for Patch {
         }
         let w = Write {
             force: self.force.unwrap_or(false),
+            requester: cx.admission(),
             ..Write::by(cx.user(), &manager, self.dry_run)
         };
         let mut attempts = 0;

@@ -51,7 +51,10 @@ impl Verb for Update {
                 &cx.info,
                 obj,
                 sub,
-                Write::by(cx.user(), &manager, self.dry_run),
+                Write {
+                    requester: cx.admission(),
+                    ..Write::by(cx.user(), &manager, self.dry_run)
+                },
                 cx.deadline,
             )
             .await
@@ -96,7 +99,10 @@ impl Update {
                 sub,
                 PatchType::Merge,
                 &body,
-                Write::by(cx.user(), manager, self.dry_run),
+                Write {
+                    requester: cx.admission(),
+                    ..Write::by(cx.user(), manager, self.dry_run)
+                },
                 cx.deadline,
             )
             .await?;

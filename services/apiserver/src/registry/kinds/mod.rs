@@ -45,6 +45,7 @@ mod service;
 mod serviceaccount;
 mod statefulset;
 mod storageclass;
+mod webhookconfiguration;
 mod workload;
 
 use std::sync::Arc;
@@ -290,6 +291,16 @@ fn registrations() -> Vec<(&'static str, &'static str, Arc<dyn Kind>)> {
             super::initializers::CONFIG_GROUP,
             super::initializers::CONFIG_RESOURCE,
             Arc::new(initializerconfiguration::InitializerConfiguration),
+        ),
+        (
+            super::webhooks::GROUP,
+            super::webhooks::MUTATING,
+            Arc::new(webhookconfiguration::WebhookConfiguration { mutating: true }),
+        ),
+        (
+            super::webhooks::GROUP,
+            super::webhooks::VALIDATING,
+            Arc::new(webhookconfiguration::WebhookConfiguration { mutating: false }),
         ),
         ("", "secrets", Arc::new(secret::Secret::new())),
         (

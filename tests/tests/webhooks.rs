@@ -1,0 +1,970 @@
+//! Admission webhooks end to end (issue 43): the real `keel-apiserver` calls real HTTPS webhook
+//! servers the tests start (`keel_tests::webhook`, a CA of their own), as Kubernetes 1.32's
+//! MutatingAdmissionWebhook and ValidatingAdmissionWebhook do. Real etcd, nothing mocked.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use keel_client::{Client, DeleteParams, GroupVersionResource, PatchType, Reason, gvr};
+use keel_tests::webhook::{Reply, TestCa, WebhookServer};
+use keel_tests::{ApiServer, Etcd, eventually, free_port};
+use serde_json::{Value, json};
+
+fn configmaps() -> GroupVersionResource {
+    gvr("", "v1", "configmaps")
+}
+
+fn namespaces() -> GroupVersionResource {
+    gvr("", "v1", "namespaces")
+}
+
+fn mutating() -> GroupVersionResource {
+    gvr(
+        "admissionregistration.k8s.io",
+        "v1",
+        "mutatingwebhookconfigurations",
+    )
+}
+
+fn validating() -> GroupVersionResource {
+    gvr(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+    )
+}
+
+fn configmap(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}})
+}
+
+/// One webhook called at `url` with `ca_bundle` for `operations` on `resources` of the core
+/// group, with these extra fields.
+fn hook(name: &str, url: &str, ca_bundle: &str, resources: &[&str], extra: Value) -> Value {
+    hook_for(name, url, ca_bundle, "", &["CREATE"], resources, extra)
+}
+
+fn hook_for(
+    name: &str,
+    url: &str,
+    ca_bundle: &str,
+    group: &str,
+    operations: &[&str],
+    resources: &[&str],
+    extra: Value,
+) -> Value {
+    let mut h = json!({
+        "name": name,
+        "clientConfig": {"url": url},
+        "rules": [{"operations": operations, "apiGroups": [group], "apiVersions": ["*"], "resources": resources}],
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": 5,
+    });
+    if !ca_bundle.is_empty() {
+        h["clientConfig"]["caBundle"] = json!(ca_bundle);
+    }
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        h[k] = v.clone();
+    }
+    h
+}
+
+async fn configure(c: &Client, resource: &GroupVersionResource, name: &str, hooks: Vec<Value>) {
+    let kind = if resource.resource.starts_with("mutating") {
+        "MutatingWebhookConfiguration"
+    } else {
+        "ValidatingWebhookConfiguration"
+    };
+    c.create(
+        resource,
+        "",
+        &json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+            "metadata": {"name": name}, "webhooks": hooks}),
+    )
+    .await
+    .unwrap();
+}
+
+struct Cluster {
+    _etcd: Etcd,
+    api: ApiServer,
+    c: Client,
+}
+
+async fn cluster(extra: &[&str]) -> Cluster {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(&etcd, extra).await;
+    let c = api.client().await;
+    Cluster {
+        _etcd: etcd,
+        api,
+        c,
+    }
+}
+
+fn labels(obj: &Value) -> Value {
+    obj["metadata"]["labels"].clone()
+}
+
+#[tokio::test]
+async fn a_mutating_webhook_adds_a_label_and_a_validating_one_refuses_in_kubernetes_words() {
+    let k = cluster(&[]).await;
+    let hooks = WebhookServer::start(&[], |path, review| match path {
+        "/mutate" => Reply::patch(
+            review,
+            json!([{"op": "add", "path": "/metadata/labels/injected", "value": "yes"}]),
+        ),
+        _ if review["request"]["object"]["metadata"]["labels"]["deny"] == "true" => {
+            Reply::deny(review, "configmaps labelled deny are not welcome", 403)
+        }
+        _ => Reply::review(
+            review,
+            json!({"allowed": true, "warnings": ["checked by the validator"]}),
+        ),
+    })
+    .await;
+    let bundle = hooks.ca.ca_bundle();
+    configure(
+        &k.c,
+        &mutating(),
+        "label",
+        vec![hook(
+            "label.keel.test",
+            &hooks.url("/mutate"),
+            &bundle,
+            &["configmaps"],
+            json!({}),
+        )],
+    )
+    .await;
+    configure(
+        &k.c,
+        &validating(),
+        "deny",
+        vec![hook(
+            "deny.keel.test",
+            &hooks.url("/validate"),
+            &bundle,
+            &["configmaps"],
+            json!({}),
+        )],
+    )
+    .await;
+
+    let made =
+        k.c.create(
+            &configmaps(),
+            "default",
+            &configmap("plain", json!({"app": "x"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(labels(&made), json!({"app": "x", "injected": "yes"}));
+    let stored = k.c.get(&configmaps(), "default", "plain").await.unwrap();
+    assert_eq!(labels(&stored)["injected"], "yes");
+
+    // What the webhooks were told: the validator sees the mutated object, with its uid.
+    let review = &hooks.calls_to("/validate")[0]["request"];
+    assert_eq!(review["operation"], "CREATE");
+    assert_eq!(
+        review["kind"],
+        json!({"group": "", "version": "v1", "kind": "ConfigMap"})
+    );
+    assert_eq!(
+        review["resource"],
+        json!({"group": "", "version": "v1", "resource": "configmaps"})
+    );
+    assert_eq!(review["namespace"], "default");
+    assert_eq!(review["name"], "plain");
+    assert_eq!(review["object"]["metadata"]["labels"]["injected"], "yes");
+    assert!(review["object"]["metadata"]["uid"].as_str().is_some());
+    assert_eq!(review["oldObject"], Value::Null);
+    assert_eq!(review["dryRun"], false);
+    assert_eq!(review["options"]["kind"], "CreateOptions");
+    let mutate_review = &hooks.calls_to("/mutate")[0]["request"];
+    assert_eq!(
+        mutate_review["object"]["metadata"]["labels"],
+        json!({"app": "x"})
+    );
+
+    let e =
+        k.c.create(
+            &configmaps(),
+            "default",
+            &configmap("refused", json!({"deny": "true"})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Forbidden, "{e:?}");
+    assert_eq!(
+        e.message,
+        "admission webhook \"deny.keel.test\" denied the request: configmaps labelled deny are not welcome"
+    );
+    let gone =
+        k.c.get(&configmaps(), "default", "refused")
+            .await
+            .unwrap_err();
+    assert_eq!(gone.reason, Reason::NotFound);
+
+    // An update is sent too, with the stored object as oldObject.
+    let mut changed = stored.clone();
+    changed["data"]["k"] = json!("w");
+    configure(
+        &k.c,
+        &validating(),
+        "updates",
+        vec![hook_for(
+            "updates.keel.test",
+            &hooks.url("/updates"),
+            &bundle,
+            "",
+            &["UPDATE"],
+            &["configmaps"],
+            json!({}),
+        )],
+    )
+    .await;
+    k.c.update(&configmaps(), "default", &changed)
+        .await
+        .unwrap();
+    let update = &hooks.calls_to("/updates")[0]["request"];
+    assert_eq!(update["operation"], "UPDATE");
+    assert_eq!(update["oldObject"]["data"]["k"], "v");
+    assert_eq!(update["object"]["data"]["k"], "w");
+
+    // Metrics per webhook.
+    let metrics = k.api.metrics();
+    assert!(
+        metrics.lines().any(
+            |l| l.starts_with("keel_apiserver_admission_webhook_requests_total")
+                && l.contains("name=\"deny.keel.test\"")
+                && l.contains("result=\"rejected\"")
+        ),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn failure_policies_apply_to_a_webhook_that_is_down_or_slow() {
+    let k = cluster(&[]).await;
+    let slow = WebhookServer::start(&[], |_, review| {
+        Reply::allow(review).after(Duration::from_secs(3))
+    })
+    .await;
+    let bundle = slow.ca.ca_bundle();
+    let down = format!("https://127.0.0.1:{}/down", free_port());
+    let cases = [
+        ("down-fail", down.clone(), "Fail", false),
+        ("down-ignore", down.clone(), "Ignore", true),
+        ("slow-fail", slow.url("/slow"), "Fail", false),
+        ("slow-ignore", slow.url("/slow"), "Ignore", true),
+    ];
+    for (name, url, policy, _) in &cases {
+        configure(
+            &k.c,
+            &validating(),
+            name,
+            vec![hook(
+                &format!("{name}.keel.test"),
+                url,
+                &bundle,
+                &["configmaps"],
+                json!({"failurePolicy": policy, "timeoutSeconds": 1,
+                    "objectSelector": {"matchLabels": {"case": name}}}),
+            )],
+        )
+        .await;
+    }
+    for (name, _, _, admitted) in &cases {
+        let made =
+            k.c.create(
+                &configmaps(),
+                "default",
+                &configmap(name, json!({"case": name})),
+            )
+            .await;
+        match (admitted, made) {
+            (true, Ok(_)) => {}
+            (false, Err(e)) => {
+                assert_eq!(e.reason, Reason::InternalError, "{name}: {e:?}");
+                assert!(
+                    e.message.starts_with(&format!(
+                        "Internal error occurred: failed calling webhook \"{name}.keel.test\": failed to call webhook: Post \"https://127.0.0.1:"
+                    )),
+                    "{name}: {}",
+                    e.message
+                );
+                if name.starts_with("slow") {
+                    assert!(
+                        e.message.ends_with("context deadline exceeded"),
+                        "{}",
+                        e.message
+                    );
+                }
+            }
+            (admitted, made) => panic!("{name}: admitted {admitted}, got {made:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn namespace_and_object_selectors_choose_which_calls_are_made() {
+    let k = cluster(&[]).await;
+    let hooks = WebhookServer::start(&[], |_, review| Reply::allow(review)).await;
+    let bundle = hooks.ca.ca_bundle();
+    for (ns, team) in [("team-a", "a"), ("team-b", "b")] {
+        k.c.create(
+            &namespaces(),
+            "",
+            &json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": ns, "labels": {"team": team}}}),
+        )
+        .await
+        .unwrap();
+    }
+    configure(
+        &k.c,
+        &validating(),
+        "selectors",
+        vec![
+            hook(
+                "by-namespace.keel.test",
+                &hooks.url("/ns"),
+                &bundle,
+                &["configmaps"],
+                json!({"namespaceSelector": {"matchLabels": {"team": "a"}}}),
+            ),
+            hook(
+                "by-object.keel.test",
+                &hooks.url("/obj"),
+                &bundle,
+                &["configmaps"],
+                json!({"objectSelector": {"matchExpressions": [{"key": "audit", "operator": "Exists"}]}}),
+            ),
+        ],
+    )
+    .await;
+    for (ns, name, l) in [
+        ("team-a", "a1", json!({})),
+        ("team-b", "b1", json!({})),
+        ("team-b", "b2", json!({"audit": "yes"})),
+        ("team-a", "a2", json!({"audit": "yes"})),
+    ] {
+        k.c.create(&configmaps(), ns, &configmap(name, l))
+            .await
+            .unwrap();
+    }
+    let names = |path: &str| -> Vec<String> {
+        hooks
+            .calls_to(path)
+            .iter()
+            .map(|r| r["request"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names("/ns"), vec!["a1", "a2"]);
+    assert_eq!(names("/obj"), vec!["b2", "a2"]);
+}
+
+#[tokio::test]
+async fn a_webhook_that_asks_is_called_again_after_a_later_one_changed_the_object() {
+    let k = cluster(&[]).await;
+    // "a-first" records whether it saw b's label; "b-second" adds it.
+    let hooks = WebhookServer::start(&[], |path, review| {
+        let obj = &review["request"]["object"];
+        match path {
+            "/a" => {
+                let saw = if obj["metadata"]["labels"]["b"].is_null() { "no" } else { "yes" };
+                Reply::patch(
+                    review,
+                    json!([{"op": "add", "path": "/metadata/annotations", "value": {"a-saw-b": saw}}]),
+                )
+            }
+            "/b" => Reply::patch(
+                review,
+                json!([{"op": "add", "path": "/metadata/labels/b", "value": "1"}]),
+            ),
+            _ => Reply::allow(review),
+        }
+    })
+    .await;
+    let bundle = hooks.ca.ca_bundle();
+    configure(
+        &k.c,
+        &mutating(),
+        "a-first",
+        vec![hook(
+            "a.keel.test",
+            &hooks.url("/a"),
+            &bundle,
+            &["configmaps"],
+            json!({"reinvocationPolicy": "IfNeeded"}),
+        )],
+    )
+    .await;
+    configure(
+        &k.c,
+        &mutating(),
+        "b-second",
+        vec![hook(
+            "b.keel.test",
+            &hooks.url("/b"),
+            &bundle,
+            &["configmaps"],
+            json!({}),
+        )],
+    )
+    .await;
+    configure(
+        &k.c,
+        &mutating(),
+        "c-never",
+        vec![hook(
+            "c.keel.test",
+            &hooks.url("/c"),
+            &bundle,
+            &["configmaps"],
+            json!({}),
+        )],
+    )
+    .await;
+    let made =
+        k.c.create(&configmaps(), "default", &configmap("twice", json!({})))
+            .await
+            .unwrap();
+    assert_eq!(made["metadata"]["annotations"]["a-saw-b"], "yes");
+    assert_eq!(made["metadata"]["labels"]["b"], "1");
+    assert_eq!(hooks.calls_to("/a").len(), 2);
+    assert_eq!(hooks.calls_to("/b").len(), 1);
+    assert_eq!(hooks.calls_to("/c").len(), 1);
+}
+
+#[tokio::test]
+async fn a_dry_run_is_sent_to_webhooks_without_side_effects_and_refused_by_one_with_them() {
+    let k = cluster(&[]).await;
+    let hooks = WebhookServer::start(&[], |_, review| Reply::allow(review)).await;
+    let bundle = hooks.ca.ca_bundle();
+    // A new configuration may not declare side effects (v1 allows None and NoneOnDryRun).
+    let e = k
+        .c
+        .create(
+            &validating(),
+            "",
+            &json!({"apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "effects"},
+                "webhooks": [hook("effects.keel.test", &hooks.url("/effects"), &bundle, &["configmaps"],
+                    json!({"sideEffects": "Some"}))]}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Invalid);
+    assert!(
+        e.message.contains(
+            "webhooks[0].sideEffects: Unsupported value: \"Some\": supported values: \"None\", \"NoneOnDryRun\""
+        ),
+        "{}",
+        e.message
+    );
+    configure(
+        &k.c,
+        &validating(),
+        "pure",
+        vec![hook(
+            "pure.keel.test",
+            &hooks.url("/pure"),
+            &bundle,
+            &["configmaps"],
+            json!({}),
+        )],
+    )
+    .await;
+    // A dry run (an apply that would create the object, over gRPC).
+    let dry = keel_client::ApplyParams {
+        dry_run: true,
+        ..keel_client::ApplyParams::new("tester")
+    };
+    k.c.apply(
+        &configmaps(),
+        "default",
+        "dry",
+        &configmap("dry", json!({})),
+        &dry,
+    )
+    .await
+    .unwrap();
+    let sent = &hooks.calls_to("/pure")[0]["request"];
+    assert_eq!(sent["dryRun"], true);
+    assert_eq!(sent["options"]["dryRun"], json!(["All"]));
+    assert_eq!(
+        k.c.get(&configmaps(), "default", "dry")
+            .await
+            .unwrap_err()
+            .reason,
+        Reason::NotFound
+    );
+
+    // A configuration stored before v1 refused side effects (written by an older server) is
+    // kept; a dry run it would see fails, and it is never called.
+    configure(
+        &k.c,
+        &validating(),
+        "legacy",
+        vec![hook(
+            "legacy.keel.test",
+            &hooks.url("/legacy"),
+            &bundle,
+            &["configmaps"],
+            json!({}),
+        )],
+    )
+    .await;
+    let etcd = k._etcd.client().await;
+    let key = "/registry/admissionregistration.k8s.io/validatingwebhookconfigurations/legacy";
+    let mut kv = etcd.clone();
+    let stored = kv.get(key, None).await.unwrap();
+    let text = String::from_utf8(stored.kvs()[0].value().to_vec()).unwrap();
+    let legacy = text.replace("\"sideEffects\":\"None\"", "\"sideEffects\":\"Unknown\"");
+    assert_ne!(text, legacy, "{text}");
+    kv.put(key, legacy, None).await.unwrap();
+    let e = eventually(
+        Duration::from_secs(5),
+        "the legacy webhook in force",
+        || {
+            let c = k.c.clone();
+            let dry = dry.clone();
+            async move {
+                c.apply(
+                    &configmaps(),
+                    "default",
+                    "dry2",
+                    &configmap("dry2", json!({})),
+                    &dry,
+                )
+                .await
+                .err()
+            }
+        },
+    )
+    .await;
+    assert_eq!(e.reason, Reason::BadRequest);
+    assert_eq!(
+        e.message,
+        "admission webhook \"legacy.keel.test\" does not support dry run"
+    );
+    assert!(hooks.calls_to("/legacy").is_empty());
+    // Without a dry run it is called.
+    k.c.create(&configmaps(), "default", &configmap("wet", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(hooks.calls_to("/legacy").len(), 1);
+}
+
+#[tokio::test]
+async fn a_webhook_behind_a_service_with_hand_made_endpoints_is_called_by_the_services_name() {
+    let k = cluster(&[]).await;
+    let hooks =
+        WebhookServer::start(&["hooks.webhooks.svc"], |_, review| Reply::allow(review)).await;
+    k.c.create(
+        &namespaces(),
+        "",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "webhooks"}}),
+    )
+    .await
+    .unwrap();
+    k.c.create(
+        &gvr("", "v1", "services"),
+        "webhooks",
+        &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hooks"},
+            "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 9443}]}}),
+    )
+    .await
+    .unwrap();
+    k.c.create(
+        &gvr("", "v1", "endpoints"),
+        "webhooks",
+        &json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "hooks"},
+            "subsets": [{"addresses": [{"ip": "127.0.0.1"}],
+                "ports": [{"name": "https", "port": hooks.addr.port()}]}]}),
+    )
+    .await
+    .unwrap();
+    let mut h = hook(
+        "svc.keel.test",
+        "",
+        &hooks.ca.ca_bundle(),
+        &["configmaps"],
+        json!({}),
+    );
+    h["clientConfig"] = json!({"service": {"namespace": "webhooks", "name": "hooks", "path": "/by-service"},
+        "caBundle": hooks.ca.ca_bundle()});
+    configure(&k.c, &validating(), "svc", vec![h]).await;
+    k.c.create(
+        &configmaps(),
+        "default",
+        &configmap("via-service", json!({})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(hooks.calls_to("/by-service").len(), 1);
+
+    // A Service port the configuration names that the Service lacks: the call fails, naming
+    // it.
+    let mut h = hook(
+        "port.keel.test",
+        "",
+        &hooks.ca.ca_bundle(),
+        &["configmaps"],
+        json!({}),
+    );
+    h["clientConfig"] = json!({"service": {"namespace": "webhooks", "name": "hooks", "port": 8443},
+        "caBundle": hooks.ca.ca_bundle()});
+    configure(&k.c, &validating(), "port", vec![h]).await;
+    let e =
+        k.c.create(&configmaps(), "default", &configmap("no-port", json!({})))
+            .await
+            .unwrap_err();
+    assert!(
+        e.message
+            .contains("failed calling webhook \"port.keel.test\"")
+            && e.message
+                .contains("service \"webhooks/hooks\" has no port 8443"),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn a_ca_bundle_that_does_not_match_the_webhooks_certificate_fails_the_call() {
+    let k = cluster(&[]).await;
+    let hooks = WebhookServer::start(&[], |_, review| Reply::allow(review)).await;
+    let other = TestCa::new(&[]);
+    configure(
+        &k.c,
+        &validating(),
+        "stranger",
+        vec![hook(
+            "stranger.keel.test",
+            &hooks.url("/x"),
+            &other.ca_bundle(),
+            &["configmaps"],
+            json!({}),
+        )],
+    )
+    .await;
+    let e =
+        k.c.create(
+            &configmaps(),
+            "default",
+            &configmap("unverified", json!({})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::InternalError);
+    assert!(
+        e.message
+            .contains("failed calling webhook \"stranger.keel.test\"")
+            && e.message.contains("certificate"),
+        "{}",
+        e.message
+    );
+    assert!(hooks.calls().is_empty(), "the server was sent the review");
+}
+
+#[tokio::test]
+async fn webhooks_see_pods_status_and_deployments_scale() {
+    let k = cluster(&[]).await;
+    let hooks = WebhookServer::start(&[], |path, review| match path {
+        "/status" if review["request"]["object"]["status"]["phase"] == "Failed" => {
+            Reply::deny(review, "no pod fails here", 422)
+        }
+        "/scale" => Reply::patch(
+            review,
+            json!([{"op": "replace", "path": "/spec/replicas", "value": 2}]),
+        ),
+        _ => Reply::allow(review),
+    })
+    .await;
+    let bundle = hooks.ca.ca_bundle();
+    configure(
+        &k.c,
+        &validating(),
+        "status",
+        vec![hook_for(
+            "status.keel.test",
+            &hooks.url("/status"),
+            &bundle,
+            "",
+            &["UPDATE"],
+            &["pods/status"],
+            json!({}),
+        )],
+    )
+    .await;
+    configure(
+        &k.c,
+        &mutating(),
+        "scale",
+        vec![hook_for(
+            "scale.keel.test",
+            &hooks.url("/scale"),
+            &bundle,
+            "apps",
+            &["UPDATE"],
+            &["deployments/scale"],
+            json!({}),
+        )],
+    )
+    .await;
+    let pods = gvr("", "v1", "pods");
+    let pod =
+        k.c.create(
+            &pods,
+            "default",
+            &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
+        )
+        .await
+        .unwrap();
+    // An update of the Pod itself is not sent.
+    k.c.patch(
+        &pods,
+        "default",
+        "p",
+        PatchType::Merge,
+        &json!({"metadata": {"labels": {"x": "y"}}}),
+    )
+    .await
+    .unwrap();
+    assert!(hooks.calls_to("/status").is_empty());
+    let mut running = pod.clone();
+    running["metadata"]["resourceVersion"] = json!(null);
+    running["status"] = json!({"phase": "Running"});
+    k.c.update_status(&pods, "default", &running).await.unwrap();
+    let e =
+        k.c.patch_subresource(
+            &pods,
+            "default",
+            "p",
+            "status",
+            PatchType::Merge,
+            serde_json::to_vec(&json!({"status": {"phase": "Failed"}})).unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Invalid);
+    assert_eq!(
+        e.message,
+        "admission webhook \"status.keel.test\" denied the request: no pod fails here"
+    );
+    let calls = hooks.calls_to("/status");
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0]["request"]["subResource"], "status");
+    assert_eq!(calls[0]["request"]["kind"]["kind"], "Pod");
+
+    let deployments = gvr("apps", "v1", "deployments");
+    k.c.create(
+        &deployments,
+        "default",
+        &json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}),
+    )
+    .await
+    .unwrap();
+    k.c.patch_subresource(
+        &deployments,
+        "default",
+        "web",
+        "scale",
+        PatchType::Merge,
+        serde_json::to_vec(&json!({"spec": {"replicas": 5}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let web = k.c.get(&deployments, "default", "web").await.unwrap();
+    assert_eq!(web["spec"]["replicas"], 2, "the webhook's patch holds");
+    let scale = &hooks.calls_to("/scale")[0]["request"];
+    assert_eq!(
+        scale["kind"],
+        json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+    );
+    assert_eq!(scale["subResource"], "scale");
+    assert_eq!(scale["object"]["spec"]["replicas"], 5);
+    assert_eq!(scale["oldObject"]["spec"]["replicas"], 1);
+}
+
+#[tokio::test]
+async fn a_delete_is_sent_with_the_object_being_deleted() {
+    let k = cluster(&[]).await;
+    let hooks = WebhookServer::start(&[], |_, review| {
+        if review["request"]["oldObject"]["metadata"]["labels"]["protected"] == "true" {
+            Reply::deny(review, "protected", 403)
+        } else {
+            Reply::allow(review)
+        }
+    })
+    .await;
+    configure(
+        &k.c,
+        &validating(),
+        "deletes",
+        vec![hook_for(
+            "deletes.keel.test",
+            &hooks.url("/delete"),
+            &hooks.ca.ca_bundle(),
+            "",
+            &["DELETE"],
+            &["configmaps"],
+            json!({}),
+        )],
+    )
+    .await;
+    k.c.create(
+        &configmaps(),
+        "default",
+        &configmap("keep", json!({"protected": "true"})),
+    )
+    .await
+    .unwrap();
+    k.c.create(&configmaps(), "default", &configmap("drop", json!({})))
+        .await
+        .unwrap();
+    assert!(hooks.calls().is_empty(), "creates are not sent");
+    let e =
+        k.c.delete(&configmaps(), "default", "keep", &DeleteParams::default())
+            .await
+            .unwrap_err();
+    assert_eq!(
+        e.message,
+        "admission webhook \"deletes.keel.test\" denied the request: protected"
+    );
+    k.c.get(&configmaps(), "default", "keep").await.unwrap();
+    k.c.delete(&configmaps(), "default", "drop", &DeleteParams::default())
+        .await
+        .unwrap();
+    let sent = &hooks.calls_to("/delete")[1]["request"];
+    assert_eq!(sent["operation"], "DELETE");
+    assert_eq!(sent["object"], Value::Null);
+    assert_eq!(sent["oldObject"]["metadata"]["name"], "drop");
+    assert_eq!(sent["options"]["kind"], "DeleteOptions");
+}
+
+#[tokio::test]
+async fn a_configuration_takes_effect_on_another_replica_within_a_second() {
+    let etcd = Etcd::start().await;
+    let a = ApiServer::start(&etcd).await;
+    let b = ApiServer::start(&etcd).await;
+    let (ca, cb) = (a.client().await, b.client().await);
+    // b has read (and cached) the configurations before this one exists.
+    cb.create(&configmaps(), "default", &configmap("before", json!({})))
+        .await
+        .unwrap();
+    let hooks = WebhookServer::start(&[], |_, review| Reply::deny(review, "closed", 403)).await;
+    configure(
+        &ca,
+        &validating(),
+        "closed",
+        vec![hook(
+            "closed.keel.test",
+            &hooks.url("/closed"),
+            &hooks.ca.ca_bundle(),
+            &["configmaps"],
+            json!({}),
+        )],
+    )
+    .await;
+    let start = tokio::time::Instant::now();
+    let mut i = 0;
+    eventually(
+        Duration::from_secs(1),
+        "replica b calling the webhook",
+        || {
+            i += 1;
+            let cb = cb.clone();
+            async move {
+                cb.create(
+                    &configmaps(),
+                    "default",
+                    &configmap(&format!("after-{i}"), json!({})),
+                )
+                .await
+                .err()
+            }
+        },
+    )
+    .await;
+    assert!(start.elapsed() < Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn bad_configurations_are_refused_naming_the_field() {
+    let k = cluster(&[]).await;
+    let table = [
+        (
+            json!({"clientConfig": {"url": "http://127.0.0.1:1/x"}}),
+            "webhooks[0].clientConfig.url: Invalid value: \"http://127.0.0.1:1/x\": 'https' is the only allowed URL scheme",
+        ),
+        (
+            json!({"clientConfig": {"url": "https://127.0.0.1:1/x", "caBundle": "bm90IGEgY2VydGlmaWNhdGU="}}),
+            "webhooks[0].clientConfig.caBundle: Invalid value: \"<caBundle>\": must be PEM-encoded certificates",
+        ),
+        (
+            json!({"clientConfig": {"service": {"namespace": "a", "name": "b", "port": 0}}}),
+            "webhooks[0].clientConfig.service.port: Invalid value: 0: port is not valid",
+        ),
+    ];
+    for (extra, want) in table {
+        let h = hook(
+            "bad.keel.test",
+            "https://127.0.0.1:1/x",
+            "",
+            &["configmaps"],
+            extra,
+        );
+        let e = k
+            .c
+            .create(
+                &validating(),
+                "",
+                &json!({"apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "bad"}, "webhooks": [h]}),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.reason, Reason::Invalid);
+        assert!(
+            e.message.starts_with(
+                "ValidatingWebhookConfiguration.admissionregistration.k8s.io \"bad\" is invalid"
+            ) && e.message.contains(want),
+            "{}",
+            e.message
+        );
+    }
+    let h = hook(
+        "twice.keel.test",
+        "https://127.0.0.1:1/x",
+        "",
+        &["configmaps"],
+        json!({}),
+    );
+    let e = k
+        .c
+        .create(
+            &mutating(),
+            "",
+            &json!({"apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingWebhookConfiguration", "metadata": {"name": "twice"}, "webhooks": [h.clone(), h]}),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.message
+            .contains("webhooks[1].name: Duplicate value: \"twice.keel.test\""),
+        "{}",
+        e.message
+    );
+}
