@@ -968,3 +968,215 @@ async fn bad_configurations_are_refused_naming_the_field() {
         e.message
     );
 }
+
+/// Runs kubectl (v1.32, or `KUBECTL`) against `api` over REST; its output, status first.
+fn kubectl(api: &ApiServer, home: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let bin = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let out = std::process::Command::new(bin)
+        .arg("--server")
+        .arg(api.endpoint())
+        .args(args)
+        .env("HOME", home)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run kubectl (install kubectl v1.32 or set KUBECTL): {e}")
+        });
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+// kubectl blocks its thread: the webhook server needs another.
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_prints_a_webhooks_warnings_and_denial_and_the_audit_log_keeps_its_annotations() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.log");
+    let k = cluster(&["--audit-log-path", audit.to_str().unwrap()]).await;
+    let hooks = WebhookServer::start(&[], |_, review| {
+        let name = review["request"]["name"].as_str().unwrap_or_default();
+        if name == "refused" {
+            return Reply::deny(review, "refused by policy", 403);
+        }
+        Reply::review(
+            review,
+            json!({"allowed": true, "warnings": ["this configmap is watched"],
+                "auditAnnotations": {"decision": "allowed"}}),
+        )
+    })
+    .await;
+    configure(
+        &k.c,
+        &validating(),
+        "warn",
+        vec![hook(
+            "warn.keel.test",
+            &hooks.url("/warn"),
+            &hooks.ca.ca_bundle(),
+            &["configmaps"],
+            json!({}),
+        )],
+    )
+    .await;
+    let (ok, _, err) = kubectl(
+        &k.api,
+        dir.path(),
+        &["create", "configmap", "watched", "--from-literal=a=b"],
+    );
+    assert!(ok, "{err}");
+    assert!(err.contains("Warning: this configmap is watched"), "{err}");
+    let (ok, _, err) = kubectl(&k.api, dir.path(), &["create", "configmap", "refused"]);
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "error: failed to create configmap: admission webhook \"warn.keel.test\" denied the request: refused by policy"
+        ),
+        "{err}"
+    );
+    // The Status behind it, as kubectl shows a server's error.
+    let manifest = dir.path().join("refused.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: refused\n",
+    )
+    .unwrap();
+    let (ok, _, err) = kubectl(
+        &k.api,
+        dir.path(),
+        &["create", "-f", manifest.to_str().unwrap()],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("Error from server (Forbidden): error when creating \"")
+            && err.contains(
+                "admission webhook \"warn.keel.test\" denied the request: refused by policy"
+            ),
+        "{err}"
+    );
+    let line = eventually(Duration::from_secs(5), "the create's audit line", || {
+        let audit = audit.clone();
+        async move {
+            std::fs::read_to_string(&audit)
+                .unwrap_or_default()
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .find(|l| l["verb"] == "create" && l["name"] == "watched")
+        }
+    })
+    .await;
+    assert_eq!(
+        line["annotations"]["warn.keel.test/decision"], "allowed",
+        "{line}"
+    );
+}
+
+#[tokio::test]
+async fn match_policy_equivalent_sends_another_versions_request_converted() {
+    let k = cluster(&[]).await;
+    let hooks = WebhookServer::start(&[], |_, review| Reply::allow(review)).await;
+    let bundle = hooks.ca.ca_bundle();
+    for (name, policy) in [("equivalent", "Equivalent"), ("exact", "Exact")] {
+        let mut h = hook_for(
+            &format!("{name}.keel.test"),
+            &hooks.url(&format!("/{name}")),
+            &bundle,
+            "autoscaling",
+            &["CREATE"],
+            &["horizontalpodautoscalers"],
+            json!({"matchPolicy": policy}),
+        );
+        h["rules"][0]["apiVersions"] = json!(["v2"]);
+        configure(&k.c, &validating(), name, vec![h]).await;
+    }
+    k.c.create(
+        &gvr("autoscaling", "v1", "horizontalpodautoscalers"),
+        "default",
+        &json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "maxReplicas": 5, "targetCPUUtilizationPercentage": 70}}),
+    )
+    .await
+    .unwrap();
+    assert!(hooks.calls_to("/exact").is_empty());
+    let sent = &hooks.calls_to("/equivalent")[0]["request"];
+    assert_eq!(
+        sent["kind"],
+        json!({"group": "autoscaling", "version": "v2", "kind": "HorizontalPodAutoscaler"})
+    );
+    assert_eq!(sent["requestKind"]["version"], "v1");
+    assert_eq!(sent["requestResource"]["version"], "v1");
+    assert_eq!(sent["object"]["apiVersion"], "autoscaling/v2");
+    assert_eq!(
+        sent["object"]["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+        70
+    );
+}
+
+// kubectl blocks its thread: the webhook server needs another.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_eviction_is_sent_to_webhooks_of_pods_eviction() {
+    let k = cluster(&[]).await;
+    let hooks = WebhookServer::start(&[], |_, review| Reply::deny(review, "not now", 429)).await;
+    configure(
+        &k.c,
+        &validating(),
+        "evictions",
+        vec![hook(
+            "evictions.keel.test",
+            &hooks.url("/evict"),
+            &hooks.ca.ca_bundle(),
+            &["pods/eviction"],
+            json!({}),
+        )],
+    )
+    .await;
+    let pods = gvr("", "v1", "pods");
+    k.c.create(
+        &pods,
+        "default",
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        hooks.calls().is_empty(),
+        "a pod's create is not pods/eviction"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, _, err) = kubectl(&k.api, dir.path(), &["drain", "--help"]);
+    assert!(ok, "{err}");
+    // kubectl has no eviction verb of its own: the Eviction is POSTed as kubectl drain does.
+    let body = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p", "namespace": "default"}});
+    let file = dir.path().join("eviction.json");
+    std::fs::write(&file, body.to_string()).unwrap();
+    let (ok, _, err) = kubectl(
+        &k.api,
+        dir.path(),
+        &[
+            "create",
+            "--raw",
+            "/api/v1/namespaces/default/pods/p/eviction",
+            "-f",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("admission webhook \\\"evictions.keel.test\\\" denied the request: not now")
+            || err
+                .contains("admission webhook \"evictions.keel.test\" denied the request: not now"),
+        "{err}"
+    );
+    let sent = &hooks.calls_to("/evict")[0]["request"];
+    assert_eq!(
+        sent["kind"],
+        json!({"group": "policy", "version": "v1", "kind": "Eviction"})
+    );
+    assert_eq!(sent["subResource"], "eviction");
+    assert_eq!(sent["operation"], "CREATE");
+    k.c.get(&pods, "default", "p").await.unwrap();
+}

@@ -570,7 +570,8 @@ impl Registry {
     /// `obj`, an object of `from`'s version, at `to`'s version (the same resource): what a
     /// webhook of `matchPolicy: Equivalent` is sent, and what its patch comes back as.
     fn convert_for_webhook(&self, obj: &Object, from: &ResourceInfo, to: &ResourceInfo) -> Object {
-        if from.gvr == to.gvr || obj.api_version() == "autoscaling/v1" {
+        // A subresource's object (a Scale, an Eviction) is the same in every version.
+        if from.gvr == to.gvr || obj.kind() != from.kind {
             return obj.clone();
         }
         let mut out = obj.clone();
