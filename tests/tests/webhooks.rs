@@ -1180,3 +1180,274 @@ async fn an_eviction_is_sent_to_webhooks_of_pods_eviction() {
     assert_eq!(sent["operation"], "CREATE");
     k.c.get(&pods, "default", "p").await.unwrap();
 }
+
+/// `stable.example.com` CronTabs at v1 (`spec.cronSpec`, stored) and v2 (`spec.cron`),
+/// converted by the webhook at `url`.
+fn crontab_crd(url: &str, ca_bundle: &str) -> Value {
+    let schema = |field: &str| {
+        json!({"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {field: {"type": "string"}, "replicas": {"type": "integer"}}}}}})
+    };
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "crontabs.stable.example.com"},
+        "spec": {
+            "group": "stable.example.com", "scope": "Namespaced",
+            "names": {"plural": "crontabs", "singular": "crontab", "kind": "CronTab"},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "schema": schema("cronSpec")},
+                {"name": "v2", "served": true, "storage": false, "schema": schema("cron")},
+            ],
+            "conversion": {"strategy": "Webhook", "webhook": {
+                "conversionReviewVersions": ["v1"],
+                "clientConfig": {"url": url, "caBundle": ca_bundle}}},
+        }
+    })
+}
+
+/// The test's conversion: v1 `spec.cronSpec` <-> v2 `spec.cron`; an object labelled
+/// `broken` cannot be converted.
+fn convert_crontabs(review: &Value) -> Reply {
+    let request = &review["request"];
+    let desired = request["desiredAPIVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let mut out = Vec::new();
+    for obj in request["objects"].as_array().into_iter().flatten() {
+        if obj["metadata"]["labels"]["broken"] == "true" {
+            return Reply::json(
+                &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                "response": {"uid": request["uid"], "result": {"status": "Failure",
+                    "message": format!("cannot convert {}", obj["metadata"]["name"])}}}),
+            );
+        }
+        let mut o = obj.clone();
+        let spec = o["spec"].as_object_mut().unwrap();
+        match desired.as_str() {
+            "stable.example.com/v2" => {
+                if let Some(v) = spec.remove("cronSpec") {
+                    spec.insert("cron".into(), v);
+                }
+            }
+            _ => {
+                if let Some(v) = spec.remove("cron") {
+                    spec.insert("cronSpec".into(), v);
+                }
+            }
+        }
+        o["apiVersion"] = json!(desired);
+        out.push(o);
+    }
+    Reply::json(
+        &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "response": {"uid": request["uid"], "convertedObjects": out, "result": {"status": "Success"}}}),
+    )
+}
+
+#[tokio::test]
+async fn a_two_version_crd_is_read_listed_and_watched_in_both_versions_through_its_conversion_webhook()
+ {
+    use futures::StreamExt;
+    let k = cluster(&[]).await;
+    let hooks = WebhookServer::start(&[], |_, review| convert_crontabs(review)).await;
+    let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+    k.c.create(
+        &crds,
+        "",
+        &crontab_crd(&hooks.url("/convert"), &hooks.ca.ca_bundle()),
+    )
+    .await
+    .unwrap();
+    let (v1, v2) = (
+        gvr("stable.example.com", "v1", "crontabs"),
+        gvr("stable.example.com", "v2", "crontabs"),
+    );
+    let mut watch = eventually(Duration::from_secs(10), "CronTabs served", || {
+        let c = k.c.clone();
+        let v2 = v2.clone();
+        async move {
+            c.watch(&v2, &keel_client::WatchParams::default())
+                .await
+                .ok()
+        }
+    })
+    .await;
+
+    // Created at v2: stored at v1, by the webhook.
+    let made =
+        k.c.create(
+            &v2,
+            "default",
+            &json!({"apiVersion": "stable.example.com/v2", "kind": "CronTab",
+                "metadata": {"name": "backup"}, "spec": {"cron": "*/5 * * * *", "replicas": 1}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(made["apiVersion"], "stable.example.com/v2");
+    assert_eq!(made["spec"]["cron"], "*/5 * * * *");
+    let mut etcd = k._etcd.client().await;
+    let raw = etcd
+        .get("/registry/stable.example.com/crontabs/default/backup", None)
+        .await
+        .unwrap();
+    let stored: Value = serde_json::from_slice(raw.kvs()[0].value()).unwrap();
+    assert_eq!(stored["apiVersion"], "stable.example.com/v1");
+    assert_eq!(
+        stored["spec"],
+        json!({"cronSpec": "*/5 * * * *", "replicas": 1})
+    );
+
+    // Read in both versions.
+    let at_v1 = k.c.get(&v1, "default", "backup").await.unwrap();
+    assert_eq!(at_v1["apiVersion"], "stable.example.com/v1");
+    assert_eq!(at_v1["spec"]["cronSpec"], "*/5 * * * *");
+    let at_v2 = k.c.get(&v2, "default", "backup").await.unwrap();
+    assert_eq!(at_v2["spec"], json!({"cron": "*/5 * * * *", "replicas": 1}));
+
+    // Written at v1 (a patch), listed at v2.
+    k.c.patch(
+        &v1,
+        "default",
+        "backup",
+        PatchType::Merge,
+        &json!({"spec": {"cronSpec": "0 * * * *"}}),
+    )
+    .await
+    .unwrap();
+    k.c.create(
+        &v1,
+        "default",
+        &json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+            "metadata": {"name": "report"}, "spec": {"cronSpec": "0 0 * * *"}}),
+    )
+    .await
+    .unwrap();
+    let listed = k.c.list(&v2, "default", &Default::default()).await.unwrap();
+    let crons: Vec<(String, String, String)> = listed
+        .items
+        .iter()
+        .map(|o| {
+            (
+                o["metadata"]["name"].as_str().unwrap().to_string(),
+                o["apiVersion"].as_str().unwrap().to_string(),
+                o["spec"]["cron"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        crons,
+        vec![
+            (
+                "backup".into(),
+                "stable.example.com/v2".into(),
+                "0 * * * *".into()
+            ),
+            (
+                "report".into(),
+                "stable.example.com/v2".into(),
+                "0 0 * * *".into()
+            ),
+        ]
+    );
+    // A patch at v2 of v2's field.
+    k.c.patch(
+        &v2,
+        "default",
+        "report",
+        PatchType::Merge,
+        &json!({"spec": {"cron": "30 0 * * *"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        k.c.get(&v1, "default", "report").await.unwrap()["spec"]["cronSpec"],
+        "30 0 * * *"
+    );
+
+    // The v2 watch saw every change at v2.
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let e = tokio::time::timeout(Duration::from_secs(10), watch.next())
+            .await
+            .expect("a watch event")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            e.object["apiVersion"], "stable.example.com/v2",
+            "{:?}",
+            e.object
+        );
+        seen.push(e.object["spec"]["cron"].as_str().unwrap().to_string());
+    }
+    assert_eq!(
+        seen,
+        vec!["*/5 * * * *", "0 * * * *", "0 0 * * *", "30 0 * * *"]
+    );
+
+    // An object the webhook cannot convert: a clear error at v2; at v1 (stored) it is whole.
+    k.c.create(
+        &v1,
+        "default",
+        &json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+            "metadata": {"name": "odd", "labels": {"broken": "true"}}, "spec": {"cronSpec": "x"}}),
+    )
+    .await
+    .unwrap();
+    let e = k.c.get(&v2, "default", "odd").await.unwrap_err();
+    assert_eq!(e.reason, Reason::InternalError);
+    assert_eq!(
+        e.message,
+        "conversion webhook for stable.example.com/v2, Kind=CronTab failed: cannot convert \"odd\""
+    );
+    let e =
+        k.c.list(&v2, "default", &Default::default())
+            .await
+            .unwrap_err();
+    assert!(
+        e.message.contains("cannot convert \"odd\""),
+        "{}",
+        e.message
+    );
+    let odd = k.c.get(&v1, "default", "odd").await.unwrap();
+    assert_eq!(odd["spec"]["cronSpec"], "x");
+    let e =
+        k.c.patch(
+            &v2,
+            "default",
+            "odd",
+            PatchType::Merge,
+            &json!({"spec": {"cron": "y"}}),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("cannot convert"), "{}", e.message);
+    assert_eq!(
+        k.c.get(&v1, "default", "odd").await.unwrap()["spec"]["cronSpec"],
+        "x"
+    );
+}
+
+#[tokio::test]
+async fn a_crd_with_a_webhook_conversion_needs_the_webhook() {
+    let k = cluster(&[]).await;
+    let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+    let mut crd = crontab_crd("https://127.0.0.1:1/convert", "");
+    crd["spec"]["conversion"] = json!({"strategy": "Webhook"});
+    let e = k.c.create(&crds, "", &crd).await.unwrap_err();
+    assert!(
+        e.message.contains(
+            "spec.conversion.webhook: Required value: required when strategy is set to Webhook"
+        ),
+        "{}",
+        e.message
+    );
+    crd["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
+        "clientConfig": {"url": "http://127.0.0.1:1/convert"}}});
+    let e = k.c.create(&crds, "", &crd).await.unwrap_err();
+    assert!(
+        e.message.contains("spec.conversion.webhook.clientConfig.url: Invalid value: \"http://127.0.0.1:1/convert\": 'https' is the only allowed URL scheme"),
+        "{}",
+        e.message
+    );
+}

@@ -101,6 +101,9 @@ fn is_served(info: &ResourceInfo, obj: &Object) -> bool {
 
 /// A stored object as `info`'s version serves it. An object of another group is left alone.
 pub fn to_served(info: &ResourceInfo, obj: &mut Object) {
+    if info.converted_by_server {
+        return;
+    }
     if is_events_v1(info) {
         if obj.api_version() == "v1" {
             obj.as_map_mut()

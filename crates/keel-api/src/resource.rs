@@ -70,6 +70,9 @@ pub struct ResourceInfo {
     /// (Pod's `status.phase`, Event's `involvedObject.name`, ...), as the server's kind says:
     /// each a dotted path into the object.
     pub selectable_fields: Vec<String>,
+    /// Its objects are converted between versions by the server, not here: reads leave them
+    /// at the version they are stored at (a CRD whose conversion is a webhook's).
+    pub converted_by_server: bool,
 }
 
 impl ResourceInfo {
@@ -119,6 +122,7 @@ fn info(
     status: bool,
 ) -> ResourceInfo {
     ResourceInfo {
+        converted_by_server: false,
         gvr: GroupVersionResource::new(group, "v1", resource),
         singular: singular.into(),
         kind: kind.into(),

@@ -76,6 +76,7 @@ impl Resource {
     /// resource. The rules are keel-api's, so the server and keelctl agree on them.
     fn matches(&self, name: &str) -> bool {
         let info = ResourceInfo {
+            converted_by_server: false,
             gvr: self.gvr.clone(),
             singular: self.singular.clone(),
             kind: self.kind.clone(),

@@ -12,6 +12,7 @@ use keel_api::{FieldCause, GroupVersionResource, Metadata, Object, ResourceInfo}
 use serde_json::{Map, Value, json};
 
 use super::crd_schema::CrdSchema;
+use super::webhooks::conversion::{self, ConversionWebhook};
 
 pub const GROUP: &str = "apiextensions.k8s.io";
 pub const RESOURCE: &str = "customresourcedefinitions";
@@ -42,6 +43,9 @@ pub struct CustomResource {
     pub terminating: bool,
     /// `subresources.scale`: where its objects keep what their `Scale` shows.
     pub scale: Option<keel_api::scale::ScalePaths>,
+    /// `spec.conversion.strategy: Webhook`: where objects are converted between versions
+    /// (`None`: only `apiVersion` changes).
+    pub conversion: Option<Arc<ConversionWebhook>>,
 }
 
 fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
@@ -61,6 +65,7 @@ pub fn validate(crd: &Object) -> Vec<FieldCause> {
         causes.push(FieldCause::required("spec"));
         return causes;
     }
+    conversion::validate_crd(spec, &mut causes);
     let group = str_at(spec, &["group"]);
     if group.is_empty() {
         causes.push(FieldCause::required("spec.group"));
@@ -397,6 +402,7 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
         .map(|v| str_at(v, &["name"]).to_string())
         .unwrap_or_default();
     let terminating = crd.deletion_timestamp().is_some();
+    let conversion = conversion::of_crd(spec).map(Arc::new);
     versions
         .iter()
         .filter(|v| v["served"] == json!(true))
@@ -411,6 +417,7 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
             let scale = keel_api::scale::ScalePaths::from_crd(&v["subresources"]["scale"]);
             CustomResource {
                 info: Arc::new(ResourceInfo {
+                    converted_by_server: conversion.is_some(),
                     gvr: GroupVersionResource::new(group, version, plural),
                     singular: singular.clone(),
                     kind: kind.to_string(),
@@ -437,6 +444,7 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
                     .unwrap_or_default(),
                 terminating,
                 scale,
+                conversion: conversion.clone(),
             }
         })
         .collect()
@@ -484,9 +492,10 @@ fn scale_subresource(scale: &Value, version_path: &str, causes: &mut Vec<FieldCa
     }
 }
 
-/// `obj` at the version its resource stores objects at.
+/// `obj` at the version its resource stores objects at (a conversion webhook's objects are
+/// the registry's to convert: `Registry::convert_objects`).
 pub fn to_storage_version(custom: &CustomResource, obj: &mut Object) {
-    if custom.info.gvr.version != custom.storage_version {
+    if custom.conversion.is_none() && custom.info.gvr.version != custom.storage_version {
         let v = format!("{}/{}", custom.info.gvr.group, custom.storage_version);
         obj.as_map_mut()
             .insert("apiVersion".into(), Value::String(v));

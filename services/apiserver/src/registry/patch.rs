@@ -343,6 +343,7 @@ mod tests {
 
     fn custom_kind() -> Arc<ResourceInfo> {
         Arc::new(ResourceInfo {
+            converted_by_server: false,
             gvr: keel_api::GroupVersionResource::new("samplecrd.k8s.io", "v1", "networks"),
             singular: "network".into(),
             kind: "Network".into(),

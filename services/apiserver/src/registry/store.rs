@@ -26,7 +26,7 @@ use super::patch::{self, PatchType};
 use super::rbac::{self, GrantCheck, Policies};
 use super::resources::Resources;
 use super::strategy::{self, Subresource};
-use super::webhooks::{Attributes, Operation, Requester, Webhooks};
+use super::webhooks::{Attributes, Caller, Operation, Requester, Webhooks};
 use crate::auth::User;
 use crate::metrics::Metrics;
 use crate::storage::FRESH_WAIT;
@@ -99,6 +99,9 @@ impl Write<'_> {
     }
 }
 
+/// How long the conversion of one watch event may take.
+const WATCH_CONVERSION_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How long readiness waits for etcd to answer.
 const READINESS_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -170,9 +173,61 @@ impl Registry {
         })
     }
 
+    /// `obj`, stored, at the version `info` names: converted by its CRD's webhook when it has
+    /// one (others were converted as they were read).
+    pub(super) async fn at_request_version(
+        &self,
+        info: &ResourceInfo,
+        obj: Object,
+        deadline: Instant,
+    ) -> Result<Object, ApiError> {
+        self.at_version(info, &info.gvr.version, obj, deadline)
+            .await
+    }
+
+    /// `obj`, at any version of `info`'s resource, at `version`, converted by its CRD's
+    /// webhook (a resource without one is left as it is).
+    pub(super) async fn at_version(
+        &self,
+        info: &ResourceInfo,
+        version: &str,
+        obj: Object,
+        deadline: Instant,
+    ) -> Result<Object, ApiError> {
+        if !info.converted_by_server {
+            return Ok(obj);
+        }
+        let Some(custom) = self.resources.custom(&info.gvr) else {
+            return Ok(obj);
+        };
+        let mut converted = self
+            .webhook_caller()
+            .convert_objects(&custom, version, vec![obj], deadline)
+            .await?;
+        converted
+            .pop()
+            .ok_or_else(|| ApiError::internal("a conversion returned no object"))
+    }
+
+    /// The version objects of `info`'s resource are stored at (its own for a built-in one).
+    pub(super) fn storage_version_of(&self, info: &ResourceInfo) -> String {
+        self.resources
+            .custom(&info.gvr)
+            .map_or_else(|| info.gvr.version.clone(), |c| c.storage_version.clone())
+    }
+
     /// The admission webhooks.
     pub(super) fn webhooks(&self) -> &Webhooks {
         &self.webhooks
+    }
+
+    /// What calls webhooks, to keep (a watch's conversions).
+    pub(super) fn webhook_caller(&self) -> Caller {
+        Caller {
+            store: self.store.clone(),
+            resources: self.resources.clone(),
+            clients: self.webhooks.clients().clone(),
+        }
     }
 
     /// The Service ranges.
@@ -522,6 +577,9 @@ impl Registry {
         initializers::set_pending(&mut obj, &pending);
         strategy::check_create_resource_version(&t, &requested_rv)?;
         kind.to_storage_version(&mut obj);
+        let mut obj = self
+            .at_version(info, &self.storage_version_of(info), obj, deadline)
+            .await?;
         let allocates = kind
             .allocations()
             .is_some_and(|a| !a.claims(&obj).is_empty());
@@ -540,7 +598,8 @@ impl Registry {
             .await?
         };
         self.settle(info, &created, dry_run, deadline).await;
-        Ok(crd::to_request_version(info, created))
+        self.at_request_version(info, crd::to_request_version(info, created), deadline)
+            .await
     }
 
     /// Reads an object: from etcd, or from the watch cache for `resourceVersion: "0"`. Any other
@@ -577,7 +636,7 @@ impl Registry {
                 *obj.as_map_mut() = map;
             }
         }
-        Ok(obj)
+        self.at_request_version(info, obj, deadline).await
     }
 
     /// The custom resource whose schema a read of `info` defaults its objects by, when that
@@ -669,6 +728,26 @@ impl Registry {
                 *item = crd::default_read_json(&custom, std::mem::take(item));
             }
         }
+        if let Some(custom) = self
+            .resources
+            .custom(&info.gvr)
+            .filter(|_| info.converted_by_server)
+        {
+            let objects = list
+                .items
+                .iter()
+                .map(|b| Object::from_slice(b))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| ApiError::internal(format!("a listed object does not parse: {e}")))?;
+            let converted = self
+                .webhook_caller()
+                .convert_objects(&custom, &info.gvr.version, objects, deadline)
+                .await?;
+            list.items = converted
+                .iter()
+                .map(|o| bytes::Bytes::from(o.to_vec()))
+                .collect();
+        }
         Ok(list)
     }
 
@@ -751,7 +830,12 @@ impl Registry {
             .await?;
         self.settle(info, &committed.object, dry_run, deadline)
             .await;
-        Ok(crd::to_request_version(info, committed.object))
+        self.at_request_version(
+            info,
+            crd::to_request_version(info, committed.object),
+            deadline,
+        )
+        .await
     }
 
     /// Patches an object. A patch that pins `metadata.resourceVersion` (other than `"0"`, as
@@ -811,8 +895,9 @@ impl Registry {
         // patch of an object holding shared values: its allocations are made for the state it
         // is applied to (`Registry::commit`); nor a test of the resourceVersion; nor one that
         // webhooks see (`store::admitted`).
-        let hooked =
-            self.webhook_snapshot(deadline)
+        let hooked = info.converted_by_server
+            || self
+                .webhook_snapshot(deadline)
                 .await
                 .may_apply(Operation::Update, info, sub.name());
         let object = if hooked {
@@ -845,6 +930,12 @@ impl Registry {
             self.coalescer.mutate(key, mutation, deadline).await?
         };
         self.settle(info, &object, dry_run, deadline).await;
+        if info.converted_by_server {
+            let converted = self
+                .at_request_version(info, (*object).clone(), deadline)
+                .await?;
+            return Ok(Arc::new(converted));
+        }
         // A batch's object is shared by its callers: copied only to be converted.
         Ok(match keel_api::conversion::served(info, &object) {
             Cow::Borrowed(_) => object,
@@ -912,10 +1003,14 @@ impl Registry {
         };
         self.settle(info, &committed.object, dry_run, deadline)
             .await;
-        Ok((
-            crd::to_request_version(info, committed.object),
-            committed.removed,
-        ))
+        let last = self
+            .at_request_version(
+                info,
+                crd::to_request_version(info, committed.object),
+                deadline,
+            )
+            .await?;
+        Ok((last, committed.removed))
     }
 
     /// Watches objects after `resource_version` (empty or `"0"`: the current objects first).
@@ -943,16 +1038,46 @@ impl Registry {
             .store
             .watch(info, filter, from, allow_bookmarks, send_initial_events)
             .await?;
-        let Some(custom) = self.read_defaults(info) else {
+        let events: WatchStream = match self.read_defaults(info) {
+            None => events,
+            Some(custom) => Box::pin(events.map(move |event| {
+                event.map(|mut e| {
+                    if e.kind != WatchEventKind::Bookmark {
+                        e.object = crd::default_read_json(&custom, std::mem::take(&mut e.object));
+                    }
+                    e
+                })
+            })),
+        };
+        let Some(custom) = self
+            .resources
+            .custom(&info.gvr)
+            .filter(|_| info.converted_by_server)
+        else {
             return Ok(events);
         };
-        Ok(Box::pin(events.map(move |event| {
-            event.map(|mut e| {
-                if e.kind != WatchEventKind::Bookmark {
-                    e.object = crd::default_read_json(&custom, std::mem::take(&mut e.object));
+        // Each event's object converted to the version watched, in order; a conversion that
+        // fails ends the watch with its error.
+        let (caller, version) = (self.webhook_caller(), info.gvr.version.clone());
+        Ok(Box::pin(events.then(move |event| {
+            let (caller, custom, version) = (caller.clone(), custom.clone(), version.clone());
+            async move {
+                let mut e = event?;
+                if e.kind == WatchEventKind::Bookmark {
+                    return Ok(e);
                 }
-                e
-            })
+                let obj = Object::from_slice(&e.object).map_err(|err| {
+                    ApiError::internal(format!("a watched object does not parse: {err}"))
+                })?;
+                let deadline = Instant::now() + WATCH_CONVERSION_TIMEOUT;
+                let mut converted = caller
+                    .convert_objects(&custom, &version, vec![obj], deadline)
+                    .await?;
+                if let Some(o) = converted.pop() {
+                    e.object = bytes::Bytes::from(o.to_vec());
+                }
+                Ok(e)
+            }
         })))
     }
 

@@ -38,7 +38,7 @@ impl Registry {
         deadline: Instant,
     ) -> Result<Committed, ApiError> {
         let snapshot = self.webhook_snapshot(deadline).await;
-        if !snapshot.may_apply(op, &key.info, sub.name()) {
+        if !key.info.converted_by_server && !snapshot.may_apply(op, &key.info, sub.name()) {
             return self.commit(key, opts, mutation, deadline).await;
         }
         let a = Attributes {
@@ -118,6 +118,18 @@ impl Registry {
             if opts.expected_revision.is_some_and(|p| p != revision) {
                 return Err(ApiError::stale(t));
             }
+            // An update is computed at the request's version: a conversion webhook's objects
+            // are converted to it first (the kind's rules and patches are written for it).
+            let current = if a.operation == Operation::Update && info.converted_by_server {
+                Draft {
+                    object: self
+                        .at_request_version(info, current.object, deadline)
+                        .await?,
+                    entries: current.entries,
+                }
+            } else {
+                current
+            };
             let old = self.admission_view(info, sub, &current.object)?;
             let mut change = mutation(&current)?;
             if a.operation == Operation::Delete {
@@ -136,6 +148,15 @@ impl Registry {
                 }
                 let new = self.admission_view(info, sub, &draft.object)?;
                 self.validate_by_webhooks(snapshot, a, Some(&new), Some(&old), false, deadline)
+                    .await?;
+            }
+            if a.operation == Operation::Update && info.converted_by_server {
+                let storage = self.storage_version_of(info);
+                let draft = match &mut change {
+                    Change::Put(d) | Change::Remove(d) => d,
+                };
+                draft.object = self
+                    .at_version(info, &storage, draft.object.clone(), deadline)
                     .await?;
             }
             let pinned = UpdateOptions {

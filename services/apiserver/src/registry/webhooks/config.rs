@@ -276,7 +276,11 @@ fn validate_rules(rules: Option<&Value>, at: &str, causes: &mut Vec<FieldCause>)
     }
 }
 
-fn validate_client_config(config: Option<&Value>, at: &str, causes: &mut Vec<FieldCause>) {
+pub(super) fn validate_client_config(
+    config: Option<&Value>,
+    at: &str,
+    causes: &mut Vec<FieldCause>,
+) {
     let Some(config) = config.and_then(Value::as_object) else {
         causes.push(FieldCause {
             message: "Required value: exactly one of url or service is required".into(),
@@ -540,7 +544,7 @@ pub fn hooks(config: &Object, mutating: bool) -> Vec<Arc<Hook>> {
     out
 }
 
-fn endpoint(config: Option<&Value>) -> Option<Endpoint> {
+pub(super) fn endpoint(config: Option<&Value>) -> Option<Endpoint> {
     let config = config?.as_object()?;
     if let Some(url) = config.get("url").and_then(Value::as_str) {
         return parse_url(url).ok().map(Endpoint::Url);

@@ -8,6 +8,7 @@
 
 mod client;
 pub mod config;
+pub mod conversion;
 mod review;
 
 use std::collections::BTreeMap;
@@ -17,12 +18,13 @@ use keel_api::{ApiError, GroupVersionResource, Metadata, Object, Reason, Resourc
 use serde_json::Value;
 use tokio::time::Instant;
 
-use self::client::Clients;
+pub use self::client::Clients;
 use self::config::{Endpoint, FailurePolicy, Hook};
 use crate::auth::User;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
-use crate::storage::{ListQuery, ReadFrom};
+use crate::registry::Resources;
+use crate::storage::{ListQuery, ReadFrom, Store};
 
 pub use self::config::{GROUP, MUTATING, VALIDATING};
 
@@ -172,15 +174,20 @@ impl Snapshot {
 /// The webhooks of this replica: the configurations as last read, and the HTTPS clients.
 pub struct Webhooks {
     snapshot: Mutex<Arc<Snapshot>>,
-    clients: Clients,
+    clients: Arc<Clients>,
     metrics: Metrics,
 }
 
 impl Webhooks {
+    /// The HTTPS clients webhooks are called with.
+    pub(in crate::registry) fn clients(&self) -> &Arc<Clients> {
+        &self.clients
+    }
+
     pub fn new(metrics: Metrics) -> Webhooks {
         Webhooks {
             snapshot: Mutex::default(),
-            clients: Clients::default(),
+            clients: Arc::default(),
             metrics,
         }
     }
@@ -459,12 +466,16 @@ impl Registry {
         let sent_old = old.map(convert);
         let review = review::request(a, matched, sent_obj.as_ref(), sent_old.as_ref());
         let started = Instant::now();
-        let outcome = match self.resolve(hook, deadline).await {
+        let caller = self.webhook_caller();
+        let outcome = match caller
+            .resolve_endpoint(&hook.endpoint, hook.timeout, deadline)
+            .await
+        {
             Ok((uri, server_name)) => {
                 let timeout = hook
                     .timeout
                     .min(deadline.saturating_duration_since(Instant::now()));
-                self.webhooks()
+                caller
                     .clients
                     .post(&uri, server_name.as_deref(), &hook.ca, review.body, timeout)
                     .await
@@ -579,12 +590,25 @@ impl Registry {
         keel_api::conversion::to_served(to, &mut out);
         out
     }
+}
 
-    /// Where `hook` is called: its URL, or its Service's endpoint (the certificate then
+/// What calls webhooks, cheap to clone and owned (a watch converts its events with it long
+/// after the request that opened it): the store and resources to find a Service's endpoints
+/// in, and the HTTPS clients.
+#[derive(Clone)]
+pub struct Caller {
+    pub(in crate::registry) store: Arc<Store>,
+    pub(in crate::registry) resources: Arc<Resources>,
+    pub(in crate::registry) clients: Arc<Clients>,
+}
+
+impl Caller {
+    /// Where a webhook is called: its URL, or its Service's endpoint (the certificate then
     /// verified for `<service>.<namespace>.svc`).
-    async fn resolve(
+    pub async fn resolve_endpoint(
         &self,
-        hook: &Hook,
+        endpoint: &Endpoint,
+        timeout: std::time::Duration,
         deadline: Instant,
     ) -> Result<(http::Uri, Option<String>), String> {
         let with_timeout = |path_and_query: &str| {
@@ -593,9 +617,9 @@ impl Registry {
             } else {
                 '?'
             };
-            format!("{path_and_query}{sep}timeout={}s", hook.timeout.as_secs())
+            format!("{path_and_query}{sep}timeout={}s", timeout.as_secs())
         };
-        match &hook.endpoint {
+        match endpoint {
             Endpoint::Url(uri) => {
                 let pq = uri.path_and_query().map_or("/", |p| p.as_str());
                 let url = format!(
@@ -636,10 +660,11 @@ impl Registry {
     ) -> Result<String, String> {
         let get = |resource: &'static str, n: String| async move {
             let info = self
+                .resources
                 .lookup(Some(&GroupVersionResource::new("", "v1", resource)))
                 .ok()?;
-            let key = self.store().key(&info, namespace, &n);
-            self.store().get(&key, ReadFrom::Cache, deadline).await.ok()
+            let key = self.store.key(&info, namespace, &n);
+            self.store.get(&key, ReadFrom::Cache, deadline).await.ok()
         };
         let Some(service): Option<Object> = get("services", name.to_string()).await else {
             return Err(format!("service \"{name}\" not found"));
@@ -696,13 +721,14 @@ impl Registry {
         _deadline: Instant,
     ) -> Option<String> {
         let info = self
+            .resources
             .lookup(Some(&GroupVersionResource::new(
                 "discovery.k8s.io",
                 "v1",
                 "endpointslices",
             )))
             .ok()?;
-        let (slices, _) = self.store().cached_at(&info, |_| true)?;
+        let (slices, _) = self.store.cached_at(&info, |_| true)?;
         for slice in slices.iter().filter(|s| {
             s.namespace() == namespace
                 && label(s, "kubernetes.io/service-name").as_deref() == Some(name)
