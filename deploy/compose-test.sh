@@ -34,7 +34,7 @@ writes_seen() {
 dc down -v --remove-orphans >/dev/null 2>&1 || true
 echo "==> docker compose up"
 dc up -d
-wait_healthy "the stack is up: 3 etcd members, 2 API servers, 2 controller-managers, the initializer, all healthy" 120
+wait_healthy "the stack is up: 3 etcd members, 2 API servers, 2 controller-managers, the initializer, the injector, all healthy" 120
 # The CA and the client certificates, for the clients on this host.
 stack_certs "$project" "$certs"
 stack_kubeconfig "$certs" "https://127.0.0.1:$KEEL_API_PORT_0"
@@ -54,7 +54,7 @@ turned_away() {
   if out=$(probe "http://$1/health"); then echo "answered: $out"; return 1; fi
   echo "$out" | grep -Eqi 'refused|reset|HTTP 400|HTTP $|end of file|broken pipe|unexpected eof|os error 104'
 }
-for target in etcd-0:2379 etcd-0:2380 etcd-0:2381 apiserver-0:6443 apiserver-0:6080 controller-manager:6090 initializer:6091; do
+for target in etcd-0:2379 etcd-0:2380 etcd-0:2381 apiserver-0:6443 apiserver-0:6080 controller-manager:6090 initializer:6091 injector:6092 injector:8443; do
   check "no plain text on $target" "turned_away $target"
 done
 check "TLS to apiserver-0:6080 from the network works" "probe --cacert /certs/ca.crt https://apiserver-0:6080/readyz >/dev/null"
@@ -141,7 +141,7 @@ wait_healthy "the killed controller-manager comes back" 120
 check "it takes its share back: 16/16" "wait_split '16 16' 60"
 echo "==> scaling the controller-manager to 3 replicas"
 dc up -d --no-recreate --scale controller-manager=3 controller-manager >/dev/null 2>&1
-wait_healthy "the third controller-manager is healthy" 120 9
+wait_healthy "the third controller-manager is healthy" 120 10
 check "3 controller-managers split the shards 10/11/11" "wait_split '10 11 11' 60"
 kc patch deployment nginx --type merge -p '{"spec":{"replicas":1}}' >/dev/null
 check "and scale the Deployment down to 1" "wait_available 1 60"
@@ -159,10 +159,22 @@ has_sidecar() {
 }
 check "myapp-pod runs with the envoy sidecar it never asked for" has_sidecar
 
+# wait_for COMMAND SECONDS: until COMMAND succeeds, or its last try's status.
+wait_for() { local deadline=$((SECONDS + $2)); while ! eval "$1" && [ $SECONDS -lt $deadline ]; do sleep 0.5; done; eval "$1"; }
+echo "==> today's Istio story: the injector as a MutatingAdmissionWebhook, a Deployment's Pods"
+registered() { kc get mutatingwebhookconfigurations envoy-sidecar-injector >/dev/null 2>&1; }
+check "the injector registered its MutatingWebhookConfiguration" "wait_for registered 30"
+kc apply -f deploy/examples/injected-deployment.yaml >/dev/null
+# Both Pods of the Deployment exist with Envoy, and none waits for an initializer.
+injected() {
+  kc get pods -l app=myapp-injected -o json >"$work/injected.json" 2>/dev/null || return 1
+  [ "$(grep -c '"name": *"envoy"' "$work/injected.json")" -ge 2 ] && ! grep -q '"pending"' "$work/injected.json"
+}
+check "the Deployment's Pods come up with Envoy from the webhook" "wait_for injected 60"
+
 echo "==> the README's Network story: the CRD, example-network, the controller's allocation"
 kc apply -f deploy/examples/network-crd.yaml >/dev/null
 served() { kc get networks >/dev/null 2>&1; }
-wait_for() { local deadline=$((SECONDS + $2)); while ! eval "$1" && [ $SECONDS -lt $deadline ]; do sleep 0.5; done; eval "$1"; }
 check "the API servers serve Networks" "wait_for served 10"
 kc apply -f deploy/examples/example-network.yaml >/dev/null
 ready() { kc get network example-network -o json 2>/dev/null | grep '"phase": *"Ready"' >/dev/null; }

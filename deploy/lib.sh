@@ -24,9 +24,10 @@ stack_summary() {
 }
 
 # wait_healthy DESCRIPTION SECONDS [N]: waits until N containers of the project (3 etcd
-# members, 2 API servers, 2 controller-managers, 1 initializer: 8 by default) are healthy.
+# members, 2 API servers, 2 controller-managers, the initializer and the injector: 9 by
+# default) are healthy.
 wait_healthy() {
-  local what=$1 deadline=$((SECONDS + $2)) want=${3:-8}
+  local what=$1 deadline=$((SECONDS + $2)) want=${3:-9}
   while [ $SECONDS -lt $deadline ]; do
     if [ "$(stack_states "$project" | grep -c '(healthy)')" = "$want" ]; then
       echo "ok: $what"; passed=$((passed + 1)); return 0

@@ -1451,3 +1451,100 @@ async fn a_crd_with_a_webhook_conversion_needs_the_webhook() {
         e.message
     );
 }
+
+/// The seeds' walkthrough with today's Istio flow: `keel-initializer --webhook` registers a
+/// MutatingWebhookConfiguration and injects Envoy into a Deployment's Pods as they are
+/// created. No InitializerConfiguration exists; the Pods never wait.
+#[tokio::test]
+async fn a_deployments_pods_come_up_with_envoy_from_the_initializer_as_a_webhook() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    keel_tests::create_envoy_configmap(&c).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(&[]);
+    let file = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let (cert, key, ca_file) = (
+        file("injector.crt", &ca.cert_pem),
+        file("injector.key", &ca.key_pem),
+        file("ca.crt", &ca.ca_pem),
+    );
+    let listen = format!("127.0.0.1:{}", free_port());
+    let url = format!("https://{listen}/inject");
+    let _injector = keel_tests::KeelService::initializer(
+        &[&api],
+        &[
+            "--webhook",
+            "--webhook-listen",
+            &listen,
+            "--tls-cert-file",
+            &cert,
+            "--tls-private-key-file",
+            &key,
+            "--register-webhook",
+            "envoy-sidecar-injector",
+            "--webhook-url",
+            &url,
+            "--webhook-ca-file",
+            &ca_file,
+        ],
+    )
+    .await;
+    let config = eventually(
+        Duration::from_secs(20),
+        "the injector's registration",
+        || {
+            let c = c.clone();
+            async move { c.get(&mutating(), "", "envoy-sidecar-injector").await.ok() }
+        },
+    )
+    .await;
+    assert_eq!(config["webhooks"][0]["clientConfig"]["url"], url);
+    let _cm = keel_tests::ControllerManager::start(&[&api], &[]).await;
+    let deployments = gvr("apps", "v1", "deployments");
+    c.create(
+        &deployments,
+        "default",
+        &json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "myapp"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "myapp"}},
+                "template": {"metadata": {"labels": {"app": "myapp"}},
+                    "spec": {"containers": [{"name": "myapp-container", "image": "busybox",
+                        "command": ["sh", "-c", "echo Hello Kubernetes! && sleep 3600"]}]}}}}),
+    )
+    .await
+    .unwrap();
+    let pods = eventually(Duration::from_secs(30), "two myapp Pods", || {
+        let c = c.clone();
+        async move {
+            let list = c
+                .list(&gvr("", "v1", "pods"), "default", &Default::default())
+                .await
+                .ok()?;
+            (list.items.len() == 2).then_some(list.items)
+        }
+    })
+    .await;
+    for p in &pods {
+        let containers: Vec<&str> = p["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(containers, vec!["myapp-container", "envoy"], "{p}");
+        assert!(p["metadata"]["initializers"].is_null(), "{p}");
+    }
+    let initializer_configs = c
+        .list(
+            &keel_tests::initializer_configurations(),
+            "",
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    assert!(initializer_configs.items.is_empty());
+}

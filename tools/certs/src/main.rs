@@ -34,6 +34,14 @@ struct Cli {
         default_value = "localhost,127.0.0.1,apiserver-0,apiserver-1"
     )]
     server_names: Vec<String>,
+    /// DNS names and IP addresses of the sidecar injector's webhook server, `keel-initializer
+    /// --webhook` (SANs of injector.crt).
+    #[arg(
+        long = "injector-name",
+        value_delimiter = ',',
+        default_value = "localhost,127.0.0.1,injector"
+    )]
+    injector_names: Vec<String>,
     /// DNS names and IP addresses of the etcd members (SANs of etcd.crt).
     #[arg(
         long = "etcd-name",
@@ -114,6 +122,10 @@ fn run(cli: &Cli) -> Result<Vec<(String, String)>, String> {
             Role::Server(cli.server_names.clone()),
         ),
         ("etcd".to_string(), Role::Peer(cli.etcd_names.clone())),
+        (
+            "injector".to_string(),
+            Role::Server(cli.injector_names.clone()),
+        ),
         (
             "apiserver-etcd-client".to_string(),
             Role::Client {
@@ -311,13 +323,13 @@ mod tests {
             Cli::parse_from(args)
         };
         let first = run(&cli(&["a=alice"])).unwrap_or_default();
-        assert_eq!(first.len(), 6, "{first:?}");
+        assert_eq!(first.len(), 7, "{first:?}");
         let ca = std::fs::read(dir.join("ca.crt")).unwrap_or_default();
         let sa = std::fs::read(dir.join("service-account.key")).unwrap_or_default();
         assert!(String::from_utf8_lossy(&sa).starts_with("-----BEGIN PRIVATE KEY-----"));
         let second = run(&cli(&["a=alice", "b=bob,dev"])).unwrap_or_default();
         let kept = second.iter().filter(|(_, what)| what == "kept").count();
-        assert_eq!(kept, 6, "{second:?}");
+        assert_eq!(kept, 7, "{second:?}");
         assert!(
             second
                 .iter()

@@ -373,6 +373,13 @@ pub fn policy_objects() -> Vec<(&'static str, Value)> {
                     &["initializerconfigurations"],
                     &read,
                 ),
+                // `--webhook --register-webhook`: its own MutatingWebhookConfiguration, as
+                // istiod keeps its injector's.
+                rule(
+                    &["admissionregistration.k8s.io"],
+                    &["mutatingwebhookconfigurations"],
+                    &["get", "create", "update", "patch"],
+                ),
             ],
         ),
         cluster_role(
