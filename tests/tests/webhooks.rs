@@ -255,15 +255,60 @@ async fn failure_policies_apply_to_a_webhook_that_is_down_or_slow() {
         Reply::allow(review).after(Duration::from_secs(3))
     })
     .await;
+    let garbage = WebhookServer::start(&[], |path, _| match path {
+        "/not-json" => Reply {
+            delay: Duration::ZERO,
+            status: 200,
+            body: b"<html>surprise</html>".to_vec(),
+        },
+        _ => Reply::json(
+            &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"uid": "someone-else", "allowed": true}}),
+        ),
+    })
+    .await;
     let bundle = slow.ca.ca_bundle();
     let down = format!("https://127.0.0.1:{}/down", free_port());
     let cases = [
-        ("down-fail", down.clone(), "Fail", false),
-        ("down-ignore", down.clone(), "Ignore", true),
-        ("slow-fail", slow.url("/slow"), "Fail", false),
-        ("slow-ignore", slow.url("/slow"), "Ignore", true),
+        ("down-fail", down.clone(), "Fail", false, bundle.clone()),
+        ("down-ignore", down.clone(), "Ignore", true, bundle.clone()),
+        (
+            "slow-fail",
+            slow.url("/slow"),
+            "Fail",
+            false,
+            bundle.clone(),
+        ),
+        (
+            "slow-ignore",
+            slow.url("/slow"),
+            "Ignore",
+            true,
+            bundle.clone(),
+        ),
+        (
+            "garbage-fail",
+            garbage.url("/not-json"),
+            "Fail",
+            false,
+            garbage.ca.ca_bundle(),
+        ),
+        (
+            "garbage-ignore",
+            garbage.url("/not-json"),
+            "Ignore",
+            true,
+            garbage.ca.ca_bundle(),
+        ),
+        (
+            "stranger-fail",
+            garbage.url("/uid"),
+            "Fail",
+            false,
+            garbage.ca.ca_bundle(),
+        ),
     ];
-    for (name, url, policy, _) in &cases {
+    for (name, url, policy, _, bundle) in &cases {
         configure(
             &k.c,
             &validating(),
@@ -271,7 +316,7 @@ async fn failure_policies_apply_to_a_webhook_that_is_down_or_slow() {
             vec![hook(
                 &format!("{name}.keel.test"),
                 url,
-                &bundle,
+                bundle,
                 &["configmaps"],
                 json!({"failurePolicy": policy, "timeoutSeconds": 1,
                     "objectSelector": {"matchLabels": {"case": name}}}),
@@ -279,7 +324,7 @@ async fn failure_policies_apply_to_a_webhook_that_is_down_or_slow() {
         )
         .await;
     }
-    for (name, _, _, admitted) in &cases {
+    for (name, _, _, admitted, _) in &cases {
         let made =
             k.c.create(
                 &configmaps(),
@@ -291,13 +336,17 @@ async fn failure_policies_apply_to_a_webhook_that_is_down_or_slow() {
             (true, Ok(_)) => {}
             (false, Err(e)) => {
                 assert_eq!(e.reason, Reason::InternalError, "{name}: {e:?}");
-                assert!(
-                    e.message.starts_with(&format!(
-                        "Internal error occurred: failed calling webhook \"{name}.keel.test\": failed to call webhook: Post \"https://127.0.0.1:"
-                    )),
-                    "{name}: {}",
-                    e.message
+                let prefix = format!(
+                    "Internal error occurred: failed calling webhook \"{name}.keel.test\": "
                 );
+                let want = match *name {
+                    "garbage-fail" => format!("{prefix}received invalid webhook response: "),
+                    "stranger-fail" => {
+                        format!("{prefix}received invalid webhook response: expected response.uid=")
+                    }
+                    _ => format!("{prefix}failed to call webhook: Post \"https://127.0.0.1:"),
+                };
+                assert!(e.message.starts_with(&want), "{name}: {}", e.message);
                 if name.starts_with("slow") {
                     assert!(
                         e.message.ends_with("context deadline exceeded"),
@@ -309,6 +358,34 @@ async fn failure_policies_apply_to_a_webhook_that_is_down_or_slow() {
             (admitted, made) => panic!("{name}: admitted {admitted}, got {made:?}"),
         }
     }
+
+    // A webhook of everything that is down does not hold its own configuration in place.
+    configure(
+        &k.c,
+        &validating(),
+        "everything",
+        vec![hook_for(
+            "everything.keel.test",
+            &down,
+            &bundle,
+            "*",
+            &["*"],
+            &["*/*"],
+            json!({}),
+        )],
+    )
+    .await;
+    let e =
+        k.c.create(&configmaps(), "default", &configmap("blocked", json!({})))
+            .await
+            .unwrap_err();
+    assert!(e.message.contains("everything.keel.test"), "{}", e.message);
+    k.c.delete(&validating(), "", "everything", &DeleteParams::default())
+        .await
+        .unwrap();
+    k.c.create(&configmaps(), "default", &configmap("unblocked", json!({})))
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -440,6 +517,19 @@ async fn a_webhook_that_asks_is_called_again_after_a_later_one_changed_the_objec
     assert_eq!(hooks.calls_to("/a").len(), 2);
     assert_eq!(hooks.calls_to("/b").len(), 1);
     assert_eq!(hooks.calls_to("/c").len(), 1);
+
+    // Alone, a webhook's own patch does not call it again.
+    for name in ["b-second", "c-never"] {
+        k.c.delete(&mutating(), "", name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    let made =
+        k.c.create(&configmaps(), "default", &configmap("once", json!({})))
+            .await
+            .unwrap();
+    assert_eq!(made["metadata"]["annotations"]["a-saw-b"], "no");
+    assert_eq!(hooks.calls_to("/a").len(), 3);
 }
 
 #[tokio::test]
@@ -631,6 +721,39 @@ async fn a_webhook_behind_a_service_with_hand_made_endpoints_is_called_by_the_se
             .contains("failed calling webhook \"port.keel.test\"")
             && e.message
                 .contains("service \"webhooks/hooks\" has no port 8443"),
+        "{}",
+        e.message
+    );
+    k.c.delete(&validating(), "", "port", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // No ready endpoint (an Endpoints with no subsets, as the endpoints controller writes it
+    // when no Pod is ready): the call fails, the server goes on.
+    let mut endpoints =
+        k.c.get(&gvr("", "v1", "endpoints"), "webhooks", "hooks")
+            .await
+            .unwrap();
+    endpoints.as_object_mut().unwrap().remove("subsets");
+    k.c.update(&gvr("", "v1", "endpoints"), "webhooks", &endpoints)
+        .await
+        .unwrap();
+    let e = eventually(Duration::from_secs(5), "the call to fail", || {
+        let c = k.c.clone();
+        async move {
+            c.create(
+                &configmaps(),
+                "default",
+                &configmap("no-endpoints", json!({})),
+            )
+            .await
+            .err()
+        }
+    })
+    .await;
+    assert!(
+        e.message
+            .contains("no endpoints available for service \"hooks\""),
         "{}",
         e.message
     );
@@ -834,6 +957,49 @@ async fn a_delete_is_sent_with_the_object_being_deleted() {
         .await
         .unwrap();
     assert!(hooks.calls().is_empty(), "creates are not sent");
+    // A mutating webhook may not patch what a delete has no object for.
+    let patcher = WebhookServer::start(&[], |_, review| {
+        Reply::patch(
+            review,
+            json!([{"op": "add", "path": "/metadata/labels", "value": {}}]),
+        )
+    })
+    .await;
+    configure(
+        &k.c,
+        &mutating(),
+        "delete-patcher",
+        vec![hook_for(
+            "patcher.keel.test",
+            &patcher.url("/p"),
+            &patcher.ca.ca_bundle(),
+            "",
+            &["DELETE"],
+            &["configmaps"],
+            json!({"objectSelector": {"matchLabels": {"patch-me": "true"}}}),
+        )],
+    )
+    .await;
+    k.c.create(
+        &configmaps(),
+        "default",
+        &configmap("patched", json!({"patch-me": "true"})),
+    )
+    .await
+    .unwrap();
+    let e =
+        k.c.delete(
+            &configmaps(),
+            "default",
+            "patched",
+            &DeleteParams::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.message,
+        "Internal error occurred: admission webhook \"patcher.keel.test\" attempted to modify the object, which is not supported for this operation"
+    );
     let e =
         k.c.delete(&configmaps(), "default", "keep", &DeleteParams::default())
             .await
@@ -1398,7 +1564,7 @@ async fn a_two_version_crd_is_read_listed_and_watched_in_both_versions_through_i
     assert_eq!(e.reason, Reason::InternalError);
     assert_eq!(
         e.message,
-        "conversion webhook for stable.example.com/v2, Kind=CronTab failed: cannot convert \"odd\""
+        "conversion webhook for stable.example.com/v1, Kind=CronTab failed: cannot convert \"odd\""
     );
     let e =
         k.c.list(&v2, "default", &Default::default())

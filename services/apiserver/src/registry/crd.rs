@@ -493,7 +493,7 @@ fn scale_subresource(scale: &Value, version_path: &str, causes: &mut Vec<FieldCa
 }
 
 /// `obj` at the version its resource stores objects at (a conversion webhook's objects are
-/// the registry's to convert: `Registry::convert_objects`).
+/// the registry's to convert: `Caller::convert_objects`).
 pub fn to_storage_version(custom: &CustomResource, obj: &mut Object) {
     if custom.conversion.is_none() && custom.info.gvr.version != custom.storage_version {
         let v = format!("{}/{}", custom.info.gvr.group, custom.storage_version);

@@ -173,6 +173,27 @@ impl Registry {
         })
     }
 
+    /// The answer to a write of `obj` (as stored) through `info`: a webhook configuration
+    /// once this replica has it in force ([`Registry::settle`]), at the version `info` names.
+    async fn written(
+        &self,
+        info: &ResourceInfo,
+        obj: Object,
+        dry_run: bool,
+        deadline: Instant,
+    ) -> Result<Object, ApiError> {
+        self.settle(info, &obj, dry_run, deadline).await;
+        self.at_request_version(info, crd::to_request_version(info, obj), deadline)
+            .await
+    }
+
+    /// The custom resource of `info` when its objects are converted by a webhook.
+    fn converted_custom(&self, info: &ResourceInfo) -> Option<Arc<crd::CustomResource>> {
+        self.resources
+            .custom(&info.gvr)
+            .filter(|_| info.converted_by_server)
+    }
+
     /// `obj`, stored, at the version `info` names: converted by its CRD's webhook when it has
     /// one (others were converted as they were read).
     pub(super) async fn at_request_version(
@@ -194,15 +215,18 @@ impl Registry {
         obj: Object,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
-        if !info.converted_by_server {
-            return Ok(obj);
-        }
-        let Some(custom) = self.resources.custom(&info.gvr) else {
+        let Some(custom) = self.converted_custom(info) else {
             return Ok(obj);
         };
         let mut converted = self
             .webhook_caller()
-            .convert_objects(&custom, version, vec![obj], deadline)
+            .convert_objects(
+                &custom.info,
+                custom.conversion.as_deref(),
+                version,
+                vec![obj],
+                deadline,
+            )
             .await?;
         converted
             .pop()
@@ -512,7 +536,7 @@ impl Registry {
         // The mutating webhooks see the object as the client sent it, before its name is
         // generated and its system fields set (Kubernetes' order: admission, then
         // `BeforeCreate`).
-        let webhooks = self.webhook_snapshot(deadline).await;
+        let webhooks = self.webhook_snapshot(deadline).await?;
         let hooked = webhooks.may_apply(Operation::Create, info, "");
         let (namespace, name) = (obj.namespace().to_string(), obj.name().to_string());
         let mut attributes = Attributes {
@@ -529,6 +553,13 @@ impl Registry {
             obj = self
                 .admit_by_webhooks(&webhooks, &attributes, obj, None, deadline)
                 .await?;
+            if info.namespaced && obj.namespace() != namespace {
+                // Authorized for the request's namespace: a webhook may not move it.
+                return Err(ApiError::bad_request(
+                    t,
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
         }
         let requested_rv = obj.resource_version().to_string();
         let generate = generate_name::base(&obj);
@@ -597,9 +628,7 @@ impl Registry {
             )
             .await?
         };
-        self.settle(info, &created, dry_run, deadline).await;
-        self.at_request_version(info, crd::to_request_version(info, created), deadline)
-            .await
+        self.written(info, created, dry_run, deadline).await
     }
 
     /// Reads an object: from etcd, or from the watch cache for `resourceVersion: "0"`. Any other
@@ -728,11 +757,7 @@ impl Registry {
                 *item = crd::default_read_json(&custom, std::mem::take(item));
             }
         }
-        if let Some(custom) = self
-            .resources
-            .custom(&info.gvr)
-            .filter(|_| info.converted_by_server)
-        {
+        if let Some(custom) = self.converted_custom(info) {
             let objects = list
                 .items
                 .iter()
@@ -741,7 +766,13 @@ impl Registry {
                 .map_err(|e| ApiError::internal(format!("a listed object does not parse: {e}")))?;
             let converted = self
                 .webhook_caller()
-                .convert_objects(&custom, &info.gvr.version, objects, deadline)
+                .convert_objects(
+                    &custom.info,
+                    custom.conversion.as_deref(),
+                    &info.gvr.version,
+                    objects,
+                    deadline,
+                )
                 .await?;
             list.items = converted
                 .iter()
@@ -828,14 +859,8 @@ impl Registry {
                 deadline,
             )
             .await?;
-        self.settle(info, &committed.object, dry_run, deadline)
-            .await;
-        self.at_request_version(
-            info,
-            crd::to_request_version(info, committed.object),
-            deadline,
-        )
-        .await
+        self.written(info, committed.object, dry_run, deadline)
+            .await
     }
 
     /// Patches an object. A patch that pins `metadata.resourceVersion` (other than `"0"`, as
@@ -896,10 +921,11 @@ impl Registry {
         // is applied to (`Registry::commit`); nor a test of the resourceVersion; nor one that
         // webhooks see (`store::admitted`).
         let hooked = info.converted_by_server
-            || self
-                .webhook_snapshot(deadline)
-                .await
-                .may_apply(Operation::Update, info, sub.name());
+            || self.webhook_snapshot(deadline).await?.may_apply(
+                Operation::Update,
+                info,
+                sub.name(),
+            );
         let object = if hooked {
             let opts = UpdateOptions {
                 expected_revision,
@@ -929,12 +955,11 @@ impl Registry {
         } else {
             self.coalescer.mutate(key, mutation, deadline).await?
         };
-        self.settle(info, &object, dry_run, deadline).await;
-        if info.converted_by_server {
-            let converted = self
-                .at_request_version(info, (*object).clone(), deadline)
+        if info.converted_by_server || self.webhooks.configures(info) {
+            let answer = self
+                .written(info, (*object).clone(), dry_run, deadline)
                 .await?;
-            return Ok(Arc::new(converted));
+            return Ok(Arc::new(answer));
         }
         // A batch's object is shared by its callers: copied only to be converted.
         Ok(match keel_api::conversion::served(info, &object) {
@@ -1001,14 +1026,8 @@ impl Registry {
             }
             None => self.commit(&key, update, mutation, deadline).await?,
         };
-        self.settle(info, &committed.object, dry_run, deadline)
-            .await;
         let last = self
-            .at_request_version(
-                info,
-                crd::to_request_version(info, committed.object),
-                deadline,
-            )
+            .written(info, committed.object, dry_run, deadline)
             .await?;
         Ok((last, committed.removed))
     }
@@ -1049,11 +1068,7 @@ impl Registry {
                 })
             })),
         };
-        let Some(custom) = self
-            .resources
-            .custom(&info.gvr)
-            .filter(|_| info.converted_by_server)
-        else {
+        let Some(custom) = self.converted_custom(info) else {
             return Ok(events);
         };
         // Each event's object converted to the version watched, in order; a conversion that
@@ -1071,7 +1086,13 @@ impl Registry {
                 })?;
                 let deadline = Instant::now() + WATCH_CONVERSION_TIMEOUT;
                 let mut converted = caller
-                    .convert_objects(&custom, &version, vec![obj], deadline)
+                    .convert_objects(
+                        &custom.info,
+                        custom.conversion.as_deref(),
+                        &version,
+                        vec![obj],
+                        deadline,
+                    )
                     .await?;
                 if let Some(o) = converted.pop() {
                     e.object = bytes::Bytes::from(o.to_vec());

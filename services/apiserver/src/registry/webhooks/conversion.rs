@@ -6,14 +6,13 @@
 
 use std::time::Duration;
 
-use keel_api::{ApiError, FieldCause, Object, Reason, Target};
+use keel_api::{ApiError, FieldCause, Metadata, Object, Reason, ResourceInfo, Target};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_rustls::rustls::pki_types::CertificateDer;
 
 use super::Caller;
 use super::config::{self, Endpoint};
-use crate::registry::crd::CustomResource;
 
 /// How long a conversion webhook is given (Kubernetes' fixed 30 s).
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -109,17 +108,18 @@ pub fn validate_crd(spec: &Value, causes: &mut Vec<FieldCause>) {
 }
 
 impl Caller {
-    /// `objects`, of `custom`'s resource, at `version`: those at another version converted by
-    /// the CRD's webhook (in reviews of at most [`BATCH`]); the rest as they are.
+    /// `objects`, of `info`'s resource (any of its versions), at `version`: those at another
+    /// version converted by `webhook` (in reviews of at most [`BATCH`]); the rest as they are.
     pub async fn convert_objects(
         &self,
-        custom: &CustomResource,
+        info: &ResourceInfo,
+        webhook: Option<&ConversionWebhook>,
         version: &str,
         mut objects: Vec<Object>,
         deadline: Instant,
     ) -> Result<Vec<Object>, ApiError> {
-        let desired = format!("{}/{version}", custom.info.gvr.group);
-        let Some(webhook) = &custom.conversion else {
+        let desired = format!("{}/{version}", info.gvr.group);
+        let Some(webhook) = webhook else {
             for o in &mut objects {
                 o.as_map_mut()
                     .insert("apiVersion".into(), Value::String(desired.clone()));
@@ -132,7 +132,7 @@ impl Caller {
         for chunk in stale.chunks(BATCH) {
             let sent: Vec<Object> = chunk.iter().map(|i| objects[*i].clone()).collect();
             let converted = self
-                .convert_by_webhook(custom, webhook, &desired, &sent, deadline)
+                .convert_by_webhook(info, webhook, &desired, &sent, deadline)
                 .await?;
             for (i, o) in chunk.iter().zip(converted) {
                 objects[*i] = o;
@@ -144,21 +144,24 @@ impl Caller {
     /// One `ConversionReview` of `objects` to `desired` (`group/version`).
     async fn convert_by_webhook(
         &self,
-        custom: &CustomResource,
+        info: &ResourceInfo,
         webhook: &ConversionWebhook,
         desired: &str,
         objects: &[Object],
         deadline: Instant,
     ) -> Result<Vec<Object>, ApiError> {
-        let gvk = format!("{desired}, Kind={}", custom.info.kind);
-        let target = Target::new(&custom.info.gvr.group, &custom.info.gvr.resource, "");
-        let failed = |why: String| {
+        // Kubernetes names the objects' own version in its errors (the first's, for a list).
+        let from = objects.first().map_or(desired, |o| o.api_version());
+        let gvk = format!("{from}, Kind={}", info.kind);
+        let target = Target::new(&info.gvr.group, &info.gvr.resource, "");
+        let error = |what: String| {
             ApiError::new(
                 Reason::InternalError,
                 target.clone(),
-                format!("conversion webhook for {gvk} failed: {why}"),
+                format!("conversion webhook for {gvk} {what}"),
             )
         };
+        let failed = |why: String| error(format!("failed: {why}"));
         let uid = uuid::Uuid::new_v4().to_string();
         let review = json!({
             "apiVersion": "apiextensions.k8s.io/v1",
@@ -171,17 +174,21 @@ impl Caller {
         });
         let body = bytes::Bytes::from(serde_json::to_vec(&review).unwrap_or_default());
         let timeout = TIMEOUT.min(deadline.saturating_duration_since(Instant::now()));
-        let (uri, server_name) = self
-            .resolve_endpoint(&webhook.endpoint, timeout, deadline)
-            .await
-            .map_err(failed)?;
         let answer = self
-            .clients
-            .post(&uri, server_name.as_deref(), &webhook.ca, body, timeout)
+            .post(&webhook.endpoint, &webhook.ca, body, timeout, deadline)
             .await
             .map_err(failed)?;
         let answer: Value = serde_json::from_slice(&answer)
             .map_err(|e| failed(format!("the answer is not JSON: {e}")))?;
+        let (api_version, kind) = (
+            answer["apiVersion"].as_str().unwrap_or_default(),
+            answer["kind"].as_str().unwrap_or_default(),
+        );
+        if api_version != "apiextensions.k8s.io/v1" || kind != "ConversionReview" {
+            return Err(failed(format!(
+                "expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got {api_version}, Kind={kind}"
+            )));
+        }
         let response = &answer["response"];
         if response["uid"].as_str() != Some(uid.as_str()) {
             return Err(failed(format!(
@@ -198,7 +205,7 @@ impl Caller {
             .cloned()
             .unwrap_or_default();
         if converted.len() != objects.len() {
-            return Err(failed(format!(
+            return Err(error(format!(
                 "returned {} objects, expected {}",
                 converted.len(),
                 objects.len()
@@ -206,22 +213,35 @@ impl Caller {
         }
         let mut out = Vec::with_capacity(objects.len());
         for (i, (value, sent)) in converted.into_iter().zip(objects).enumerate() {
-            let mut obj = Object::from_value(value)
-                .map_err(|e| failed(format!("invalid converted object at index {i}: {e}")))?;
+            let invalid = |why: String| {
+                error(format!(
+                    "returned invalid converted object at index {i}: {why}"
+                ))
+            };
+            let mut obj = Object::from_value(value).map_err(|e| invalid(e.to_string()))?;
             if obj.api_version() != desired {
-                return Err(failed(format!(
-                    "invalid converted object at index {i}: invalid apiVersion {:?}, expected {desired:?}",
+                return Err(invalid(format!(
+                    "invalid apiVersion {:?}, expected {desired:?}",
                     obj.api_version()
                 )));
             }
-            if obj.kind() != custom.info.kind {
-                return Err(failed(format!(
-                    "invalid converted object at index {i}: invalid kind {:?}, expected {:?}",
-                    obj.kind(),
-                    custom.info.kind
-                )));
+            for (what, theirs, ours) in [
+                ("kind", obj.kind(), sent.kind()),
+                ("name", obj.name(), sent.name()),
+                ("namespace", obj.namespace(), sent.namespace()),
+                ("UID", obj.uid(), sent.uid()),
+            ] {
+                if theirs != ours {
+                    return Err(invalid(format!(
+                        "must have the same {what}: {ours} != {theirs}"
+                    )));
+                }
             }
-            restore_metadata(&mut obj, sent);
+            restore_metadata(&mut obj, sent).map_err(|why| {
+                error(format!(
+                    "returned invalid metadata in object at index {i}: {why}"
+                ))
+            })?;
             out.push(obj);
         }
         Ok(out)
@@ -229,8 +249,9 @@ impl Caller {
 }
 
 /// The converted object's metadata as the sent object's, but for labels and annotations,
-/// which a conversion may change (Kubernetes' `restoreObjectMeta`).
-fn restore_metadata(converted: &mut Object, sent: &Object) {
+/// which a conversion may change if they stay maps of strings (Kubernetes'
+/// `restoreObjectMeta`).
+fn restore_metadata(converted: &mut Object, sent: &Object) -> Result<(), String> {
     let mut meta = sent.as_map().get("metadata").cloned().unwrap_or(json!({}));
     let theirs = converted
         .as_map()
@@ -239,13 +260,17 @@ fn restore_metadata(converted: &mut Object, sent: &Object) {
         .unwrap_or(json!({}));
     for k in ["labels", "annotations"] {
         match theirs.get(k) {
-            Some(v) if !v.is_null() => meta[k] = v.clone(),
-            _ => {
+            Some(Value::Object(m)) if m.values().all(Value::is_string) => {
+                meta[k] = Value::Object(m.clone());
+            }
+            None | Some(Value::Null) => {
                 if let Some(m) = meta.as_object_mut() {
                     m.remove(k);
                 }
             }
+            Some(_) => return Err(format!("invalid metadata.{k}: must be a map of strings")),
         }
     }
     converted.as_map_mut().insert("metadata".into(), meta);
+    Ok(())
 }

@@ -178,7 +178,17 @@ pub struct Webhooks {
     metrics: Metrics,
 }
 
+/// Whether `info` is one of the webhook configuration resources.
+fn is_configuration(info: &ResourceInfo) -> bool {
+    info.gvr.group == GROUP && (info.gvr.resource == MUTATING || info.gvr.resource == VALIDATING)
+}
+
 impl Webhooks {
+    /// Whether objects of `info` configure webhooks (a write of one settles: `Registry::settle`).
+    pub fn configures(&self, info: &ResourceInfo) -> bool {
+        is_configuration(info)
+    }
+
     /// The HTTPS clients webhooks are called with.
     pub(in crate::registry) fn clients(&self) -> &Arc<Clients> {
         &self.clients
@@ -205,39 +215,55 @@ impl Registry {
     /// The webhook configurations in force: as this replica's watch caches have them (within
     /// moments of a write on any replica), read again only when they have changed; read from
     /// etcd while a cache loads, so that no write passes a webhook unseen.
-    pub(in crate::registry) async fn webhook_snapshot(&self, deadline: Instant) -> Arc<Snapshot> {
+    pub(in crate::registry) async fn webhook_snapshot(
+        &self,
+        deadline: Instant,
+    ) -> Result<Arc<Snapshot>, ApiError> {
         let [m, v] = configuration_gvrs();
-        let (Ok(m), Ok(v)) = (self.lookup(Some(&m)), self.lookup(Some(&v))) else {
-            return Arc::default();
-        };
+        let (m, v) = (self.lookup(Some(&m))?, self.lookup(Some(&v))?);
         let store = self.store();
         let seen = store.cache_changed(&m).zip(store.cache_changed(&v));
         let webhooks = self.webhooks();
         {
             let current = webhooks.snapshot.lock().unwrap_or_else(|e| e.into_inner());
             if seen.is_some() && current.seen == seen {
-                return current.clone();
+                return Ok(current.clone());
             }
         }
         let read = |info: Arc<ResourceInfo>| async move {
             if seen.is_some()
                 && let Some((objects, _)) = store.cached_at(&info, |_| true)
             {
-                return objects;
+                return Ok(objects);
             }
-            match store.list(&info, &ListQuery::default(), deadline).await {
-                Ok(list) => list
-                    .items
+            let list = store.list(&info, &ListQuery::default(), deadline).await?;
+            Ok::<_, ApiError>(
+                list.items
                     .iter()
                     .filter_map(|b| Object::from_slice(b).ok())
                     .collect(),
-                Err(e) => {
-                    tracing::warn!(resource = %info.gvr, error = %e, "cannot read the webhook configurations");
-                    Vec::new()
+            )
+        };
+        let (mutating, validating) = match tokio::join!(read(m), read(v)) {
+            (Ok(m), Ok(v)) => (m, v),
+            (Err(e), _) | (_, Err(e)) => {
+                // No write passes webhooks unseen: without the configurations, the last ones
+                // read stand; before any, writes are refused (Kubernetes' "not yet ready").
+                tracing::warn!(error = %e, "cannot read the webhook configurations");
+                let current = webhooks.snapshot.lock().unwrap_or_else(|e| e.into_inner());
+                if current.seen.is_some() {
+                    return Ok(current.clone());
                 }
+                return Err(ApiError::new(
+                    Reason::ServiceUnavailable,
+                    Target::default(),
+                    format!(
+                        "admission webhooks not yet ready to handle request: {}",
+                        e.message
+                    ),
+                ));
             }
         };
-        let (mutating, validating) = tokio::join!(read(m), read(v));
         let snapshot = Arc::new(Snapshot {
             seen,
             mutating: mutating
@@ -252,7 +278,7 @@ impl Registry {
         if seen.is_some() {
             *webhooks.snapshot.lock().unwrap_or_else(|e| e.into_inner()) = snapshot.clone();
         }
-        snapshot
+        Ok(snapshot)
     }
 
     /// After a write of `obj`, an object of `info`: if it is a webhook configuration, waits
@@ -266,10 +292,7 @@ impl Registry {
         dry_run: bool,
         deadline: Instant,
     ) {
-        if dry_run
-            || info.gvr.group != GROUP
-            || !(info.gvr.resource == MUTATING || info.gvr.resource == VALIDATING)
-        {
+        if dry_run || !self.webhooks().configures(info) {
             return;
         }
         let Ok(rv) = obj.resource_version().parse::<i64>() else {
@@ -296,20 +319,20 @@ impl Registry {
         old: Option<&Object>,
         deadline: Instant,
     ) -> Result<Object, ApiError> {
-        let labels = self.namespace_labels(a, deadline).await;
-        // The webhooks called, and the object's version each saw.
+        let labels = self.namespace_labels(snapshot, a, deadline).await?;
+        // The webhooks called, and the object as each left it.
         let mut called: Vec<(usize, Object)> = Vec::new();
         for (i, hook) in snapshot.mutating.iter().enumerate() {
             let Some(matched) = self.matched(hook, a, Some(&obj), old, labels.as_ref()) else {
                 continue;
             };
-            called.push((i, obj.clone()));
             if let Some(patched) = self
                 .call(hook, &matched, a, Some(&obj), old, 0, i, deadline)
                 .await?
             {
                 obj = patched;
             }
+            called.push((i, obj.clone()));
         }
         // Reinvocation: once, for the IfNeeded webhooks the object changed after.
         let changed_since: Vec<usize> = called
@@ -345,7 +368,7 @@ impl Registry {
         with_mutating: bool,
         deadline: Instant,
     ) -> Result<(), ApiError> {
-        let labels = self.namespace_labels(a, deadline).await;
+        let labels = self.namespace_labels(snapshot, a, deadline).await?;
         if with_mutating {
             for (i, hook) in snapshot.mutating.iter().enumerate() {
                 if let Some(matched) = self.matched(hook, a, obj, old, labels.as_ref()) {
@@ -385,12 +408,14 @@ impl Registry {
         let info = if rules_match(hook, a.operation, a.info, a.subresource, false) {
             a.info.clone()
         } else if hook.equivalent {
-            self.resources()
-                .into_iter()
-                .filter(|r| {
-                    r.gvr.group == a.info.gvr.group
-                        && r.gvr.resource == a.info.gvr.resource
-                        && r.gvr.version != a.info.gvr.version
+            // The versions the hook names (a `*` would have matched already) that this
+            // resource is served at.
+            hook.rules
+                .iter()
+                .flat_map(|r| &r.versions)
+                .filter_map(|v| {
+                    let gvr = GroupVersionResource::new(&a.info.gvr.group, v, &a.info.gvr.resource);
+                    self.lookup(Some(&gvr)).ok()
                 })
                 .find(|r| rules_match(hook, a.operation, r, a.subresource, false))?
         } else {
@@ -398,11 +423,11 @@ impl Registry {
         };
         // A Namespace is chosen by its own labels; cluster-scoped objects by none.
         let namespace_ok = if is_namespace(a.info) {
-            [obj, old]
-                .into_iter()
-                .flatten()
-                .any(|o| hook.namespace_selector.matches(|k| label(o, k)))
-                || (obj.is_none() && old.is_none() && hook.namespace_selector.is_empty())
+            // Its new labels; a delete's, the old ones (Kubernetes' `GetNamespaceLabels`).
+            match obj.or(old) {
+                Some(o) => hook.namespace_selector.matches(|k| label(o, k)),
+                None => hook.namespace_selector.is_empty(),
+            }
         } else if a.info.namespaced {
             let empty = BTreeMap::new();
             let labels = namespace_labels.unwrap_or(&empty);
@@ -422,22 +447,29 @@ impl Registry {
     /// namespaced, or no such namespace).
     async fn namespace_labels(
         &self,
+        snapshot: &Snapshot,
         a: &Attributes<'_>,
         deadline: Instant,
-    ) -> Option<BTreeMap<String, String>> {
-        if !a.info.namespaced || a.namespace.is_empty() {
-            return None;
+    ) -> Result<Option<BTreeMap<String, String>>, ApiError> {
+        let selects = snapshot
+            .mutating
+            .iter()
+            .chain(&snapshot.validating)
+            .any(|h| !h.namespace_selector.is_empty());
+        if !selects || !a.info.namespaced || a.namespace.is_empty() {
+            return Ok(None);
         }
-        let info = self
-            .lookup(Some(&GroupVersionResource::new("", "v1", "namespaces")))
-            .ok()?;
+        let info = self.lookup(Some(&GroupVersionResource::new("", "v1", "namespaces")))?;
         let key = self.store().key(&info, "", a.namespace);
-        let ns: Object = self
-            .store()
-            .get(&key, ReadFrom::Cache, deadline)
-            .await
-            .ok()?;
-        Some(labels_of(&ns))
+        // A namespace made a moment ago may not be in the cache yet (Kubernetes' matcher
+        // reads it live then); one that does not exist fails the write.
+        let ns: Object = match self.store().get(&key, ReadFrom::Cache, deadline).await {
+            Err(e) if e.reason == Reason::NotFound => {
+                self.store().get(&key, ReadFrom::Etcd, deadline).await?
+            }
+            read => read?,
+        };
+        Ok(Some(labels_of(&ns)))
     }
 
     /// Calls one webhook; a mutating one's answer applied to `obj`. `round` and `index` name
@@ -461,29 +493,31 @@ impl Registry {
                 format!("admission webhook {:?} does not support dry run", hook.name),
             ));
         }
-        let convert = |o: &Object| self.convert_for_webhook(o, a.info, matched);
-        let sent_obj = obj.map(convert);
-        let sent_old = old.map(convert);
+        let sent_obj = match obj {
+            Some(o) => Some(
+                self.convert_for_webhook(o, a.info, matched, deadline)
+                    .await?,
+            ),
+            None => None,
+        };
+        let sent_old = match old {
+            Some(o) => Some(
+                self.convert_for_webhook(o, a.info, matched, deadline)
+                    .await?,
+            ),
+            None => None,
+        };
         let review = review::request(a, matched, sent_obj.as_ref(), sent_old.as_ref());
         let started = Instant::now();
-        let caller = self.webhook_caller();
-        let outcome = match caller
-            .resolve_endpoint(&hook.endpoint, hook.timeout, deadline)
+        let timeout = hook
+            .timeout
+            .min(deadline.saturating_duration_since(Instant::now()));
+        let outcome = self
+            .webhook_caller()
+            .post(&hook.endpoint, &hook.ca, review.body, timeout, deadline)
             .await
-        {
-            Ok((uri, server_name)) => {
-                let timeout = hook
-                    .timeout
-                    .min(deadline.saturating_duration_since(Instant::now()));
-                caller
-                    .clients
-                    .post(&uri, server_name.as_deref(), &hook.ca, review.body, timeout)
-                    .await
-                    .map_err(|e| format!("failed to call webhook: {e}"))
-                    .and_then(|body| review::answer(&body, &review.uid, hook.mutating))
-            }
-            Err(e) => Err(format!("failed to call webhook: {e}")),
-        };
+            .map_err(|e| format!("failed to call webhook: {e}"))
+            .and_then(|body| review::answer(&body, &review.uid, hook.mutating));
         let took = started.elapsed();
         let metrics = &self.webhooks().metrics;
         let answer = match outcome {
@@ -544,7 +578,18 @@ impl Registry {
             "allowed",
             took,
         );
+        let patched = answer.patch.is_some();
         let (Some(mut sent), Some(patch)) = (sent_obj, answer.patch) else {
+            if obj.is_none() && patched {
+                return Err(ApiError::new(
+                    Reason::InternalError,
+                    target,
+                    format!(
+                        "Internal error occurred: admission webhook {:?} attempted to modify the object, which is not supported for this operation",
+                        hook.name
+                    ),
+                ));
+            }
             return Ok(None);
         };
         let mut value = Value::Object(std::mem::take(sent.as_map_mut()));
@@ -575,20 +620,34 @@ impl Registry {
                     .to_string(),
             );
         }
-        Ok(Some(self.convert_for_webhook(&patched, matched, a.info)))
+        Ok(Some(
+            self.convert_for_webhook(&patched, matched, a.info, deadline)
+                .await?,
+        ))
     }
 
     /// `obj`, an object of `from`'s version, at `to`'s version (the same resource): what a
     /// webhook of `matchPolicy: Equivalent` is sent, and what its patch comes back as.
-    fn convert_for_webhook(&self, obj: &Object, from: &ResourceInfo, to: &ResourceInfo) -> Object {
+    async fn convert_for_webhook(
+        &self,
+        obj: &Object,
+        from: &ResourceInfo,
+        to: &ResourceInfo,
+        deadline: Instant,
+    ) -> Result<Object, ApiError> {
         // A subresource's object (a Scale, an Eviction) is the same in every version.
         if from.gvr == to.gvr || obj.kind() != from.kind {
-            return obj.clone();
+            return Ok(obj.clone());
+        }
+        if from.converted_by_server {
+            return self
+                .at_version(from, &to.gvr.version, obj.clone(), deadline)
+                .await;
         }
         let mut out = obj.clone();
         keel_api::conversion::to_stored(from, &mut out);
         keel_api::conversion::to_served(to, &mut out);
-        out
+        Ok(out)
     }
 }
 
@@ -603,9 +662,25 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// POSTs `body` to the webhook at `endpoint`, trusting `ca`, within `timeout`: its answer,
+    /// or why there is none, in Go's words (`Post "…": …`).
+    pub async fn post(
+        &self,
+        endpoint: &Endpoint,
+        ca: &[tokio_rustls::rustls::pki_types::CertificateDer<'static>],
+        body: bytes::Bytes,
+        timeout: std::time::Duration,
+        deadline: Instant,
+    ) -> Result<bytes::Bytes, String> {
+        let (uri, server_name) = self.resolve_endpoint(endpoint, timeout, deadline).await?;
+        self.clients
+            .post(&uri, server_name.as_deref(), ca, body, timeout)
+            .await
+    }
+
     /// Where a webhook is called: its URL, or its Service's endpoint (the certificate then
     /// verified for `<service>.<namespace>.svc`).
-    pub async fn resolve_endpoint(
+    async fn resolve_endpoint(
         &self,
         endpoint: &Endpoint,
         timeout: std::time::Duration,
@@ -669,7 +744,7 @@ impl Caller {
         let Some(service): Option<Object> = get("services", name.to_string()).await else {
             return Err(format!("service \"{name}\" not found"));
         };
-        let ports = service.as_map()["spec"]["ports"]
+        let ports = field(service.as_map(), "spec")["ports"]
             .as_array()
             .cloned()
             .unwrap_or_default();
@@ -681,7 +756,7 @@ impl Caller {
         };
         let port_name = service_port["name"].as_str().unwrap_or_default();
         if let Some(endpoints) = get("endpoints", name.to_string()).await {
-            for subset in endpoints.as_map()["subsets"]
+            for subset in field(endpoints.as_map(), "subsets")
                 .as_array()
                 .into_iter()
                 .flatten()
@@ -734,7 +809,7 @@ impl Caller {
                 && label(s, "kubernetes.io/service-name").as_deref() == Some(name)
         }) {
             let map = slice.as_map();
-            let Some(number) = map["ports"]
+            let Some(number) = field(map, "ports")
                 .as_array()
                 .into_iter()
                 .flatten()
@@ -743,7 +818,7 @@ impl Caller {
             else {
                 continue;
             };
-            for e in map["endpoints"].as_array().into_iter().flatten() {
+            for e in field(map, "endpoints").as_array().into_iter().flatten() {
                 if e["conditions"]["ready"].as_bool() == Some(false) {
                     continue;
                 }
@@ -754,6 +829,11 @@ impl Caller {
         }
         None
     }
+}
+
+/// A field of an object's map, `Null` when absent (indexing a `Map` panics on a missing key).
+fn field<'a>(map: &'a serde_json::Map<String, Value>, key: &str) -> &'a Value {
+    map.get(key).unwrap_or(&Value::Null)
 }
 
 fn path_or_root(path: &str) -> &str {
@@ -768,7 +848,7 @@ fn host_port(ip: &str, port: i64) -> String {
     }
 }
 
-fn is_namespace(info: &ResourceInfo) -> bool {
+pub(super) fn is_namespace(info: &ResourceInfo) -> bool {
     info.gvr.group.is_empty() && info.gvr.resource == "namespaces"
 }
 
@@ -793,6 +873,12 @@ fn rules_match(
     subresource: &str,
     any_version: bool,
 ) -> bool {
+    // Writes of the configurations themselves are never sent to webhooks (Kubernetes'
+    // `IsExemptAdmissionConfigurationResource`): a webhook that is down cannot lock its own
+    // configuration in place.
+    if is_configuration(info) {
+        return false;
+    }
     let one = |list: &[String], v: &str| list.iter().any(|x| x == "*" || x == v);
     let resource = if subresource.is_empty() {
         info.gvr.resource.clone()
@@ -815,19 +901,16 @@ fn rules_match(
     })
 }
 
-/// Kubernetes' resource patterns: `*` every resource (not subresources), `*/*` everything,
-/// `pods/*` a resource and its subresources, `*/status` a subresource of every resource.
+/// Kubernetes' resource patterns (`rules.Matcher.resource`): `*` every resource (not
+/// subresources), `*/*` everything, `pods/*` a resource and its subresources (the resource
+/// itself too), `*/status` a subresource of every resource.
 fn resource_matches(pattern: &str, resource: &str) -> bool {
     if pattern == "*/*" || pattern == resource {
         return true;
     }
     let (res, sub) = resource.split_once('/').unwrap_or((resource, ""));
-    match pattern.split_once('/') {
-        None => pattern == "*" && sub.is_empty(),
-        Some((p_res, p_sub)) => {
-            !sub.is_empty() && (p_res == "*" || p_res == res) && (p_sub == "*" || p_sub == sub)
-        }
-    }
+    let (p_res, p_sub) = pattern.split_once('/').unwrap_or((pattern, ""));
+    (p_res == "*" || p_res == res) && (p_sub == "*" || p_sub == sub)
 }
 
 #[cfg(test)]
@@ -844,7 +927,7 @@ mod tests {
             ("pods", "pods", true),
             ("pods", "pods/status", false),
             ("pods/*", "pods/status", true),
-            ("pods/*", "pods", false),
+            ("pods/*", "pods", true),
             ("*/status", "deployments/status", true),
             ("*/status", "deployments/scale", false),
             ("deployments/scale", "deployments/scale", true),

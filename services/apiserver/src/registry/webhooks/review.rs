@@ -64,6 +64,9 @@ pub fn request(
     });
     if !a.namespace.is_empty() {
         request["namespace"] = json!(a.namespace);
+    } else if super::is_namespace(a.info) {
+        // A Namespace is in itself, as Kubernetes' admission attributes say.
+        request["namespace"] = json!(a.name);
     }
     if !a.subresource.is_empty() {
         request["subResource"] = json!(a.subresource);
@@ -115,13 +118,21 @@ pub fn answer(body: &[u8], uid: &str, mutating: bool) -> Result<Answer, String> 
             "expected response.uid={uid:?}, got {got:?}"
         )));
     }
+    let patch_type = response.get("patchType").and_then(Value::as_str);
     let patch = match response.get("patch").and_then(Value::as_str) {
+        None | Some("") if patch_type.is_some_and(|t| !t.is_empty()) => {
+            return Err(invalid(
+                "webhook returned response.patchType but not response.patch".into(),
+            ));
+        }
         None | Some("") => None,
         Some(_) if !mutating => {
-            return Err(invalid("validating webhooks may not return patches".into()));
+            return Err(invalid(
+                "validating webhook may not return response.patch".into(),
+            ));
         }
         Some(encoded) => {
-            match response.get("patchType").and_then(Value::as_str) {
+            match patch_type {
                 Some("JSONPatch") => {}
                 None | Some("") => {
                     return Err(invalid(
@@ -263,7 +274,7 @@ mod tests {
                     json!({"uid": "u", "allowed": true, "patch": "W10=", "patchType": "JSONPatch"}),
                 ),
                 false,
-                "validating webhooks may not return patches",
+                "validating webhook may not return response.patch",
             ),
             (
                 serde_json::to_vec(
