@@ -9,6 +9,7 @@
 //! - `etcd`: the ceiling, straight to etcd: puts to distinct keys, get+CAS on shared keys.
 //! - `watch`: watchers on a namespace while writers write; delivery latency, missed events.
 //! - `table`: turns `--json` results into the Markdown table of BENCHMARKS.md.
+//! - `webhook-server`: admission webhooks to measure writes through (`bench/webhooks.sh`).
 //!
 //! Every mode counts failed requests by cause (`errors_by_cause`; `--error-log` also writes
 //! each with its time). Exit status 1 when an update was lost or an event missed or repeated.
@@ -25,6 +26,7 @@ mod scrape;
 mod table;
 mod verify;
 mod watch;
+mod webhook;
 mod writers;
 
 use std::process::ExitCode;
@@ -179,6 +181,16 @@ enum Cmd {
         /// The container the initializer adds.
         #[arg(long, default_value = "envoy")]
         sidecar: String,
+    },
+    /// Serves admission webhooks over HTTPS until stopped: `/mutate` annotates every object
+    /// (a JSON patch), `/validate` allows it (`bench/webhooks.sh`).
+    WebhookServer {
+        #[arg(long, default_value = "127.0.0.1:36445")]
+        listen: std::net::SocketAddr,
+        #[arg(long)]
+        tls_cert_file: std::path::PathBuf,
+        #[arg(long)]
+        tls_private_key_file: std::path::PathBuf,
     },
     /// Prints JSON results (one per line, from files or stdin) as a Markdown table.
     Table {
@@ -350,6 +362,14 @@ async fn run(cli: Cli) -> Result<Vec<report::Summary>, String> {
                     .await
                     .map_err(e)?,
             ]
+        }
+        Cmd::WebhookServer {
+            listen,
+            tls_cert_file,
+            tls_private_key_file,
+        } => {
+            webhook::serve(listen, &tls_cert_file, &tls_private_key_file).await?;
+            Vec::new()
         }
         Cmd::Table { files } => {
             table::print(&files)?;
