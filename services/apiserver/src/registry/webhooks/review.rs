@@ -192,7 +192,20 @@ pub fn denied(webhook: &str, target: Target, status: &Value) -> ApiError {
         format!("{by} without explanation")
     };
     let code = status["code"].as_u64().unwrap_or(0).max(400);
-    ApiError::new(reason_of(code), target, message)
+    let mut e = ApiError::new(reason_of(code), target, message);
+    // The webhook's field causes, as kubectl shows them.
+    e.causes = status["details"]["causes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| keel_api::FieldCause {
+            reason: c["reason"].as_str().unwrap_or_default().to_string(),
+            message: c["message"].as_str().unwrap_or_default().to_string(),
+            field: c["field"].as_str().unwrap_or_default().to_string(),
+        })
+        .take(100)
+        .collect();
+    e
 }
 
 /// The reason keel answers a webhook's code with.
@@ -314,9 +327,16 @@ mod tests {
         assert_eq!(e.reason, Reason::BadRequest);
         let e = denied(
             "deny.example.com",
-            t,
+            t.clone(),
             &json!({"reason": "Nope", "code": 200}),
         );
+        let with_causes = denied(
+            "deny.example.com",
+            t,
+            &json!({"message": "bad", "code": 422, "details": {"causes": [{"reason": "FieldValueInvalid", "message": "no", "field": "spec.x"}]}}),
+        );
+        assert_eq!(with_causes.reason, Reason::Invalid);
+        assert_eq!(with_causes.causes[0].field, "spec.x");
         assert_eq!(
             e.message,
             "admission webhook \"deny.example.com\" denied the request: Nope"
