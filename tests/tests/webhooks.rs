@@ -1082,6 +1082,10 @@ async fn bad_configurations_are_refused_naming_the_field() {
             json!({"clientConfig": {"service": {"namespace": "a", "name": "b", "port": 0}}}),
             "webhooks[0].clientConfig.service.port: Invalid value: 0: port is not valid",
         ),
+        (
+            json!({"matchConditions": [{"name": "labelled", "expression": "has(object.metadata.labels)"}]}),
+            "webhooks[0].matchConditions: Forbidden: matchConditions are CEL expressions, which keel does not evaluate yet",
+        ),
     ];
     for (extra, want) in table {
         let h = hook(
@@ -1439,6 +1443,10 @@ async fn a_two_version_crd_is_read_listed_and_watched_in_both_versions_through_i
         }
     })
     .await;
+    let mut watch_v1 =
+        k.c.watch(&v1, &keel_client::WatchParams::default())
+            .await
+            .unwrap();
 
     // Created at v2: stored at v1, by the webhook.
     let made =
@@ -1550,6 +1558,33 @@ async fn a_two_version_crd_is_read_listed_and_watched_in_both_versions_through_i
         seen,
         vec!["*/5 * * * *", "0 * * * *", "0 0 * * *", "30 0 * * *"]
     );
+    // And the v1 watch saw them at v1.
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let e = tokio::time::timeout(Duration::from_secs(10), watch_v1.next())
+            .await
+            .expect("a watch event")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            e.object["apiVersion"], "stable.example.com/v1",
+            "{:?}",
+            e.object
+        );
+        seen.push(e.object["spec"]["cronSpec"].as_str().unwrap().to_string());
+    }
+    assert_eq!(
+        seen,
+        vec!["*/5 * * * *", "0 * * * *", "0 0 * * *", "30 0 * * *"]
+    );
+    // Listed at v1.
+    let listed = k.c.list(&v1, "default", &Default::default()).await.unwrap();
+    let crons: Vec<&str> = listed
+        .items
+        .iter()
+        .map(|o| o["spec"]["cronSpec"].as_str().unwrap())
+        .collect();
+    assert_eq!(crons, vec!["0 * * * *", "30 0 * * *"]);
 
     // An object the webhook cannot convert: a clear error at v2; at v1 (stored) it is whole.
     k.c.create(
