@@ -1320,7 +1320,8 @@ async fn an_eviction_is_sent_to_webhooks_of_pods_eviction() {
     let (ok, _, err) = kubectl(&k.api, dir.path(), &["drain", "--help"]);
     assert!(ok, "{err}");
     // kubectl has no eviction verb of its own: the Eviction is POSTed as kubectl drain does.
-    let body = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p", "namespace": "default"}});
+    let body = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p", "namespace": "default"},
+        "deleteOptions": {"gracePeriodSeconds": 0}});
     let file = dir.path().join("eviction.json");
     std::fs::write(&file, body.to_string()).unwrap();
     let (ok, _, err) = kubectl(
@@ -1347,6 +1348,7 @@ async fn an_eviction_is_sent_to_webhooks_of_pods_eviction() {
         json!({"group": "policy", "version": "v1", "kind": "Eviction"})
     );
     assert_eq!(sent["subResource"], "eviction");
+    assert_eq!(sent["object"]["deleteOptions"]["gracePeriodSeconds"], 0);
     assert_eq!(sent["operation"], "CREATE");
     k.c.get(&pods, "default", "p").await.unwrap();
 }

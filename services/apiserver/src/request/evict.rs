@@ -16,6 +16,8 @@ pub struct Evict {
     /// The name the Eviction's own metadata gives (`""`: none), which must agree.
     pub eviction_name: String,
     pub options: DeleteOptions,
+    /// The Eviction as the client sent it (what admission webhooks of `pods/eviction` see).
+    pub eviction: serde_json::Value,
 }
 
 impl Verb for Evict {
@@ -49,12 +51,20 @@ impl Verb for Evict {
                 )],
             ));
         }
-        let eviction = Object::from_value(serde_json::json!({
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": self.name, "namespace": ns},
-        }))
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        // The Eviction as sent, named and placed as its Pod is.
+        let mut eviction = match self.eviction {
+            serde_json::Value::Object(map) => serde_json::Value::Object(map),
+            _ => serde_json::json!({}),
+        };
+        eviction["apiVersion"] = serde_json::json!("policy/v1");
+        eviction["kind"] = serde_json::json!("Eviction");
+        if !eviction["metadata"].is_object() {
+            eviction["metadata"] = serde_json::json!({});
+        }
+        eviction["metadata"]["name"] = serde_json::json!(self.name);
+        eviction["metadata"]["namespace"] = serde_json::json!(ns);
+        let eviction =
+            Object::from_value(eviction).map_err(|e| ApiError::internal(e.to_string()))?;
         registry
             .admit_eviction(
                 &cx.info,

@@ -325,6 +325,7 @@ async fn run(
                     .unwrap_or("")
                     .to_string(),
                 options: delete_options(&options, q, dry_run, &t)?,
+                eviction,
             };
             verb_handler()
                 .handle(request(p, timeout, user, verb))
