@@ -511,6 +511,17 @@ pub fn to_request_version(info: &ResourceInfo, mut obj: Object) -> Object {
 /// A custom object made ready for storage: unknown fields pruned, then validated against its
 /// version's schema (metadata is validated with every object's).
 pub fn prune_and_validate(custom: &CustomResource, obj: &mut Object) -> Vec<FieldCause> {
+    prune_and_validate_update(custom, obj, None)
+}
+
+/// [`prune_and_validate`], for an update of `old` (as stored, at the same version): the
+/// schema's validation rules judge both (transition rules, on `oldSelf`). Rules are judged
+/// once the schema holds.
+pub fn prune_and_validate_update(
+    custom: &CustomResource,
+    obj: &mut Object,
+    old: Option<&Object>,
+) -> Vec<FieldCause> {
     let Some(schema) = &custom.schema else {
         return Vec::new();
     };
@@ -521,7 +532,11 @@ pub fn prune_and_validate(custom: &CustomResource, obj: &mut Object) -> Vec<Fiel
     }
     // Kubernetes' order: pruning, defaulting, validation.
     schema.default(&mut value);
-    let causes = schema.validate(&value);
+    let mut causes = schema.validate(&value);
+    if causes.is_empty() {
+        let old = old.map(|o| Value::Object(o.as_map().clone()));
+        causes = schema.check_rules(&value, old.as_ref());
+    }
     if let Value::Object(map) = value {
         *obj.as_map_mut() = map;
     } else {
@@ -565,8 +580,9 @@ pub fn unknown_fields(custom: &CustomResource, obj: &Map<String, Value>) -> Vec<
 pub fn validate_object(
     custom: &CustomResource,
     obj: &mut Object,
+    old: Option<&Object>,
 ) -> Result<(), keel_api::ApiError> {
-    let causes = prune_and_validate(custom, obj);
+    let causes = prune_and_validate_update(custom, obj, old);
     if causes.is_empty() {
         Ok(())
     } else {

@@ -12,6 +12,7 @@
 //! [`CrdSchema::new`] enforces, and no walk of an object recurses deeper than its schema.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{PatternOptions, ValidationError, Validator};
@@ -104,6 +105,8 @@ pub struct CrdSchema {
     validator: Validator,
     /// Whether any node has a `default`: reads default only then.
     has_defaults: bool,
+    /// Whether any node has validation rules.
+    has_rules: bool,
     /// The Draft 4 translation the validator was built from: how many branches an `allOf` has.
     translated: Value,
 }
@@ -125,9 +128,59 @@ struct Node {
     /// `format`, one Kubernetes supports, as written: a value of another JSON type than the
     /// schema's is refused as not of this format (kube-openapi's type validator).
     format: Option<String>,
+    /// `type` (`""`: none), what a failed validation rule's message names.
+    type_name: String,
+    /// `x-kubernetes-validations`, compiled (CEL, `keel-cel`).
+    rules: Vec<Arc<keel_cel::Rule>>,
 }
 
 impl Node {
+    /// Whether this node or one below it has validation rules.
+    fn has_rules(&self) -> bool {
+        !self.rules.is_empty()
+            || self.properties.values().any(Node::has_rules)
+            || self.items.as_deref().is_some_and(Node::has_rules)
+            || matches!(&self.additional, Additional::Schema(sub) if sub.has_rules())
+    }
+
+    /// The failures of the rules of this node and those below it on `value` at `path`, its old
+    /// value (`old`, on an update) matched by field name and map key (list items have no
+    /// old value: transition rules under a list are judged on creates only, when
+    /// `optionalOldSelf`).
+    fn check_rules(
+        &self,
+        path: &str,
+        value: &Value,
+        old: Option<&Value>,
+        out: &mut Vec<FieldCause>,
+    ) {
+        for rule in &self.rules {
+            if let Some(v) = rule.check(path, &self.type_name, value, old) {
+                out.push(v.cause());
+            }
+        }
+        match value {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    let old_v = old.and_then(|o| o.get(k));
+                    if let Some(sub) = self.properties.get(k) {
+                        sub.check_rules(&format!("{path}.{k}"), v, old_v, out);
+                    } else if let Additional::Schema(sub) = &self.additional {
+                        sub.check_rules(&format!("{path}[{k}]"), v, old_v, out);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                if let Some(sub) = &self.items {
+                    for (i, v) in items.iter().enumerate() {
+                        sub.check_rules(&format!("{path}[{i}]"), v, None, out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn has_defaults(&self) -> bool {
         self.default.is_some()
             || self.properties.values().any(Node::has_defaults)
@@ -193,10 +246,12 @@ impl CrdSchema {
             .build(&translated)
             .map_err(|e| vec![schema_cause(field, &translated, &e)])?;
         let has_defaults = root.has_defaults();
+        let has_rules = root.has_rules();
         Ok(CrdSchema {
             root,
             validator,
             has_defaults,
+            has_rules,
             translated,
         })
     }
@@ -234,6 +289,19 @@ impl CrdSchema {
     pub fn default(&self, obj: &mut Value) {
         drop_disallowed_nulls(obj, &self.root);
         default_value(obj, &self.root);
+    }
+
+    /// The failures of the schema's validation rules (`x-kubernetes-validations`) on `obj`
+    /// (pruned, defaulted) and, on an update, `old`, with Kubernetes' field paths.
+    pub fn check_rules(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldCause> {
+        let mut out = Vec::new();
+        if self.has_rules {
+            self.root.check_rules("", obj, old, &mut out);
+        }
+        for c in &mut out {
+            c.field = c.field.trim_start_matches('.').to_string();
+        }
+        out
     }
 
     /// Whether [`CrdSchema::default`] can add anything: some node has a `default`.
@@ -482,6 +550,17 @@ fn compile(
     let nullable = is_true("nullable");
     node.nullable = nullable;
     node.default = schema.get("default").cloned();
+    node.type_name = schema
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    compile_rules(
+        schema.get("x-kubernetes-validations"),
+        path,
+        &mut node,
+        causes,
+    );
 
     let mut types: Vec<Value> = Vec::new();
     match schema.get("type") {
@@ -625,6 +704,39 @@ fn compile(
         out.insert("not".into(), Value::Object(sub_out));
     }
     (node, out)
+}
+
+/// A node's `x-kubernetes-validations`, compiled into `node.rules`; what cannot be kept is a
+/// cause under `<path>.x-kubernetes-validations[i]`.
+fn compile_rules(rules: Option<&Value>, path: &str, node: &mut Node, causes: &mut Vec<FieldCause>) {
+    let at = child(path, "x-kubernetes-validations");
+    let rules = match rules {
+        None | Some(Value::Null) => return,
+        Some(Value::Array(rules)) => rules,
+        Some(_) => {
+            causes.push(FieldCause::type_error(at, "a list"));
+            return;
+        }
+    };
+    for (i, entry) in rules.iter().enumerate() {
+        match keel_cel::Rule::new(entry) {
+            Ok(rule) => node.rules.push(Arc::new(rule)),
+            Err(errors) => {
+                for e in errors {
+                    let field = format!("{at}[{i}].{}", e.field);
+                    causes.push(if e.message == "Required value" {
+                        FieldCause::required(field)
+                    } else {
+                        FieldCause {
+                            reason: "FieldValueInvalid".into(),
+                            message: format!("Invalid value: {:?}: {}", e.value, e.message),
+                            field,
+                        }
+                    });
+                }
+            }
+        }
+    }
 }
 
 /// Kubernetes' checks of every `default` in a CRD version's schema (compiled without errors

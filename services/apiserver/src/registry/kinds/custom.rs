@@ -31,7 +31,12 @@ impl Kind for CustomResource {
     fn prune(&self, _: &ResourceInfo, _: &mut Object) {}
 
     fn admit(&self, obj: &mut Object) -> Result<(), keel_api::ApiError> {
-        crd::validate_object(self, obj)
+        crd::validate_object(self, obj, None)
+    }
+
+    /// An update's: the schema's transition rules see the stored object as `oldSelf`.
+    fn admit_update(&self, obj: &mut Object, old: &Object) -> Result<(), keel_api::ApiError> {
+        crd::validate_object(self, obj, Some(old))
     }
 
     fn to_storage_version(&self, obj: &mut Object) {

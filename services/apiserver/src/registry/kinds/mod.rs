@@ -178,6 +178,11 @@ pub trait Kind: Send + Sync {
         Ok(())
     }
 
+    /// [`Kind::admit`] of an update of `old` (a custom object's transition rules read it).
+    fn admit_update(&self, obj: &mut Object, _old: &Object) -> Result<(), ApiError> {
+        self.admit(obj)
+    }
+
     /// `obj` in the version objects of the kind are stored at.
     fn to_storage_version(&self, _obj: &mut Object) {}
 

@@ -1,0 +1,141 @@
+//! The CEL environment: the standard library with the extensions Kubernetes enables (strings,
+//! lists, math, encoders), optional types, and expressions compiled once and evaluated on
+//! JSON values.
+
+use std::sync::{Arc, OnceLock};
+
+use cel::{Context, Env, Value};
+
+/// The environment every expression is compiled and evaluated in, made once.
+fn environment() -> &'static Arc<Env> {
+    static ENV: OnceLock<Arc<Env>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Env::stdlib();
+        // Kubernetes' `ext.Strings`, `ext.Lists`, `ext.Math`, `ext.Encoders`.
+        for extension in [
+            cel::extensions::strings,
+            cel::extensions::lists,
+            cel::extensions::math,
+            cel::extensions::encoders,
+        ] {
+            if let Err(e) = env.add_extension(extension) {
+                // A conflict is a programming error of this crate, not of any input: the
+                // environment goes on without that extension, and says so.
+                eprintln!("keel-cel: an extension does not register: {e}");
+            }
+        }
+        Arc::new(env)
+    })
+}
+
+/// An expression, compiled.
+pub struct Compiled {
+    program: cel::Program,
+    /// Whether it reads `oldSelf` (a transition rule).
+    pub uses_old_self: bool,
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiled")
+            .field("uses_old_self", &self.uses_old_self)
+            .finish()
+    }
+}
+
+/// Why an expression does not compile, as cel-go words it (`ERROR: <input>:1:6: ...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileError(pub String);
+
+impl std::fmt::Display for CompileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why an evaluation failed (no such key, no such overload, a division by zero, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvalError(pub String);
+
+impl std::fmt::Display for EvalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Compiles `source`.
+pub fn compile(source: &str) -> Result<Compiled, CompileError> {
+    let program = environment()
+        .compile(source)
+        .map_err(|e| CompileError(e.to_string()))?;
+    let uses_old_self = program.references().has_variable("oldSelf");
+    Ok(Compiled {
+        program,
+        uses_old_self,
+    })
+}
+
+impl Compiled {
+    /// Evaluates with these variables (JSON values).
+    pub fn evaluate(&self, vars: &[(&str, &serde_json::Value)]) -> Result<Value, EvalError> {
+        let mut context = Context::with_env(environment().clone());
+        for (name, value) in vars {
+            let value = cel::to_value(*value).map_err(|e| EvalError(e.to_string()))?;
+            context.add_variable_from_value(*name, value);
+        }
+        self.program
+            .execute(&context)
+            .map_err(|e| EvalError(e.to_string()))
+    }
+
+    /// Evaluates to a bool, or says what it evaluated to instead.
+    pub fn evaluate_bool(&self, vars: &[(&str, &serde_json::Value)]) -> Result<bool, EvalError> {
+        match self.evaluate(vars)? {
+            Value::Bool(b) => Ok(b),
+            other => Err(EvalError(format!(
+                "expected a bool, got {:?}",
+                other.type_of()
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn expressions_evaluate_on_json_with_kubernetes_extensions() {
+        let obj = json!({"spec": {"replicas": 3, "name": "Web", "items": ["a", "bb"]}});
+        let table: Vec<(&str, Result<bool, ()>)> = vec![
+            ("self.spec.replicas > 0", Ok(true)),
+            ("self.spec.name.lowerAscii() == 'web'", Ok(true)),
+            ("self.spec.items.all(i, i.size() < 3)", Ok(true)),
+            ("self.spec.name.matches('^W')", Ok(true)),
+            ("has(self.spec.missing)", Ok(false)),
+            ("self.spec.missing == 1", Err(())),
+            ("self.spec.items.join(',') == 'a,bb'", Ok(true)),
+        ];
+        for (source, want) in table {
+            let compiled = compile(source).unwrap_or_else(|e| panic!("{source}: {e}"));
+            let got = compiled.evaluate_bool(&[("self", &obj)]).map_err(|_| ());
+            assert_eq!(got, want, "{source}");
+        }
+    }
+
+    #[test]
+    fn a_syntax_error_is_worded_as_cel_go_words_it() {
+        let e = compile("self.nosuchfield +++ 1")
+            .err()
+            .map(|e| e.0)
+            .unwrap_or_default();
+        assert!(e.starts_with("ERROR: <input>:1:19: Syntax error: "), "{e}");
+    }
+
+    #[test]
+    fn transition_rules_are_told_apart() {
+        assert!(compile("self == oldSelf").is_ok_and(|c| c.uses_old_self));
+        assert!(compile("self.x == 1").is_ok_and(|c| !c.uses_old_self));
+    }
+}

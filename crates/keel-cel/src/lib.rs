@@ -1,0 +1,15 @@
+//! Kubernetes' CEL, on a maintained CEL implementation (the `cel` crate): the environment
+//! CRD validation rules (`x-kubernetes-validations`) are compiled in, and the rules themselves
+//! (`rule`, `message`, `messageExpression`, `reason`, `fieldPath`, transition rules on
+//! `oldSelf`, `optionalOldSelf`), judged on JSON values. No I/O: everything here is a pure
+//! function of its inputs, tested by table.
+//!
+//! What is here so far (issue 44, first step): compilation (syntax) when a CRD is written,
+//! evaluation on every write, Kubernetes' words. The type checker against the schema and the
+//! cost limits come next (docs/cel.md).
+
+mod env;
+mod rule;
+
+pub use env::{CompileError, Compiled, EvalError, compile};
+pub use rule::{Reason, Rule, RuleError, Violation};
