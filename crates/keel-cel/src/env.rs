@@ -24,6 +24,9 @@ fn environment() -> &'static Arc<Env> {
                 eprintln!("keel-cel: an extension does not register: {e}");
             }
         }
+        if let Err(e) = crate::library::register(&mut env) {
+            eprintln!("keel-cel: Kubernetes' libraries do not register: {e}");
+        }
         Arc::new(env)
     })
 }
@@ -116,6 +119,22 @@ mod tests {
             ("has(self.spec.missing)", Ok(false)),
             ("self.spec.missing == 1", Err(())),
             ("self.spec.items.join(',') == 'a,bb'", Ok(true)),
+            ("'abc 123 x45'.find('[0-9]+') == '123'", Ok(true)),
+            ("'abc'.find('[0-9]+') == ''", Ok(true)),
+            ("'1 2 3'.findAll('[0-9]') == ['1', '2', '3']", Ok(true)),
+            ("'1 2 3'.findAll('[0-9]', 2) == ['1', '2']", Ok(true)),
+            ("isURL('https://example.com/x?y=1')", Ok(true)),
+            ("isURL('/absolute/path')", Ok(true)),
+            ("isURL('not a url')", Ok(false)),
+            ("isIP('10.0.0.1') && isIP('::1')", Ok(true)),
+            ("isIP('10.0.0.256')", Ok(false)),
+            ("isCIDR('10.0.0.0/8') && isCIDR('fd00::/64')", Ok(true)),
+            ("isCIDR('10.0.0.0/33')", Ok(false)),
+            (
+                "ip.isCanonical('2001:db8::1') && !ip.isCanonical('2001:DB8::1')",
+                Ok(true),
+            ),
+            ("'x'.find('(')", Err(())),
         ];
         for (source, want) in table {
             let compiled = compile(source).unwrap_or_else(|e| panic!("{source}: {e}"));

@@ -9,6 +9,7 @@
 //! cost limits come next (docs/cel.md).
 
 mod env;
+mod library;
 mod rule;
 
 pub use env::{CompileError, Compiled, EvalError, compile};

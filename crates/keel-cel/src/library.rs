@@ -1,0 +1,101 @@
+//! Kubernetes' CEL libraries (`k8s.io/apiserver/pkg/cel/library`), written on the `cel` crate:
+//! what real rules use first. Regex (`find`, `findAll`), and the validity checks of the URL,
+//! IP and CIDR libraries (`isURL`, `isIP`, `isCIDR`, `ip.isCanonical`).
+
+use std::net::IpAddr;
+
+use cel::common::types::{CelBool, CelInt, CelList, CelString};
+use cel::common::value::Val;
+use cel::{Env, ExecutionError};
+
+/// Registers the libraries on `env`.
+pub fn register(env: &mut Env) -> Result<(), cel::DeclarationError> {
+    cel::add_member_overload!(env, fn find: (CelString, CelString) -> Result<CelString>)?;
+    cel::add_member_overload!(env, fn find_all: (CelString, CelString) -> Result<CelList>)?;
+    cel::add_member_overload!(env, fn find_all_n: (CelString, CelString, CelInt) -> Result<CelList>,
+        name = "findAll")?;
+    cel::add_overload!(env, fn is_url: (CelString) -> CelBool, name = "isURL")?;
+    cel::add_overload!(env, fn is_ip: (CelString) -> CelBool, name = "isIP")?;
+    cel::add_overload!(env, fn is_cidr: (CelString) -> CelBool, name = "isCIDR")?;
+    cel::add_overload!(env, fn is_canonical: (CelString) -> CelBool, name = "ip.isCanonical")?;
+    Ok(())
+}
+
+fn regex(function: &str, pattern: &str) -> Result<regex::Regex, ExecutionError> {
+    regex::Regex::new(pattern).map_err(|e| ExecutionError::function_error(function, e))
+}
+
+/// `'abc 123'.find('[0-9]+')`: the first match, or `""`.
+fn find(
+    this: &CelString<'_>,
+    pattern: &CelString<'_>,
+) -> Result<CelString<'static>, ExecutionError> {
+    let re = regex("find", pattern.inner())?;
+    Ok(CelString::from(
+        re.find(this.inner()).map_or("", |m| m.as_str()).to_string(),
+    ))
+}
+
+/// `'123 abc 456'.findAll('[0-9]+')`: every match.
+fn find_all(
+    this: &CelString<'_>,
+    pattern: &CelString<'_>,
+) -> Result<CelList<'static>, ExecutionError> {
+    find_all_n(this, pattern, &CelInt::from(-1))
+}
+
+/// `findAll(regex, n)`: at most `n` matches (a negative `n`: all).
+fn find_all_n(
+    this: &CelString<'_>,
+    pattern: &CelString<'_>,
+    n: &CelInt,
+) -> Result<CelList<'static>, ExecutionError> {
+    let re = regex("findAll", pattern.inner())?;
+    let limit = usize::try_from(*n.inner()).unwrap_or(usize::MAX);
+    Ok(re
+        .find_iter(this.inner())
+        .take(limit)
+        .map(|m| Box::new(CelString::from(m.as_str().to_string())) as Box<dyn Val>)
+        .collect::<Vec<_>>()
+        .into())
+}
+
+/// `isURL(s)`: an absolute URI or an absolute path, as Go's `url.ParseRequestURI` accepts.
+fn is_url(s: &CelString<'_>) -> CelBool {
+    let s = s.inner();
+    let ok = if s.starts_with('/') {
+        !s.contains(char::is_whitespace)
+    } else {
+        s.parse::<http::Uri>().is_ok_and(|u| u.scheme().is_some())
+    };
+    CelBool::from(ok)
+}
+
+/// `isIP(s)`: an IPv4 or IPv6 address (no zone, IPv4 without leading zeros).
+fn is_ip(s: &CelString<'_>) -> CelBool {
+    CelBool::from(parse_ip(s.inner()).is_some())
+}
+
+fn parse_ip(s: &str) -> Option<IpAddr> {
+    if s.contains('%') {
+        return None;
+    }
+    s.parse::<IpAddr>().ok()
+}
+
+/// `isCIDR(s)`: an address and a prefix length in range.
+fn is_cidr(s: &CelString<'_>) -> CelBool {
+    let ok = s.inner().split_once('/').is_some_and(|(ip, len)| {
+        let Some(ip) = parse_ip(ip) else {
+            return false;
+        };
+        let max = if ip.is_ipv4() { 32 } else { 128 };
+        !len.starts_with('+') && len.parse::<u8>().is_ok_and(|l| l <= max)
+    });
+    CelBool::from(ok)
+}
+
+/// `ip.isCanonical(s)`: an address written as its canonical form is.
+fn is_canonical(s: &CelString<'_>) -> CelBool {
+    CelBool::from(parse_ip(s.inner()).is_some_and(|ip| ip.to_string() == s.inner()))
+}
