@@ -131,3 +131,126 @@ async fn a_rule_that_does_not_compile_refuses_its_crd() {
         e.message
     );
 }
+
+/// The CRD kube-rs's derive writes for its `Foo` example (kube-derive's tests): rules with
+/// `messageExpression` and `reason`, on the root, on a nullable struct (`self == oldSelf`),
+/// and an `optionalOldSelf` rule on an optional.
+fn kube_rs_foo() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "foos.clux.dev"},
+        "spec": {"group": "clux.dev", "names": {"kind": "Foo", "plural": "foos", "singular": "foo"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "required": ["spec"],
+                "x-kubernetes-validations": [{"rule": "self.metadata.name != 'forbidden'"}],
+                "properties": {"spec": {"type": "object", "properties": {
+                    "celValidated": {"default": "legal", "nullable": true, "type": "string",
+                        "x-kubernetes-validations": [
+                            {"messageExpression": "'string cannot be illegal'",
+                             "reason": "FieldValueForbidden", "rule": "self != 'illegal'"},
+                            {"reason": "FieldValueInvalid", "rule": "self != 'not legal'"}]},
+                    "fooSubSpec": {"nullable": true, "type": "object", "required": ["field"],
+                        "x-kubernetes-validations": [{"message": "is immutable", "rule": "self == oldSelf"}],
+                        "properties": {"field": {"type": "string"}, "other": {"nullable": true, "type": "string"}}},
+                    "immutable": {"nullable": true, "type": "string",
+                        "x-kubernetes-validations": [{"message": "Immutable after creation",
+                            "optionalOldSelf": true,
+                            "rule": "oldSelf.optMap(o, o == self).orValue(true)"}]},
+                }}}}}}],
+        }
+    })
+}
+
+#[tokio::test]
+async fn the_rules_kube_rs_derives_hold_on_its_objects() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+    c.create(&crds, "", &kube_rs_foo()).await.unwrap();
+    let foos = gvr("clux.dev", "v1", "foos");
+    eventually(Duration::from_secs(10), "foos served", || {
+        let c = c.clone();
+        let foos = foos.clone();
+        async move { c.list(&foos, "default", &Default::default()).await.ok() }
+    })
+    .await;
+    let foo = |name: &str, spec: Value| json!({"apiVersion": "clux.dev/v1", "kind": "Foo", "metadata": {"name": name}, "spec": spec});
+    let refused = [
+        (
+            "forbidden",
+            json!({}),
+            ": Invalid value: \"object\": failed rule: self.metadata.name != 'forbidden'",
+        ),
+        (
+            "illegal",
+            json!({"celValidated": "illegal"}),
+            "spec.celValidated: Forbidden: string cannot be illegal",
+        ),
+        (
+            "not-legal",
+            json!({"celValidated": "not legal"}),
+            "spec.celValidated: Invalid value: \"string\": failed rule: self != 'not legal'",
+        ),
+    ];
+    for (name, spec, want) in refused {
+        let e = c
+            .create(&foos, "default", &foo(name, spec))
+            .await
+            .unwrap_err();
+        assert_eq!(e.reason, Reason::Invalid, "{name}");
+        assert!(e.message.contains(want), "{name}: {}", e.message);
+    }
+    c.create(
+        &foos,
+        "default",
+        &foo(
+            "ok",
+            json!({"fooSubSpec": {"field": "a"}, "immutable": "x"}),
+        ),
+    )
+    .await
+    .unwrap();
+    let e = c
+        .patch(
+            &foos,
+            "default",
+            "ok",
+            PatchType::Merge,
+            &json!({"spec": {"fooSubSpec": {"field": "b"}}}),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.message
+            .contains("spec.fooSubSpec: Invalid value: \"object\": is immutable"),
+        "{}",
+        e.message
+    );
+    let e = c
+        .patch(
+            &foos,
+            "default",
+            "ok",
+            PatchType::Merge,
+            &json!({"spec": {"immutable": "y"}}),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.message
+            .contains("spec.immutable: Invalid value: \"string\": Immutable after creation"),
+        "{}",
+        e.message
+    );
+    c.patch(
+        &foos,
+        "default",
+        "ok",
+        PatchType::Merge,
+        &json!({"spec": {"celValidated": "fine"}}),
+    )
+    .await
+    .unwrap();
+}

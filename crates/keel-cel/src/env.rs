@@ -78,13 +78,36 @@ pub fn compile(source: &str) -> Result<Compiled, CompileError> {
     })
 }
 
+/// What a variable is bound to.
+#[derive(Debug, Clone, Copy)]
+pub enum Binding<'a> {
+    /// A JSON value.
+    Json(&'a serde_json::Value),
+    /// An optional of one (`optionalOldSelf`'s `oldSelf`): `optional.of(v)` or
+    /// `optional.none()`.
+    Optional(Option<&'a serde_json::Value>),
+}
+
+fn to_val(value: &serde_json::Value) -> Result<Box<dyn cel::common::value::Val>, EvalError> {
+    let value = cel::to_value(value).map_err(|e| EvalError(e.to_string()))?;
+    value
+        .try_into()
+        .map_err(|_| EvalError("a value CEL cannot hold".into()))
+}
+
 impl Compiled {
-    /// Evaluates with these variables (JSON values).
-    pub fn evaluate(&self, vars: &[(&str, &serde_json::Value)]) -> Result<Value, EvalError> {
+    /// Evaluates with these variables.
+    pub fn evaluate(&self, vars: &[(&str, Binding<'_>)]) -> Result<Value, EvalError> {
         let mut context = Context::with_env(environment().clone());
-        for (name, value) in vars {
-            let value = cel::to_value(*value).map_err(|e| EvalError(e.to_string()))?;
-            context.add_variable_from_value(*name, value);
+        for (name, binding) in vars {
+            let val = match binding {
+                Binding::Json(v) => to_val(v)?,
+                Binding::Optional(Some(v)) => {
+                    Box::new(cel::common::types::CelOptional::of(to_val(v)?))
+                }
+                Binding::Optional(None) => Box::new(cel::common::types::CelOptional::none()),
+            };
+            context.add_variable_as_val(*name, val);
         }
         self.program
             .execute(&context)
@@ -92,7 +115,7 @@ impl Compiled {
     }
 
     /// Evaluates to a bool, or says what it evaluated to instead.
-    pub fn evaluate_bool(&self, vars: &[(&str, &serde_json::Value)]) -> Result<bool, EvalError> {
+    pub fn evaluate_bool(&self, vars: &[(&str, Binding<'_>)]) -> Result<bool, EvalError> {
         match self.evaluate(vars)? {
             Value::Bool(b) => Ok(b),
             other => Err(EvalError(format!(
@@ -138,7 +161,9 @@ mod tests {
         ];
         for (source, want) in table {
             let compiled = compile(source).unwrap_or_else(|e| panic!("{source}: {e}"));
-            let got = compiled.evaluate_bool(&[("self", &obj)]).map_err(|_| ());
+            let got = compiled
+                .evaluate_bool(&[("self", Binding::Json(&obj))])
+                .map_err(|_| ());
             assert_eq!(got, want, "{source}");
         }
     }

@@ -4,7 +4,7 @@
 use keel_api::FieldCause;
 use serde_json::Value;
 
-use crate::env::{Compiled, compile};
+use crate::env::{Binding, Compiled, compile};
 
 /// `reason`: the kind of field error a failed rule is reported as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -165,13 +165,13 @@ impl Rule {
         value: &Value,
         old: Option<&Value>,
     ) -> Option<Violation> {
-        let null = Value::Null;
-        let mut vars: Vec<(&str, &Value)> = vec![("self", value)];
+        let mut vars: Vec<(&str, Binding<'_>)> = vec![("self", Binding::Json(value))];
         if self.is_transition() {
-            match old {
-                Some(old) => vars.push(("oldSelf", old)),
-                None if self.optional_old_self => vars.push(("oldSelf", &null)),
-                None => return None,
+            // With `optionalOldSelf`, `oldSelf` is an optional: none on a create.
+            match (old, self.optional_old_self) {
+                (old, true) => vars.push(("oldSelf", Binding::Optional(old))),
+                (Some(old), false) => vars.push(("oldSelf", Binding::Json(old))),
+                (None, false) => return None,
             }
         }
         let field = format!("{path}{}", self.field_path);
@@ -193,7 +193,7 @@ impl Rule {
 
     /// The message of a failure: `messageExpression`'s, when it evaluates to a non-empty
     /// string; else `message`; else `failed rule: <rule>`.
-    fn message_for(&self, vars: &[(&str, &Value)], type_name: &str) -> String {
+    fn message_for(&self, vars: &[(&str, Binding<'_>)], type_name: &str) -> String {
         let evaluated = self
             .message_expression
             .as_ref()
@@ -347,12 +347,22 @@ mod tests {
                 Reason::Forbidden
             ))
         );
-        let optional =
-            rule(json!({"rule": "oldSelf == null || self >= oldSelf", "optionalOldSelf": true}));
+        let optional = rule(json!({"rule": "oldSelf.optMap(o, o == self).orValue(true)",
+            "message": "Immutable after creation", "optionalOldSelf": true}));
         assert!(
             optional
-                .check(".spec.x", "integer", &json!(1), None)
+                .check(".spec.x", "string", &json!("a"), None)
                 .is_none()
+        );
+        assert!(
+            optional
+                .check(".spec.x", "string", &json!("a"), Some(&json!("a")))
+                .is_none()
+        );
+        assert!(
+            optional
+                .check(".spec.x", "string", &json!("b"), Some(&json!("a")))
+                .is_some()
         );
     }
 
