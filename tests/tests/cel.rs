@@ -254,3 +254,69 @@ async fn the_rules_kube_rs_derives_hold_on_its_objects() {
     .await
     .unwrap();
 }
+
+/// A list-map: uniqueness of its items' names by rule, and a transition rule on its items,
+/// each item matched with the old item of the same key.
+#[tokio::test]
+async fn list_map_rules_check_uniqueness_and_items_keep_their_old_selves() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+    let mut crd = crd(json!([]));
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["ports"] = json!({
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["port"],
+        "x-kubernetes-validations": [{"rule": "self.all(p, self.exists_one(q, q.name == p.name))",
+            "message": "port names must be unique"}],
+        "items": {"type": "object", "required": ["port"], "properties": {
+            "port": {"type": "integer"}, "name": {"type": "string"},
+            "protocol": {"type": "string", "x-kubernetes-validations": [
+                {"rule": "self == oldSelf", "message": "protocol is immutable"}]}}},
+    });
+    c.create(&crds, "", &crd).await.unwrap();
+    served(&c).await;
+    let widgets = gvr("example.com", "v1", "widgets");
+    let e = c
+        .create(
+            &widgets,
+            "default",
+            &widget(
+                "dup",
+                json!({"ports": [{"port": 80, "name": "web"}, {"port": 81, "name": "web"}]}),
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.message
+            .contains("spec.ports: Invalid value: \"array\": port names must be unique"),
+        "{}",
+        e.message
+    );
+    c.create(
+        &widgets,
+        "default",
+        &widget(
+            "p",
+            json!({"ports": [{"port": 80, "name": "web", "protocol": "TCP"}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    // A new item has no old self; the existing one keeps its protocol.
+    let mut current = c.get(&widgets, "default", "p").await.unwrap();
+    current["spec"]["ports"] = json!([{"port": 81, "name": "alt", "protocol": "UDP"},
+        {"port": 80, "name": "web", "protocol": "TCP"}]);
+    let current = c.update(&widgets, "default", &current).await.unwrap();
+    let mut changed = current.clone();
+    changed["spec"]["ports"][1]["protocol"] = json!("UDP");
+    let e = c.update(&widgets, "default", &changed).await.unwrap_err();
+    assert!(
+        e.message
+            .contains("spec.ports[1].protocol: Invalid value: \"string\": protocol is immutable"),
+        "{}",
+        e.message
+    );
+}

@@ -132,6 +132,9 @@ struct Node {
     type_name: String,
     /// `x-kubernetes-validations`, compiled (CEL, `keel-cel`).
     rules: Vec<Arc<keel_cel::Rule>>,
+    /// `x-kubernetes-list-map-keys` of a `x-kubernetes-list-type: map` list: how its items
+    /// correlate with the old list's, for transition rules.
+    map_keys: Option<Vec<String>>,
 }
 
 impl Node {
@@ -144,9 +147,9 @@ impl Node {
     }
 
     /// The failures of the rules of this node and those below it on `value` at `path`, its old
-    /// value (`old`, on an update) matched by field name and map key (list items have no
-    /// old value: transition rules under a list are judged on creates only, when
-    /// `optionalOldSelf`).
+    /// value (`old`, on an update) matched by field name, map key, and a map list's item keys
+    /// (other lists' items have no old value: transition rules under them are judged only
+    /// when `optionalOldSelf`).
     fn check_rules(
         &self,
         path: &str,
@@ -173,7 +176,14 @@ impl Node {
             Value::Array(items) => {
                 if let Some(sub) = &self.items {
                     for (i, v) in items.iter().enumerate() {
-                        sub.check_rules(&format!("{path}[{i}]"), v, None, out);
+                        // A map list's item has the old item of the same keys as its old
+                        // value; other lists' items have none.
+                        let old_v = self.map_keys.as_ref().and_then(|keys| {
+                            old.and_then(Value::as_array)?
+                                .iter()
+                                .find(|o| keys.iter().all(|k| o.get(k) == v.get(k)))
+                        });
+                        sub.check_rules(&format!("{path}[{i}]"), v, old_v, out);
                     }
                 }
             }
@@ -561,6 +571,16 @@ fn compile(
         &mut node,
         causes,
     );
+    if schema.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("map") {
+        node.map_keys = schema
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array)
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| k.as_str().map(str::to_string))
+                    .collect()
+            });
+    }
 
     let mut types: Vec<Value> = Vec::new();
     match schema.get("type") {
