@@ -1083,8 +1083,8 @@ async fn bad_configurations_are_refused_naming_the_field() {
             "webhooks[0].clientConfig.service.port: Invalid value: 0: port is not valid",
         ),
         (
-            json!({"matchConditions": [{"name": "labelled", "expression": "has(object.metadata.labels)"}]}),
-            "webhooks[0].matchConditions: Forbidden: matchConditions are CEL expressions, which keel does not evaluate yet",
+            json!({"matchConditions": [{"name": "labelled", "expression": "has(object.metadata.labels"}]}),
+            "webhooks[0].matchConditions[0].expression: Invalid value: \"has(object.metadata.labels\": compilation failed: ERROR: <input>:1:",
         ),
     ];
     for (extra, want) in table {
@@ -1750,4 +1750,90 @@ async fn a_deployments_pods_come_up_with_envoy_from_the_initializer_as_a_webhook
         .await
         .unwrap();
     assert!(initializer_configs.items.is_empty());
+}
+
+/// `matchConditions` (CEL): a webhook is called only when every condition holds; one that
+/// cannot be evaluated is its failure policy's.
+#[tokio::test]
+async fn match_conditions_choose_which_calls_are_made() {
+    let k = cluster(&[]).await;
+    let hooks = WebhookServer::start(&[], |_, review| Reply::allow(review)).await;
+    let bundle = hooks.ca.ca_bundle();
+    configure(
+        &k.c,
+        &validating(),
+        "conditions",
+        vec![
+            hook(
+                "checked.keel.test",
+                &hooks.url("/checked"),
+                &bundle,
+                &["configmaps"],
+                json!({"matchConditions": [
+                    {"name": "named-check", "expression": "object.metadata.name.startsWith('check-')"},
+                    {"name": "creates", "expression": "request.operation == 'CREATE'"}]}),
+            ),
+            hook(
+                "strict.keel.test",
+                &hooks.url("/strict"),
+                &bundle,
+                &["configmaps"],
+                json!({"failurePolicy": "Fail", "matchConditions": [
+                    {"name": "team", "expression": "object.metadata.labels.team == 'a'"}]}),
+            ),
+            hook(
+                "lenient.keel.test",
+                &hooks.url("/lenient"),
+                &bundle,
+                &["configmaps"],
+                json!({"failurePolicy": "Ignore", "matchConditions": [
+                    {"name": "team", "expression": "object.metadata.labels.team == 'a'"}]}),
+            ),
+        ],
+    )
+    .await;
+    for name in ["check-1", "other"] {
+        k.c.create(
+            &configmaps(),
+            "default",
+            &configmap(name, json!({"team": "b"})),
+        )
+        .await
+        .unwrap();
+    }
+    let names = |path: &str| -> Vec<String> {
+        hooks
+            .calls_to(path)
+            .iter()
+            .map(|r| r["request"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names("/checked"), vec!["check-1"]);
+    assert!(names("/strict").is_empty() && names("/lenient").is_empty());
+    k.c.create(
+        &configmaps(),
+        "default",
+        &configmap("team-a", json!({"team": "a"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(names("/strict"), vec!["team-a"]);
+    // No labels: the condition cannot be evaluated; Fail refuses, Ignore skips.
+    let e =
+        k.c.create(
+            &configmaps(),
+            "default",
+            &configmap("unlabelled", Value::Null),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Forbidden);
+    assert!(
+        e.message.starts_with(
+            "configmaps \"unlabelled\" is forbidden: matchCondition 'team' failed to evaluate: "
+        ),
+        "{}",
+        e.message
+    );
+    assert_eq!(names("/lenient"), vec!["team-a"]);
 }

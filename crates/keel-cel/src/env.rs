@@ -11,18 +11,13 @@ fn environment() -> &'static Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = Env::stdlib();
-        // Kubernetes' `ext.Strings`, `ext.Lists`, `ext.Math`, `ext.Encoders`.
-        for extension in [
-            cel::extensions::strings,
-            cel::extensions::lists,
-            cel::extensions::math,
-            cel::extensions::encoders,
-        ] {
-            if let Err(e) = env.add_extension(extension) {
-                // A conflict is a programming error of this crate, not of any input: the
-                // environment goes on without that extension, and says so.
-                eprintln!("keel-cel: an extension does not register: {e}");
-            }
+        // Kubernetes enables cel-go's strings extension (version 2), not its math, encoders or
+        // lists extensions (docs/cel.md §1); the crate's strings extension also has
+        // `reverse`, which Kubernetes' version lacks (refused once rules are type-checked).
+        if let Err(e) = env.add_extension(cel::extensions::strings) {
+            // A conflict is a programming error of this crate, not of any input: the
+            // environment goes on without that extension, and says so.
+            eprintln!("keel-cel: the strings extension does not register: {e}");
         }
         if let Err(e) = crate::library::register(&mut env) {
             eprintln!("keel-cel: Kubernetes' libraries do not register: {e}");
@@ -142,6 +137,9 @@ mod tests {
             ("has(self.spec.missing)", Ok(false)),
             ("self.spec.missing == 1", Err(())),
             ("self.spec.items.join(',') == 'a,bb'", Ok(true)),
+            // Not Kubernetes' (math, encoders and lists extensions are off).
+            ("math.greatest(1, 2) == 2", Err(())),
+            ("base64.encode(b'a') == 'YQ=='", Err(())),
             ("'abc 123 x45'.find('[0-9]+') == '123'", Ok(true)),
             ("'abc'.find('[0-9]+') == ''", Ok(true)),
             ("'1 2 3'.findAll('[0-9]') == ['1', '2', '3']", Ok(true)),

@@ -4,13 +4,13 @@
 //! `oldSelf`, `optionalOldSelf`), judged on JSON values. No I/O: everything here is a pure
 //! function of its inputs, tested by table.
 //!
-//! What is here so far (issue 44, first step): compilation (syntax) when a CRD is written,
-//! evaluation on every write, Kubernetes' words. The type checker against the schema and the
-//! cost limits come next (docs/cel.md).
+//! What is here so far (issue 44, first steps): compilation (syntax) when a CRD is written,
+//! evaluation on every write, Kubernetes' words, the first of Kubernetes' libraries. The type
+//! checker against the schema and the cost limits come next (docs/cel.md, the research).
 
 mod env;
 mod library;
 mod rule;
 
-pub use env::{CompileError, Compiled, EvalError, compile};
+pub use env::{Binding, CompileError, Compiled, EvalError, compile};
 pub use rule::{Reason, Rule, RuleError, Violation};

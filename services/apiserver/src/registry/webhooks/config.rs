@@ -187,21 +187,71 @@ pub fn validate(obj: &Object, causes: &mut Vec<FieldCause>) {
                 validate_label_selector(s, &format!("{at}.{selector}"), causes);
             }
         }
-        if hook
-            .get("matchConditions")
-            .is_some_and(|m| m.as_array().is_none_or(|a| !a.is_empty()))
-        {
-            causes.push(FieldCause::forbidden(
-                format!("{at}.matchConditions"),
-                "matchConditions are CEL expressions, which keel does not evaluate yet; \
-                 leave them out (every request the rules match is sent)",
-            ));
-        }
+        validate_match_conditions(
+            hook.get("matchConditions"),
+            &format!("{at}.matchConditions"),
+            causes,
+        );
         validate_client_config(
             hook.get("clientConfig"),
             &format!("{at}.clientConfig"),
             causes,
         );
+    }
+}
+
+/// The most `matchConditions` a webhook has.
+const MAX_MATCH_CONDITIONS: usize = 64;
+
+/// Kubernetes' checks of `matchConditions`: at most 64, each with a unique qualified name and
+/// an expression that compiles.
+fn validate_match_conditions(conditions: Option<&Value>, at: &str, causes: &mut Vec<FieldCause>) {
+    let conditions = match conditions {
+        None | Some(Value::Null) => return,
+        Some(Value::Array(c)) => c,
+        Some(_) => {
+            causes.push(FieldCause::type_error(at, "a list"));
+            return;
+        }
+    };
+    if conditions.len() > MAX_MATCH_CONDITIONS {
+        causes.push(FieldCause {
+            reason: "FieldValueTooMany".into(),
+            message: format!(
+                "Too many: {}: must have at most {MAX_MATCH_CONDITIONS} items",
+                conditions.len()
+            ),
+            field: at.to_string(),
+        });
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for (i, c) in conditions.iter().enumerate() {
+        let at = format!("{at}[{i}]");
+        let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+        if name.is_empty() {
+            causes.push(FieldCause::required(format!("{at}.name")));
+        } else {
+            for e in keel_api::validation::label_key(name) {
+                causes.push(FieldCause::invalid(format!("{at}.name"), name, e));
+            }
+            if names.contains(&name) {
+                causes.push(FieldCause::duplicate(format!("{at}.name"), name));
+            }
+            names.push(name);
+        }
+        let expression = c
+            .get("expression")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if expression.trim().is_empty() {
+            causes.push(FieldCause::required(format!("{at}.expression")));
+        } else if let Err(e) = keel_cel::compile(expression) {
+            causes.push(FieldCause::invalid(
+                format!("{at}.expression"),
+                expression,
+                format!("compilation failed: {e}"),
+            ));
+        }
     }
 }
 
@@ -464,6 +514,8 @@ pub struct Hook {
     pub endpoint: Endpoint,
     /// The `caBundle`'s certificates (none: the webhook cannot be verified, so not called).
     pub ca: Vec<CertificateDer<'static>>,
+    /// `matchConditions`, compiled: each must hold for the webhook to be called.
+    pub match_conditions: Vec<(String, keel_cel::Compiled)>,
 }
 
 impl Hook {
@@ -539,6 +591,17 @@ pub fn hooks(config: &Object, mutating: bool) -> Vec<Arc<Hook>> {
             reinvoke: mutating && str_of(h, "reinvocationPolicy") == "IfNeeded",
             endpoint,
             ca,
+            match_conditions: h
+                .get("matchConditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| {
+                    let name = c.get("name")?.as_str()?.to_string();
+                    let compiled = keel_cel::compile(c.get("expression")?.as_str()?).ok()?;
+                    Some((name, compiled))
+                })
+                .collect(),
         }));
     }
     out
@@ -672,9 +735,16 @@ mod tests {
             (
                 with(
                     "matchConditions",
-                    json!([{"name": "x", "expression": "true"}]),
+                    json!([{"name": "x", "expression": "object.+"}]),
                 ),
-                "webhooks[0].matchConditions: Forbidden: matchConditions are CEL expressions",
+                "webhooks[0].matchConditions[0].expression: Invalid value: \"object.+\": compilation failed: ERROR: <input>:1:",
+            ),
+            (
+                with(
+                    "matchConditions",
+                    json!([{"name": "x", "expression": "true"}, {"name": "x", "expression": "true"}]),
+                ),
+                "webhooks[0].matchConditions[1].name: Duplicate value: \"x\"",
             ),
             (
                 with(

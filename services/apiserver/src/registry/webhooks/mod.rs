@@ -508,6 +508,18 @@ impl Registry {
             None => None,
         };
         let review = review::request(a, matched, sent_obj.as_ref(), sent_old.as_ref());
+        // matchConditions: any false skips the webhook; else an error is its failure policy's.
+        if let Some(skip) =
+            match_conditions(hook, &review.request, sent_obj.as_ref(), sent_old.as_ref())
+        {
+            return match (skip, hook.failure_policy) {
+                (Ok(()), _) | (Err(_), FailurePolicy::Ignore) => Ok(None),
+                (Err(why), FailurePolicy::Fail) => {
+                    let message = format!("{} is forbidden: {why}", describe(&target));
+                    Err(ApiError::new(Reason::Forbidden, target, message))
+                }
+            };
+        }
         let started = Instant::now();
         let timeout = hook
             .timeout
@@ -828,6 +840,54 @@ impl Caller {
             }
         }
         None
+    }
+}
+
+/// Whether `hook`'s `matchConditions` keep it from being called: `None` when they all hold
+/// (it is called); `Some(Ok(()))` when one is false (skipped); `Some(Err(why))` when none is
+/// false but one failed to evaluate.
+fn match_conditions(
+    hook: &Hook,
+    request: &Value,
+    obj: Option<&Object>,
+    old: Option<&Object>,
+) -> Option<Result<(), String>> {
+    if hook.match_conditions.is_empty() {
+        return None;
+    }
+    let json = |o: Option<&Object>| o.map_or(Value::Null, |o| Value::Object(o.as_map().clone()));
+    let (object, old_object) = (json(obj), json(old));
+    let vars = [
+        ("object", keel_cel::Binding::Json(&object)),
+        ("oldObject", keel_cel::Binding::Json(&old_object)),
+        ("request", keel_cel::Binding::Json(request)),
+    ];
+    let mut errors = Vec::new();
+    for (name, condition) in &hook.match_conditions {
+        match condition.evaluate_bool(&vars) {
+            Ok(true) => {}
+            Ok(false) => return Some(Ok(())),
+            Err(e) => errors.push(format!("matchCondition '{name}' failed to evaluate: {e}")),
+        }
+    }
+    if errors.is_empty() {
+        None
+    } else {
+        Some(Err(errors.join(", ")))
+    }
+}
+
+/// `configmaps "x"`, as a `Forbidden` message names what it is about.
+fn describe(t: &Target) -> String {
+    let what = if t.group.is_empty() {
+        t.kind.clone()
+    } else {
+        format!("{}.{}", t.kind, t.group)
+    };
+    if t.name.is_empty() {
+        what
+    } else {
+        format!("{what} {:?}", t.name)
     }
 }
 

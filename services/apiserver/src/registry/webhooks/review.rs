@@ -14,6 +14,8 @@ use super::Attributes;
 pub struct Review {
     pub uid: String,
     pub body: Bytes,
+    /// `request`, as CEL's `request` variable sees it (`matchConditions`).
+    pub request: Value,
 }
 
 /// The review of write `a`, for a webhook that matched resource `matched`; `obj` and `old`
@@ -77,10 +79,13 @@ pub fn request(
         "kind": "AdmissionReview",
         "request": request,
     });
-    Review {
-        uid,
-        body: Bytes::from(serde_json::to_vec(&review).unwrap_or_default()),
+    let body = Bytes::from(serde_json::to_vec(&review).unwrap_or_default());
+    let mut request = review["request"].clone();
+    if let Some(r) = request.as_object_mut() {
+        r.remove("object");
+        r.remove("oldObject");
     }
+    Review { uid, body, request }
 }
 
 /// A webhook's answer.
