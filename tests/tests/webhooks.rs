@@ -1830,7 +1830,7 @@ async fn match_conditions_choose_which_calls_are_made() {
     assert_eq!(e.reason, Reason::Forbidden);
     assert!(
         e.message.starts_with(
-            "configmaps \"unlabelled\" is forbidden: matchCondition 'team' failed to evaluate: "
+            "configmaps \"unlabelled\" is forbidden: expression 'object.metadata.labels.team == 'a'' resulted in error: "
         ),
         "{}",
         e.message

@@ -53,11 +53,42 @@ impl std::fmt::Display for CompileError {
 
 /// Why an evaluation failed (no such key, no such overload, a division by zero, ...).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EvalError(pub String);
+pub struct EvalError {
+    /// As cel-go words it where the two agree (`no such key: x`).
+    pub message: String,
+    /// No function or operator takes these arguments (Kubernetes words that apart).
+    pub no_such_overload: bool,
+}
+
+impl EvalError {
+    fn new(message: impl Into<String>) -> EvalError {
+        EvalError {
+            message: message.into(),
+            no_such_overload: false,
+        }
+    }
+
+    fn from_execution(e: cel::ExecutionError) -> EvalError {
+        let no_such_overload = matches!(
+            e,
+            cel::ExecutionError::NoSuchOverload(_)
+                | cel::ExecutionError::UnsupportedBinaryOperator(..)
+        );
+        let message = match e {
+            cel::ExecutionError::NoSuchKey(k) => format!("no such key: {k}"),
+            cel::ExecutionError::UnsupportedBinaryOperator(..) => "no such overload".to_string(),
+            other => other.to_string(),
+        };
+        EvalError {
+            message,
+            no_such_overload,
+        }
+    }
+}
 
 impl std::fmt::Display for EvalError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
@@ -83,11 +114,32 @@ pub enum Binding<'a> {
     Optional(Option<&'a serde_json::Value>),
 }
 
+/// A JSON value as CEL holds it: integers as `int` (Kubernetes' `integer` is int64), other
+/// numbers as `double`.
+pub(crate) fn cel_value(value: &serde_json::Value) -> Value {
+    match value {
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Bool(b) => Value::Bool(*b),
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        serde_json::Value::String(s) => Value::String(Arc::new(s.clone())),
+        serde_json::Value::Array(items) => {
+            Value::List(Arc::new(items.iter().map(cel_value).collect()))
+        }
+        serde_json::Value::Object(map) => {
+            let entries: std::collections::HashMap<String, Value> =
+                map.iter().map(|(k, v)| (k.clone(), cel_value(v))).collect();
+            Value::from(entries)
+        }
+    }
+}
+
 fn to_val(value: &serde_json::Value) -> Result<Box<dyn cel::common::value::Val>, EvalError> {
-    let value = cel::to_value(value).map_err(|e| EvalError(e.to_string()))?;
-    value
+    cel_value(value)
         .try_into()
-        .map_err(|_| EvalError("a value CEL cannot hold".into()))
+        .map_err(|_| EvalError::new("a value CEL cannot hold"))
 }
 
 impl Compiled {
@@ -106,14 +158,14 @@ impl Compiled {
         }
         self.program
             .execute(&context)
-            .map_err(|e| EvalError(e.to_string()))
+            .map_err(EvalError::from_execution)
     }
 
     /// Evaluates to a bool, or says what it evaluated to instead.
     pub fn evaluate_bool(&self, vars: &[(&str, Binding<'_>)]) -> Result<bool, EvalError> {
         match self.evaluate(vars)? {
             Value::Bool(b) => Ok(b),
-            other => Err(EvalError(format!(
+            other => Err(EvalError::new(format!(
                 "expected a bool, got {:?}",
                 other.type_of()
             ))),
@@ -131,6 +183,8 @@ mod tests {
         let obj = json!({"spec": {"replicas": 3, "name": "Web", "items": ["a", "bb"]}});
         let table: Vec<(&str, Result<bool, ()>)> = vec![
             ("self.spec.replicas > 0", Ok(true)),
+            ("self.spec.replicas + 1 == 4", Ok(true)),
+            ("type(self.spec.replicas) == int", Ok(true)),
             ("self.spec.name.lowerAscii() == 'web'", Ok(true)),
             ("self.spec.items.all(i, i.size() < 3)", Ok(true)),
             ("self.spec.name.matches('^W')", Ok(true)),

@@ -175,7 +175,11 @@ impl Rule {
             }
         }
         let field = format!("{path}{}", self.field_path);
-        let field = field.trim_start_matches('.').to_string();
+        // A root rule's field is Kubernetes' empty path, printed `<nil>`.
+        let field = match field.trim_start_matches('.') {
+            "" => "<nil>".to_string(),
+            f => f.to_string(),
+        };
         match self.compiled.evaluate_bool(&vars) {
             Ok(true) => None,
             Ok(false) => Some(Violation {
@@ -183,11 +187,27 @@ impl Rule {
                 reason: self.reason,
                 message: self.message_for(&vars, type_name),
             }),
-            Err(e) => Some(Violation {
-                field,
-                reason: Reason::Invalid,
-                message: format!("Invalid value: {type_name:?}: {}", e.0),
-            }),
+            Err(e) => {
+                // Kubernetes' words (`ruleErrorString`: the message, else the rule).
+                let r = if self.message.trim().is_empty() {
+                    self.rule.trim()
+                } else {
+                    self.message.trim()
+                };
+                let detail = if e.no_such_overload {
+                    format!(
+                        "'{}': call arguments did not match a supported operator, function or macro signature for rule: {r}",
+                        e.message
+                    )
+                } else {
+                    format!("{} evaluating rule: {r}", e.message)
+                };
+                Some(Violation {
+                    field,
+                    reason: Reason::Invalid,
+                    message: format!("Invalid value: {type_name:?}: {detail}"),
+                })
+            }
         }
     }
 
@@ -197,15 +217,21 @@ impl Rule {
         let evaluated = self
             .message_expression
             .as_ref()
+            // Kubernetes falls back to `message` when the expression fails, is not a string,
+            // is blank, longer than 5120 bytes, or spans lines.
             .and_then(|m| match m.evaluate(vars) {
-                Ok(cel::Value::String(s)) if !s.trim().is_empty() => Some(s.to_string()),
+                Ok(cel::Value::String(s))
+                    if !s.trim().is_empty() && s.len() <= 5120 && !s.contains('\n') =>
+                {
+                    Some(s.trim().to_string())
+                }
                 _ => None,
             });
         let detail = evaluated.unwrap_or_else(|| {
-            if self.message.is_empty() {
-                format!("failed rule: {}", self.rule)
+            if self.message.trim().is_empty() {
+                format!("failed rule: {}", self.rule.trim())
             } else {
-                self.message.clone()
+                self.message.trim().to_string()
             }
         });
         match self.reason {
@@ -411,8 +437,28 @@ mod tests {
     fn an_evaluation_error_is_reported_on_the_field() {
         let r = rule(json!({"rule": "self.missing == 1"}));
         let v = r.check(".spec", "object", &json!({}), None);
-        assert!(v.is_some_and(
-            |v| v.field == "spec" && v.message.starts_with("Invalid value: \"object\": ")
-        ));
+        assert_eq!(
+            v.map(|v| (v.field, v.message)),
+            Some((
+                "spec".to_string(),
+                "Invalid value: \"object\": no such key: missing evaluating rule: self.missing == 1".to_string()
+            ))
+        );
+        let r = rule(json!({"rule": "self.x + 'a' == 'b'", "message": "x plus a"}));
+        let v = r.check(".spec", "object", &json!({"x": 1}), None);
+        let message = v.map(|v| v.message).unwrap_or_default();
+        assert!(
+            message.ends_with("': call arguments did not match a supported operator, function or macro signature for rule: x plus a"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_root_rule_fails_at_kubernetes_empty_path() {
+        let r = rule(json!({"rule": "false"}));
+        assert_eq!(
+            r.check("", "object", &json!({}), None).map(|v| v.field),
+            Some("<nil>".to_string())
+        );
     }
 }

@@ -514,7 +514,7 @@ pub struct Hook {
     pub endpoint: Endpoint,
     /// The `caBundle`'s certificates (none: the webhook cannot be verified, so not called).
     pub ca: Vec<CertificateDer<'static>>,
-    /// `matchConditions`, compiled: each must hold for the webhook to be called.
+    /// `matchConditions` (expression, compiled): each must hold for the webhook to be called.
     pub match_conditions: Vec<(String, keel_cel::Compiled)>,
 }
 
@@ -597,9 +597,9 @@ pub fn hooks(config: &Object, mutating: bool) -> Vec<Arc<Hook>> {
                 .into_iter()
                 .flatten()
                 .filter_map(|c| {
-                    let name = c.get("name")?.as_str()?.to_string();
-                    let compiled = keel_cel::compile(c.get("expression")?.as_str()?).ok()?;
-                    Some((name, compiled))
+                    let expression = c.get("expression")?.as_str()?;
+                    let compiled = keel_cel::compile(expression).ok()?;
+                    Some((expression.to_string(), compiled))
                 })
                 .collect(),
         }));

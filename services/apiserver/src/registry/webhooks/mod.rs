@@ -863,17 +863,18 @@ fn match_conditions(
         ("request", keel_cel::Binding::Json(request)),
     ];
     let mut errors = Vec::new();
-    for (name, condition) in &hook.match_conditions {
+    for (expression, condition) in &hook.match_conditions {
         match condition.evaluate_bool(&vars) {
             Ok(true) => {}
             Ok(false) => return Some(Ok(())),
-            Err(e) => errors.push(format!("matchCondition '{name}' failed to evaluate: {e}")),
+            Err(e) => errors.push(format!("expression '{expression}' resulted in error: {e}")),
         }
     }
-    if errors.is_empty() {
-        None
-    } else {
-        Some(Err(errors.join(", ")))
+    // Kubernetes' aggregate: one error bare, several as `[e1, e2]`.
+    match errors.len() {
+        0 => None,
+        1 => Some(Err(errors.remove(0))),
+        _ => Some(Err(format!("[{}]", errors.join(", ")))),
     }
 }
 
