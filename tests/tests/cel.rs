@@ -320,3 +320,70 @@ async fn list_map_rules_check_uniqueness_and_items_keep_their_old_selves() {
         e.message
     );
 }
+
+/// Ratcheting: a rule added to a CRD after its objects were written does not stop them being
+/// changed elsewhere, while the values it judges are unchanged; changing one of them is judged.
+#[tokio::test]
+async fn a_rule_added_later_ratchets_on_unchanged_values() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+    c.create(&crds, "", &crd(json!([]))).await.unwrap();
+    served(&c).await;
+    let widgets = gvr("example.com", "v1", "widgets");
+    c.create(
+        &widgets,
+        "default",
+        &widget("old", json!({"name": "a", "replicas": 9, "maxReplicas": 3})),
+    )
+    .await
+    .unwrap();
+    let mut stored = c.get(&crds, "", "widgets.example.com").await.unwrap();
+    stored["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["replicas"]["x-kubernetes-validations"] =
+        json!([{"rule": "self <= 5", "message": "at most 5"}]);
+    c.update(&crds, "", &stored).await.unwrap();
+    // The rule is in force for new objects (once this replica serves the new schema).
+    eventually(Duration::from_secs(10), "the new rule in force", || {
+        let c = c.clone();
+        let widgets = widgets.clone();
+        async move {
+            c.create(
+                &widgets,
+                "default",
+                &widget("new", json!({"name": "n", "replicas": 9, "maxReplicas": 9})),
+            )
+            .await
+            .err()
+        }
+    })
+    .await;
+    // The old object: replicas unchanged, another field changed: admitted.
+    c.patch(
+        &widgets,
+        "default",
+        "old",
+        PatchType::Merge,
+        &json!({"spec": {"maxReplicas": 10}}),
+    )
+    .await
+    .unwrap();
+    // Changing replicas to another value the rule refuses: judged.
+    let e = c
+        .patch(
+            &widgets,
+            "default",
+            "old",
+            PatchType::Merge,
+            &json!({"spec": {"replicas": 8}}),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.message
+            .contains("spec.replicas: Invalid value: \"integer\": at most 5"),
+        "{}",
+        e.message
+    );
+}

@@ -150,15 +150,25 @@ impl Node {
     /// value (`old`, on an update) matched by field name, map key, and a map list's item keys
     /// (other lists' items have no old value: transition rules under them are judged only
     /// when `optionalOldSelf`).
+    ///
+    /// Ratcheting (Kubernetes' `CRDValidationRatcheting`, on by default since 1.30): on an
+    /// update, a rule that does not read `oldSelf` and fails on a value equal to its old one
+    /// (or, under a list whose items do not correlate, on an item of an unchanged list) is not
+    /// held against the write: an object that a rule added later would refuse can still be
+    /// changed elsewhere.
     fn check_rules(
         &self,
         path: &str,
         value: &Value,
         old: Option<&Value>,
+        unchanged: bool,
         out: &mut Vec<FieldCause>,
     ) {
+        let unchanged = unchanged || old.is_some_and(|o| o == value);
         for rule in &self.rules {
-            if let Some(v) = rule.check(path, &self.type_name, value, old) {
+            if let Some(v) = rule.check(path, &self.type_name, value, old)
+                && !(unchanged && !rule.is_transition())
+            {
                 out.push(v.cause());
             }
         }
@@ -167,9 +177,9 @@ impl Node {
                 for (k, v) in map {
                     let old_v = old.and_then(|o| o.get(k));
                     if let Some(sub) = self.properties.get(k) {
-                        sub.check_rules(&format!("{path}.{k}"), v, old_v, out);
+                        sub.check_rules(&format!("{path}.{k}"), v, old_v, false, out);
                     } else if let Additional::Schema(sub) = &self.additional {
-                        sub.check_rules(&format!("{path}[{k}]"), v, old_v, out);
+                        sub.check_rules(&format!("{path}[{k}]"), v, old_v, false, out);
                     }
                 }
             }
@@ -177,13 +187,14 @@ impl Node {
                 if let Some(sub) = &self.items {
                     for (i, v) in items.iter().enumerate() {
                         // A map list's item has the old item of the same keys as its old
-                        // value; other lists' items have none.
+                        // value; other lists' items have none, and ratchet with their list.
                         let old_v = self.map_keys.as_ref().and_then(|keys| {
                             old.and_then(Value::as_array)?
                                 .iter()
                                 .find(|o| keys.iter().all(|k| o.get(k) == v.get(k)))
                         });
-                        sub.check_rules(&format!("{path}[{i}]"), v, old_v, out);
+                        let inherited = self.map_keys.is_none() && unchanged;
+                        sub.check_rules(&format!("{path}[{i}]"), v, old_v, inherited, out);
                     }
                 }
             }
@@ -306,7 +317,7 @@ impl CrdSchema {
     pub fn check_rules(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldCause> {
         let mut out = Vec::new();
         if self.has_rules {
-            self.root.check_rules("", obj, old, &mut out);
+            self.root.check_rules("", obj, old, false, &mut out);
         }
         for c in &mut out {
             c.field = c.field.trim_start_matches('.').to_string();
