@@ -167,7 +167,7 @@ impl Node {
         let unchanged = unchanged || old.is_some_and(|o| o == value);
         for rule in &self.rules {
             if let Some(v) = rule.check(path, &self.type_name, value, old)
-                && !(unchanged && !rule.is_transition())
+                && (!unchanged || rule.is_transition())
             {
                 out.push(v.cause());
             }
