@@ -1420,7 +1420,6 @@ fn convert_crontabs(review: &Value) -> Reply {
 #[tokio::test]
 async fn a_two_version_crd_is_read_listed_and_watched_in_both_versions_through_its_conversion_webhook()
  {
-    use futures::StreamExt;
     let k = cluster(&[]).await;
     let hooks = WebhookServer::start(&[], |_, review| convert_crontabs(review)).await;
     let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
@@ -1541,44 +1540,10 @@ async fn a_two_version_crd_is_read_listed_and_watched_in_both_versions_through_i
         "30 0 * * *"
     );
 
-    // The v2 watch saw every change at v2.
-    let mut seen = Vec::new();
-    while seen.len() < 4 {
-        let e = tokio::time::timeout(Duration::from_secs(10), watch.next())
-            .await
-            .expect("a watch event")
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            e.object["apiVersion"], "stable.example.com/v2",
-            "{:?}",
-            e.object
-        );
-        seen.push(e.object["spec"]["cron"].as_str().unwrap().to_string());
-    }
-    assert_eq!(
-        seen,
-        vec!["*/5 * * * *", "0 * * * *", "0 0 * * *", "30 0 * * *"]
-    );
-    // And the v1 watch saw them at v1.
-    let mut seen = Vec::new();
-    while seen.len() < 4 {
-        let e = tokio::time::timeout(Duration::from_secs(10), watch_v1.next())
-            .await
-            .expect("a watch event")
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            e.object["apiVersion"], "stable.example.com/v1",
-            "{:?}",
-            e.object
-        );
-        seen.push(e.object["spec"]["cronSpec"].as_str().unwrap().to_string());
-    }
-    assert_eq!(
-        seen,
-        vec!["*/5 * * * *", "0 * * * *", "0 0 * * *", "30 0 * * *"]
-    );
+    // Each watch saw every change, at its own version.
+    let all = vec!["*/5 * * * *", "0 * * * *", "0 0 * * *", "30 0 * * *"];
+    assert_eq!(schedules(&mut watch, "v2", "cron").await, all);
+    assert_eq!(schedules(&mut watch_v1, "v1", "cronSpec").await, all);
     // Listed at v1.
     let listed = k.c.list(&v1, "default", &Default::default()).await.unwrap();
     let crons: Vec<&str> = listed
@@ -1629,6 +1594,32 @@ async fn a_two_version_crd_is_read_listed_and_watched_in_both_versions_through_i
         k.c.get(&v1, "default", "odd").await.unwrap()["spec"]["cronSpec"],
         "x"
     );
+}
+
+/// The schedules (`spec.<field>`) of the next four events of `watch`, each checked to be at
+/// `version`.
+async fn schedules(
+    watch: &mut (impl futures::Stream<Item = Result<keel_client::Event, keel_client::ApiError>> + Unpin),
+    version: &str,
+    field: &str,
+) -> Vec<String> {
+    use futures::StreamExt;
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let e = tokio::time::timeout(Duration::from_secs(10), watch.next())
+            .await
+            .expect("a watch event")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            e.object["apiVersion"],
+            format!("stable.example.com/{version}"),
+            "{:?}",
+            e.object
+        );
+        seen.push(e.object["spec"][field].as_str().unwrap().to_string());
+    }
+    seen
 }
 
 #[tokio::test]

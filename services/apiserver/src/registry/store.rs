@@ -848,16 +848,7 @@ impl Registry {
             ..UpdateOptions::default()
         };
         let committed = self
-            .commit_admitted(
-                &key,
-                opts,
-                mutation,
-                sub,
-                Operation::Update,
-                w.requester,
-                w.manager,
-                deadline,
-            )
+            .commit_update(&key, opts, mutation, sub, w, deadline)
             .await?;
         self.written(info, committed.object, dry_run, deadline)
             .await
@@ -933,16 +924,7 @@ impl Registry {
                 ..UpdateOptions::default()
             };
             let committed = self
-                .commit_admitted(
-                    &key,
-                    opts,
-                    mutation,
-                    sub,
-                    Operation::Update,
-                    w.requester,
-                    w.manager,
-                    deadline,
-                )
+                .commit_update(&key, opts, mutation, sub, w, deadline)
                 .await?;
             Arc::new(committed.object)
         } else if dry_run || expected_revision.is_some() || alone || rules.allocations().is_some() {

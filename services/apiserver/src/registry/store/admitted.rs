@@ -11,18 +11,39 @@ use std::sync::Arc;
 use keel_api::{ApiError, Metadata, Object, Reason, ResourceInfo};
 use tokio::time::Instant;
 
-use super::Registry;
+use super::{Registry, Write};
 use crate::registry::admission;
 use crate::registry::strategy::Subresource;
 use crate::registry::webhooks::{Attributes, Operation, Requester, Snapshot};
-use crate::storage::{
-    Change, Committed, Draft, Mutation, ObjectKey, ReadFrom, UpdateOptions, target,
-};
+use crate::storage::{Change, Committed, Draft, Mutation, ObjectKey, UpdateOptions, target};
 
 /// How many times a write through webhooks starts over after losing a race, at most.
 const ATTEMPTS: usize = 32;
 
 impl Registry {
+    /// An update (or patch) of `sub` by `w`, through the webhooks that apply to it.
+    pub(super) async fn commit_update(
+        &self,
+        key: &ObjectKey,
+        opts: UpdateOptions,
+        mutation: Mutation,
+        sub: Subresource,
+        w: Write<'_>,
+        deadline: Instant,
+    ) -> Result<Committed, ApiError> {
+        self.commit_admitted(
+            key,
+            opts,
+            mutation,
+            sub,
+            Operation::Update,
+            w.requester,
+            w.manager,
+            deadline,
+        )
+        .await
+    }
+
     /// Commits `mutation` of the object at `key` (`op`: an update of its `sub`, or a delete)
     /// through the webhooks that apply to it; straight to storage when none does.
     #[allow(clippy::too_many_arguments)]
@@ -108,19 +129,10 @@ impl Registry {
         deadline: Instant,
     ) -> Result<Committed, ApiError> {
         let info = &key.info;
-        let t = target(info, &key.name);
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let current = Draft::from_object(self.store.get(key, ReadFrom::Etcd, deadline).await?);
-            let revision = current
-                .object
-                .resource_version()
-                .parse::<i64>()
-                .map_err(|_| ApiError::internal("a stored object has no revision"))?;
-            if opts.expected_revision.is_some_and(|p| p != revision) {
-                return Err(ApiError::stale(t));
-            }
+            let (current, revision) = self.read_current(key, &opts, deadline).await?;
             // An update is computed at the request's version: a conversion webhook's objects
             // are converted to it first (the kind's rules and patches are written for it).
             let current = if a.operation == Operation::Update && info.converted_by_server {

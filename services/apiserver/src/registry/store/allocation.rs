@@ -79,6 +79,26 @@ impl Registry {
             .unwrap_or_else(|e| Err(ApiError::internal(format!("the create failed: {e}"))))
     }
 
+    /// The object at `key` as etcd has it now, and its revision: the state a change is computed
+    /// from and committed on. `Conflict` when the client's precondition names another.
+    pub(super) async fn read_current(
+        &self,
+        key: &ObjectKey,
+        opts: &UpdateOptions,
+        deadline: Instant,
+    ) -> Result<(Draft, i64), ApiError> {
+        let current = Draft::from_object(self.store.get(key, ReadFrom::Etcd, deadline).await?);
+        let revision = current
+            .object
+            .resource_version()
+            .parse::<i64>()
+            .map_err(|_| ApiError::internal("a stored object has no revision"))?;
+        if opts.expected_revision.is_some_and(|p| p != revision) {
+            return Err(ApiError::stale(target(&key.info, &key.name)));
+        }
+        Ok((current, revision))
+    }
+
     /// Commits `mutation` of the object at `key` (an update, patch or delete), allocating
     /// and releasing what the kind's objects hold (see the module's doc); other kinds' go to
     /// storage's guaranteed update as they are.
@@ -99,15 +119,7 @@ impl Registry {
         loop {
             // The state the change is computed from, and committed on: the values to allocate
             // are the ones this state lacks.
-            let current = Draft::from_object(self.store.get(key, ReadFrom::Etcd, deadline).await?);
-            let revision = current
-                .object
-                .resource_version()
-                .parse::<i64>()
-                .map_err(|_| ApiError::internal("a stored object has no revision"))?;
-            if opts.expected_revision.is_some_and(|p| p != revision) {
-                return Err(ApiError::stale(target(info, &key.name)));
-            }
+            let (current, revision) = self.read_current(key, &opts, deadline).await?;
             let (held_after, removed) = match mutation(&current)? {
                 Change::Put(d)
                     if d.object.deletion_timestamp().is_some()
