@@ -33,6 +33,14 @@ fn crd(rules_on_spec: Value) -> Value {
     })
 }
 
+/// A real etcd and API server, and a client of it.
+async fn start() -> (Etcd, ApiServer, Client) {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let c = api.client().await;
+    (etcd, api, c)
+}
+
 async fn served(c: &Client) {
     let widgets = gvr("example.com", "v1", "widgets");
     eventually(Duration::from_secs(10), "widgets served", || {
@@ -49,9 +57,7 @@ fn widget(name: &str, spec: Value) -> Value {
 
 #[tokio::test]
 async fn validation_rules_refuse_in_kubernetes_words_and_transition_rules_keep_a_field_immutable() {
-    let etcd = Etcd::start().await;
-    let api = ApiServer::start(&etcd).await;
-    let c = api.client().await;
+    let (_etcd, _api, c) = start().await;
     let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
     c.create(
         &crds,
@@ -114,9 +120,7 @@ async fn validation_rules_refuse_in_kubernetes_words_and_transition_rules_keep_a
 
 #[tokio::test]
 async fn a_rule_that_does_not_compile_refuses_its_crd() {
-    let etcd = Etcd::start().await;
-    let api = ApiServer::start(&etcd).await;
-    let c = api.client().await;
+    let (_etcd, _api, c) = start().await;
     let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
     let e = c
         .create(&crds, "", &crd(json!([{"rule": "self.nosuchfield +++ 1"}])))
@@ -164,9 +168,7 @@ fn kube_rs_foo() -> Value {
 
 #[tokio::test]
 async fn the_rules_kube_rs_derives_hold_on_its_objects() {
-    let etcd = Etcd::start().await;
-    let api = ApiServer::start(&etcd).await;
-    let c = api.client().await;
+    let (_etcd, _api, c) = start().await;
     let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
     c.create(&crds, "", &kube_rs_foo()).await.unwrap();
     let foos = gvr("clux.dev", "v1", "foos");
@@ -259,9 +261,7 @@ async fn the_rules_kube_rs_derives_hold_on_its_objects() {
 /// each item matched with the old item of the same key.
 #[tokio::test]
 async fn list_map_rules_check_uniqueness_and_items_keep_their_old_selves() {
-    let etcd = Etcd::start().await;
-    let api = ApiServer::start(&etcd).await;
-    let c = api.client().await;
+    let (_etcd, _api, c) = start().await;
     let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
     let mut crd = crd(json!([]));
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["ports"] = json!({
@@ -325,9 +325,7 @@ async fn list_map_rules_check_uniqueness_and_items_keep_their_old_selves() {
 /// changed elsewhere, while the values it judges are unchanged; changing one of them is judged.
 #[tokio::test]
 async fn a_rule_added_later_ratchets_on_unchanged_values() {
-    let etcd = Etcd::start().await;
-    let api = ApiServer::start(&etcd).await;
-    let c = api.client().await;
+    let (_etcd, _api, c) = start().await;
     let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
     c.create(&crds, "", &crd(json!([]))).await.unwrap();
     served(&c).await;

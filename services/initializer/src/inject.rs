@@ -153,27 +153,7 @@ mod tests {
 
     const NAME: &str = "envoy.initializer.kubernetes.io";
 
-    /// The seeds' `envoy-initializer` config.
-    const CONFIG: &str = "\
-containers:
-  - name: envoy
-    image: lyft/envoy:845747db88f102c0fd262ab234308e9e22f693a1
-    command: [\"/usr/local/bin/envoy\"]
-    args:
-      - \"--concurrency 4\"
-      - \"--config-path /etc/envoy/envoy.json\"
-      - \"--mode serve\"
-    ports:
-      - containerPort: 80
-        protocol: TCP
-    volumeMounts:
-      - name: envoy-conf
-        mountPath: /etc/envoy
-volumes:
-  - name: envoy-conf
-    configMap:
-      name: envoy
-";
+    use super::testing::CONFIG;
 
     fn myapp_pod(pending: &[&str]) -> Value {
         json!({
@@ -274,4 +254,30 @@ volumes:
             }
         );
     }
+}
+
+/// What the crate's tests share: the seeds' `envoy-initializer` sidecar config.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// The seeds' `envoy-initializer` config (deploy/examples/envoy-initializer.yaml's).
+    pub(crate) const CONFIG: &str = "\
+containers:
+  - name: envoy
+    image: lyft/envoy:845747db88f102c0fd262ab234308e9e22f693a1
+    command: [\"/usr/local/bin/envoy\"]
+    args:
+      - \"--concurrency 4\"
+      - \"--config-path /etc/envoy/envoy.json\"
+      - \"--mode serve\"
+    ports:
+      - containerPort: 80
+        protocol: TCP
+    volumeMounts:
+      - name: envoy-conf
+        mountPath: /etc/envoy
+volumes:
+  - name: envoy-conf
+    configMap:
+      name: envoy
+";
 }

@@ -206,24 +206,7 @@ mod tests {
 
     const INITIALIZER: &str = "envoy.initializer.kubernetes.io";
 
-    /// The seeds' `envoy-initializer` config.
-    const CONFIG: &str = "\
-containers:
-  - name: envoy
-    image: lyft/envoy:845747db88f102c0fd262ab234308e9e22f693a1
-    command: [\"/usr/local/bin/envoy\"]
-    args: [\"--concurrency 4\", \"--config-path /etc/envoy/envoy.json\", \"--mode serve\"]
-    ports:
-      - containerPort: 80
-        protocol: TCP
-    volumeMounts:
-      - name: envoy-conf
-        mountPath: /etc/envoy
-volumes:
-  - name: envoy-conf
-    configMap:
-      name: envoy
-";
+    use crate::inject::testing::CONFIG;
 
     fn sidecar() -> Result<Sidecar, SidecarUnavailable> {
         Ok(Sidecar::from_config(CONFIG).unwrap())
