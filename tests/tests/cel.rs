@@ -385,3 +385,54 @@ async fn a_rule_added_later_ratchets_on_unchanged_values() {
         e.message
     );
 }
+
+/// Kubernetes' libraries in rules: quantities, regex `find`, `isCIDR`.
+#[tokio::test]
+async fn rules_use_kubernetes_libraries() {
+    let (_etcd, _api, c) = start().await;
+    let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+    let mut crd = crd(json!([
+        {"rule": "!has(self.memory) || quantity(self.memory).isLessThan(quantity('1Gi'))",
+         "message": "memory must be less than 1Gi"},
+        {"rule": "!has(self.cidr) || isCIDR(self.cidr)", "message": "cidr must be a CIDR"},
+    ]));
+    let spec = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    spec["memory"] = json!({"type": "string"});
+    spec["cidr"] = json!({"type": "string"});
+    c.create(&crds, "", &crd).await.unwrap();
+    served(&c).await;
+    let widgets = gvr("example.com", "v1", "widgets");
+    c.create(
+        &widgets,
+        "default",
+        &widget(
+            "small",
+            json!({"name": "s", "memory": "512Mi", "cidr": "10.0.0.0/8"}),
+        ),
+    )
+    .await
+    .unwrap();
+    for (name, spec, want) in [
+        (
+            "big",
+            json!({"name": "b", "memory": "2Gi"}),
+            "memory must be less than 1Gi",
+        ),
+        (
+            "bad-cidr",
+            json!({"name": "c", "cidr": "10.0.0.0/40"}),
+            "cidr must be a CIDR",
+        ),
+    ] {
+        let e = c
+            .create(&widgets, "default", &widget(name, spec))
+            .await
+            .unwrap_err();
+        assert!(
+            e.message
+                .contains(&format!("spec: Invalid value: \"object\": {want}")),
+            "{name}: {}",
+            e.message
+        );
+    }
+}

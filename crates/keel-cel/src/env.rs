@@ -19,6 +19,9 @@ fn environment() -> &'static Arc<Env> {
             // environment goes on without that extension, and says so.
             eprintln!("keel-cel: the strings extension does not register: {e}");
         }
+        if let Err(e) = crate::quantity::register(&mut env) {
+            eprintln!("keel-cel: the quantity library does not register: {e}");
+        }
         if let Err(e) = crate::library::register(&mut env) {
             eprintln!("keel-cel: Kubernetes' libraries do not register: {e}");
         }
@@ -210,6 +213,20 @@ mod tests {
                 Ok(true),
             ),
             ("'x'.find('(')", Err(())),
+            ("quantity('1Gi').isGreaterThan(quantity('1G'))", Ok(true)),
+            ("quantity('500m').isLessThan(quantity('1'))", Ok(true)),
+            (
+                "quantity('1.5').add(quantity('500m')) == quantity('2')",
+                Ok(true),
+            ),
+            ("quantity('2').sub(1).asInteger() == 1", Ok(true)),
+            ("quantity('1Ki').compareTo(quantity('1024')) == 0", Ok(true)),
+            ("quantity('1.5').isInteger()", Ok(false)),
+            ("quantity('-3').sign() == -1", Ok(true)),
+            ("isQuantity('1Gi') && !isQuantity('1 Gi')", Ok(true)),
+            ("quantity('250m').asApproximateFloat() == 0.25", Ok(true)),
+            ("quantity('1.5').asInteger() == 1", Err(())),
+            ("quantity('nope') == quantity('1')", Err(())),
         ];
         for (source, want) in table {
             let compiled = compile(source).unwrap_or_else(|e| panic!("{source}: {e}"));

@@ -10,6 +10,7 @@
 
 mod env;
 mod library;
+mod quantity;
 mod rule;
 
 pub use env::{Binding, CompileError, Compiled, EvalError, compile};
