@@ -19,6 +19,9 @@ fn environment() -> &'static Arc<Env> {
             // environment goes on without that extension, and says so.
             eprintln!("keel-cel: the strings extension does not register: {e}");
         }
+        if let Err(e) = crate::lists::register(&mut env) {
+            eprintln!("keel-cel: the lists and sets libraries do not register: {e}");
+        }
         if let Err(e) = crate::quantity::register(&mut env) {
             eprintln!("keel-cel: the quantity library does not register: {e}");
         }
@@ -227,6 +230,29 @@ mod tests {
             ("quantity('250m').asApproximateFloat() == 0.25", Ok(true)),
             ("quantity('1.5').asInteger() == 1", Err(())),
             ("quantity('nope') == quantity('1')", Err(())),
+            ("[1, 2, 3].isSorted() && !['b', 'a'].isSorted()", Ok(true)),
+            (
+                "[1, 2, 3].sum() == 6 && [].sum() == 0 && [1.5, 2.5].sum() == 4.0",
+                Ok(true),
+            ),
+            (
+                "[3, 1, 2].min() == 1 && ['a', 'c', 'b'].max() == 'c'",
+                Ok(true),
+            ),
+            ("[].min() == 1", Err(())),
+            (
+                "[1, 2, 1].indexOf(1) == 0 && [1, 2, 1].lastIndexOf(1) == 2 && [1].indexOf(5) == -1",
+                Ok(true),
+            ),
+            (
+                "sets.contains([1, 2, 3], [3, 1]) && !sets.contains([1], [2])",
+                Ok(true),
+            ),
+            (
+                "sets.equivalent([1, 2], [2, 1, 1]) && sets.intersects([1, 2], [2, 5])",
+                Ok(true),
+            ),
+            ("self.spec.items.indexOf('bb') == 1", Ok(true)),
         ];
         for (source, want) in table {
             let compiled = compile(source).unwrap_or_else(|e| panic!("{source}: {e}"));

@@ -10,6 +10,7 @@
 
 mod env;
 mod library;
+mod lists;
 mod quantity;
 mod rule;
 
