@@ -19,6 +19,9 @@ fn environment() -> &'static Arc<Env> {
             // environment goes on without that extension, and says so.
             eprintln!("keel-cel: the strings extension does not register: {e}");
         }
+        if let Err(e) = crate::net::register(&mut env) {
+            eprintln!("keel-cel: the IP, CIDR and URL libraries do not register: {e}");
+        }
         if let Err(e) = crate::lists::register(&mut env) {
             eprintln!("keel-cel: the lists and sets libraries do not register: {e}");
         }
@@ -253,6 +256,49 @@ mod tests {
                 Ok(true),
             ),
             ("self.spec.items.indexOf('bb') == 1", Ok(true)),
+            (
+                "ip('10.0.0.1').family() == 4 && ip('::1').isLoopback() && ip('fe80::1').isLinkLocalUnicast()",
+                Ok(true),
+            ),
+            (
+                "ip('8.8.8.8').isGlobalUnicast() && !ip('127.0.0.1').isGlobalUnicast() && ip('0.0.0.0').isUnspecified()",
+                Ok(true),
+            ),
+            (
+                "string(ip('2001:db8::1')) == '2001:db8::1' && ip('10.0.0.1') == ip('10.0.0.1')",
+                Ok(true),
+            ),
+            ("ip('::ffff:10.0.0.1') == ip('10.0.0.1')", Err(())),
+            (
+                "cidr('10.0.0.0/8').containsIP('10.1.2.3') && !cidr('10.0.0.0/8').containsIP(ip('11.0.0.1'))",
+                Ok(true),
+            ),
+            (
+                "cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16') && !cidr('10.1.0.0/16').containsCIDR('10.0.0.0/8')",
+                Ok(true),
+            ),
+            (
+                "string(cidr('10.1.2.3/8').masked()) == '10.0.0.0/8' && cidr('fd00::/64').prefixLength() == 64",
+                Ok(true),
+            ),
+            ("cidr('10.1.2.3/8').ip() == ip('10.1.2.3')", Ok(true)),
+            (
+                "url('https://example.com:8443/x?a=1&a=2').getHost() == 'example.com:8443'",
+                Ok(true),
+            ),
+            (
+                "url('https://[::1]:80/').getHostname() == '::1' && url('https://[::1]:80/').getPort() == '80'",
+                Ok(true),
+            ),
+            (
+                "url('https://example.com/p').getScheme() == 'https' && url('/a/b').getEscapedPath() == '/a/b'",
+                Ok(true),
+            ),
+            (
+                "url('https://e.com/?a=1&a=2&b=x').getQuery()['a'] == ['1', '2']",
+                Ok(true),
+            ),
+            ("url('not a url') == url('/')", Err(())),
         ];
         for (source, want) in table {
             let compiled = compile(source).unwrap_or_else(|e| panic!("{source}: {e}"));

@@ -11,6 +11,7 @@
 mod env;
 mod library;
 mod lists;
+mod net;
 mod quantity;
 mod rule;
 

@@ -2,11 +2,11 @@
 //! what real rules use first. Regex (`find`, `findAll`), and the validity checks of the URL,
 //! IP and CIDR libraries (`isURL`, `isIP`, `isCIDR`, `ip.isCanonical`).
 
-use std::net::IpAddr;
-
 use cel::common::types::{CelBool, CelInt, CelList, CelString};
 use cel::common::value::Val;
 use cel::{Env, ExecutionError};
+
+use crate::net;
 
 /// Registers the libraries on `env`.
 pub fn register(env: &mut Env) -> Result<(), cel::DeclarationError> {
@@ -60,42 +60,22 @@ fn find_all_n(
         .into())
 }
 
-/// `isURL(s)`: an absolute URI or an absolute path, as Go's `url.ParseRequestURI` accepts.
+/// `isURL(s)`: what `url(s)` accepts (Go's `url.ParseRequestURI`).
 fn is_url(s: &CelString<'_>) -> CelBool {
-    let s = s.inner();
-    let ok = if s.starts_with('/') {
-        !s.contains(char::is_whitespace)
-    } else {
-        s.parse::<http::Uri>().is_ok_and(|u| u.scheme().is_some())
-    };
-    CelBool::from(ok)
+    CelBool::from(net::parse_url(s.inner()).is_ok())
 }
 
-/// `isIP(s)`: an IPv4 or IPv6 address (no zone, IPv4 without leading zeros).
+/// `isIP(s)`: what `ip(s)` accepts (no zone, no IPv4-mapped IPv6).
 fn is_ip(s: &CelString<'_>) -> CelBool {
-    CelBool::from(parse_ip(s.inner()).is_some())
+    CelBool::from(net::parse_ip(s.inner()).is_ok())
 }
 
-fn parse_ip(s: &str) -> Option<IpAddr> {
-    if s.contains('%') {
-        return None;
-    }
-    s.parse::<IpAddr>().ok()
-}
-
-/// `isCIDR(s)`: an address and a prefix length in range.
+/// `isCIDR(s)`: what `cidr(s)` accepts.
 fn is_cidr(s: &CelString<'_>) -> CelBool {
-    let ok = s.inner().split_once('/').is_some_and(|(ip, len)| {
-        let Some(ip) = parse_ip(ip) else {
-            return false;
-        };
-        let max = if ip.is_ipv4() { 32 } else { 128 };
-        !len.starts_with('+') && len.parse::<u8>().is_ok_and(|l| l <= max)
-    });
-    CelBool::from(ok)
+    CelBool::from(net::parse_cidr(s.inner()).is_ok())
 }
 
 /// `ip.isCanonical(s)`: an address written as its canonical form is.
 fn is_canonical(s: &CelString<'_>) -> CelBool {
-    CelBool::from(parse_ip(s.inner()).is_some_and(|ip| ip.to_string() == s.inner()))
+    CelBool::from(net::parse_ip(s.inner()).is_ok_and(|ip| ip.to_string() == s.inner()))
 }
