@@ -19,6 +19,9 @@ fn environment() -> &'static Arc<Env> {
             // environment goes on without that extension, and says so.
             eprintln!("keel-cel: the strings extension does not register: {e}");
         }
+        if let Err(e) = crate::format::register(&mut env) {
+            eprintln!("keel-cel: the format library does not register: {e}");
+        }
         if let Err(e) = crate::net::register(&mut env) {
             eprintln!("keel-cel: the IP, CIDR and URL libraries do not register: {e}");
         }
@@ -299,6 +302,27 @@ mod tests {
                 Ok(true),
             ),
             ("url('not a url') == url('/')", Err(())),
+            (
+                "!format.dns1123Label().validate('my-name').hasValue()",
+                Ok(true),
+            ),
+            (
+                "format.dns1123Label().validate('My_Name').value()[0].startsWith('a lowercase RFC 1123 label')",
+                Ok(true),
+            ),
+            (
+                "format.named('uuid').value().validate('not-a-uuid') == optional.of(['does not match the UUID format'])",
+                Ok(true),
+            ),
+            ("!format.named('nope').hasValue()", Ok(true)),
+            (
+                "!format.dns1123LabelPrefix().validate('web-').hasValue() && format.dns1123Label().validate('web-').hasValue()",
+                Ok(true),
+            ),
+            (
+                "!format.date().validate('2026-11-29').hasValue() && format.datetime().validate('yesterday').hasValue()",
+                Ok(true),
+            ),
         ];
         for (source, want) in table {
             let compiled = compile(source).unwrap_or_else(|e| panic!("{source}: {e}"));

@@ -9,6 +9,7 @@
 //! checker against the schema and the cost limits come next (docs/cel.md, the research).
 
 mod env;
+mod format;
 mod library;
 mod lists;
 mod net;
