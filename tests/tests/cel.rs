@@ -134,6 +134,22 @@ async fn a_rule_that_does_not_compile_refuses_its_crd() {
         "{}",
         e.message
     );
+    // A variable CRD rules do not have.
+    let e = c
+        .create(
+            &crds,
+            "",
+            &crd(json!([{"rule": "object.spec.replicas > 0"}])),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains(
+            "x-kubernetes-validations[0].rule: Invalid value: \"object.spec.replicas > 0\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'object' (in container '')"
+        ),
+        "{}",
+        e.message
+    );
 }
 
 /// The CRD kube-rs's derive writes for its `Foo` example (kube-derive's tests): rules with

@@ -104,6 +104,127 @@ impl std::fmt::Display for EvalError {
     }
 }
 
+/// Identifiers that name types and namespaces, not variables.
+const NOT_VARIABLES: &[&str] = &[
+    "int",
+    "uint",
+    "double",
+    "bool",
+    "string",
+    "bytes",
+    "list",
+    "map",
+    "null_type",
+    "type",
+    "dyn",
+    "duration",
+    "timestamp",
+    "optional",
+    "optional_type",
+    "format",
+    "sets",
+    "ip",
+    "net",
+    "strings",
+    "cel",
+    "kubernetes",
+];
+
+/// Compiles `source`, in which only the variables `declared` exist: any other identifier is
+/// refused as cel-go's checker refuses it (`undeclared reference to 'x' (in container '')`),
+/// with the parser's position and snippet.
+pub fn compile_declared(source: &str, declared: &[&str]) -> Result<Compiled, CompileError> {
+    let compiled = compile(source)?;
+    let mut bound: Vec<String> = Vec::new();
+    if let Some((name, id)) = undeclared(compiled.program.expression(), declared, &mut bound) {
+        let offset = compiled
+            .program
+            .source_info()
+            .offset_for(id)
+            .map_or(0, |(start, _)| start as usize);
+        return Err(CompileError(located(
+            source,
+            offset,
+            &format!("undeclared reference to '{name}' (in container '')"),
+        )));
+    }
+    Ok(compiled)
+}
+
+/// cel-go's error display: `ERROR: <input>:L:C: <message>`, then the line and a caret.
+fn located(source: &str, offset: usize, message: &str) -> String {
+    let before = &source[..offset.min(source.len())];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    let text = source[line_start..].lines().next().unwrap_or_default();
+    format!(
+        "ERROR: <input>:{line}:{column}: {message}\n | {text}\n | {}^",
+        ".".repeat(column - 1)
+    )
+}
+
+/// The first identifier of `expr` that is neither declared, bound by an enclosing
+/// comprehension, nor a type or namespace name.
+fn undeclared(
+    expr: &cel::common::ast::IdedExpr,
+    declared: &[&str],
+    bound: &mut Vec<String>,
+) -> Option<(String, u64)> {
+    use cel::common::ast::{EntryExpr, Expr};
+    match &expr.expr {
+        Expr::Ident(name) => {
+            let known = declared.contains(&name.as_str())
+                || NOT_VARIABLES.contains(&name.as_str())
+                || bound.iter().any(|b| b == name)
+                || name.starts_with('@');
+            (!known).then(|| (name.clone(), expr.id))
+        }
+        Expr::Call(call) => call
+            .target
+            .as_deref()
+            .and_then(|t| undeclared(t, declared, bound))
+            .or_else(|| {
+                call.args
+                    .iter()
+                    .find_map(|a| undeclared(a, declared, bound))
+            }),
+        Expr::Select(select) => undeclared(&select.operand, declared, bound),
+        Expr::List(list) => list
+            .elements
+            .iter()
+            .find_map(|e| undeclared(e, declared, bound)),
+        Expr::Map(map) => map.entries.iter().find_map(|e| match &e.expr {
+            EntryExpr::MapEntry(m) => undeclared(&m.key, declared, bound)
+                .or_else(|| undeclared(&m.value, declared, bound)),
+            EntryExpr::StructField(f) => undeclared(&f.value, declared, bound),
+        }),
+        Expr::Struct(st) => st.entries.iter().find_map(|e| match &e.expr {
+            EntryExpr::MapEntry(m) => undeclared(&m.value, declared, bound),
+            EntryExpr::StructField(f) => undeclared(&f.value, declared, bound),
+        }),
+        Expr::Comprehension(c) => {
+            if let Some(found) = undeclared(&c.iter_range, declared, bound)
+                .or_else(|| undeclared(&c.accu_init, declared, bound))
+            {
+                return Some(found);
+            }
+            let depth = bound.len();
+            bound.push(c.iter_var.clone());
+            if let Some(v2) = &c.iter_var2 {
+                bound.push(v2.clone());
+            }
+            bound.push(c.accu_var.clone());
+            let found = [&c.loop_cond, &c.loop_step, &c.result]
+                .into_iter()
+                .find_map(|e| undeclared(e, declared, bound));
+            bound.truncate(depth);
+            found
+        }
+        Expr::Literal(_) | Expr::Unspecified => None,
+    }
+}
+
 /// Compiles `source`.
 pub fn compile(source: &str) -> Result<Compiled, CompileError> {
     let program = environment()
@@ -340,6 +461,39 @@ mod tests {
             .map(|e| e.0)
             .unwrap_or_default();
         assert!(e.starts_with("ERROR: <input>:1:19: Syntax error: "), "{e}");
+    }
+
+    #[test]
+    fn undeclared_variables_are_refused_as_cel_go_refuses_them() {
+        let ok = [
+            "self.all(i, i > 0)",
+            "self.map(x, x + 1).size() > 0 && type(self) == list",
+            "optional.of(1).hasValue() && oldSelf == self",
+            "self.exists(k, self[k] == 1)",
+            "format.dns1123Label().validate('a').hasValue()",
+        ];
+        for source in ok {
+            assert!(
+                compile_declared(source, &["self", "oldSelf"]).is_ok(),
+                "{source}"
+            );
+        }
+        let e = compile_declared("object.spec.x == 1", &["self", "oldSelf"])
+            .err()
+            .map(|e| e.0)
+            .unwrap_or_default();
+        assert_eq!(
+            e,
+            "ERROR: <input>:1:1: undeclared reference to 'object' (in container '')\n | object.spec.x == 1\n | ^"
+        );
+        let e = compile_declared("self.all(i, j > 0)", &["self"])
+            .err()
+            .map(|e| e.0)
+            .unwrap_or_default();
+        assert!(
+            e.starts_with("ERROR: <input>:1:13: undeclared reference to 'j'"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -16,5 +16,5 @@ mod net;
 mod quantity;
 mod rule;
 
-pub use env::{Binding, CompileError, Compiled, EvalError, compile};
+pub use env::{Binding, CompileError, Compiled, EvalError, compile, compile_declared};
 pub use rule::{Reason, Rule, RuleError, Violation};

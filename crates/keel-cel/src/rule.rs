@@ -4,7 +4,7 @@
 use keel_api::FieldCause;
 use serde_json::Value;
 
-use crate::env::{Binding, Compiled, compile};
+use crate::env::{Binding, Compiled, compile_declared};
 
 /// `reason`: the kind of field error a failed rule is reported as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -22,6 +22,9 @@ const REASONS: &[&str] = &[
     "FieldValueInvalid",
     "FieldValueRequired",
 ];
+
+/// The variables of a CRD rule.
+const VARIABLES: &[&str] = &["self", "oldSelf"];
 
 /// One rule, compiled.
 #[derive(Debug)]
@@ -70,7 +73,7 @@ impl Rule {
             });
             None
         } else {
-            match compile(rule) {
+            match compile_declared(rule, VARIABLES) {
                 Ok(c) => Some(c),
                 Err(e) => {
                     errors.push(RuleError {
@@ -84,7 +87,7 @@ impl Rule {
         };
         let message_expression = match text("messageExpression") {
             "" => None,
-            source => match compile(source) {
+            source => match compile_declared(source, VARIABLES) {
                 Ok(c) => Some(c),
                 Err(e) => {
                     errors.push(RuleError {

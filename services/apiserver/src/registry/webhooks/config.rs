@@ -200,6 +200,9 @@ pub fn validate(obj: &Object, causes: &mut Vec<FieldCause>) {
     }
 }
 
+/// The variables of a webhook's `matchConditions`.
+const MATCH_CONDITION_VARIABLES: &[&str] = &["object", "oldObject", "request", "authorizer"];
+
 /// The most `matchConditions` a webhook has.
 const MAX_MATCH_CONDITIONS: usize = 64;
 
@@ -245,7 +248,7 @@ fn validate_match_conditions(conditions: Option<&Value>, at: &str, causes: &mut 
             .unwrap_or_default();
         if expression.trim().is_empty() {
             causes.push(FieldCause::required(format!("{at}.expression")));
-        } else if let Err(e) = keel_cel::compile(expression) {
+        } else if let Err(e) = keel_cel::compile_declared(expression, MATCH_CONDITION_VARIABLES) {
             causes.push(FieldCause::invalid(
                 format!("{at}.expression"),
                 expression,
@@ -598,7 +601,8 @@ pub fn hooks(config: &Object, mutating: bool) -> Vec<Arc<Hook>> {
                 .flatten()
                 .filter_map(|c| {
                     let expression = c.get("expression")?.as_str()?;
-                    let compiled = keel_cel::compile(expression).ok()?;
+                    let compiled =
+                        keel_cel::compile_declared(expression, MATCH_CONDITION_VARIABLES).ok()?;
                     Some((expression.to_string(), compiled))
                 })
                 .collect(),
