@@ -917,7 +917,13 @@ impl Registry {
                 info,
                 sub.name(),
             );
-        let object = if hooked {
+        let coalesced = !(hooked
+            || dry_run
+            || expected_revision.is_some()
+            || alone
+            || rules.allocations().is_some());
+        let object = if !coalesced {
+            // One compare-and-swap, through the webhooks when any applies.
             let opts = UpdateOptions {
                 expected_revision,
                 dry_run,
@@ -927,13 +933,6 @@ impl Registry {
                 .commit_update(&key, opts, mutation, sub, w, deadline)
                 .await?;
             Arc::new(committed.object)
-        } else if dry_run || expected_revision.is_some() || alone || rules.allocations().is_some() {
-            let opts = UpdateOptions {
-                expected_revision,
-                dry_run,
-                ..UpdateOptions::default()
-            };
-            Arc::new(self.commit(&key, opts, mutation, deadline).await?.object)
         } else {
             self.coalescer.mutate(key, mutation, deadline).await?
         };
