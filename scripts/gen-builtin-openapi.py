@@ -83,6 +83,8 @@ KINDS = [
     ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
     ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration"),
     ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding"),
 ]
 
 # The extensions server-side apply and strategic merge patch read.

@@ -273,6 +273,24 @@ const MANIFEST_KINDS: &[ManifestKind] = &[
         false,
         false,
     ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicy",
+        &[],
+        false,
+        true,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicyBinding",
+        &[],
+        false,
+        false,
+    ),
 ];
 
 /// The built-in resources, under Kubernetes' own groups and versions.

@@ -275,9 +275,11 @@ fn to_val(value: &serde_json::Value) -> Result<Box<dyn cel::common::value::Val>,
         .map_err(|_| EvalError::new("a value CEL cannot hold"))
 }
 
-impl Compiled {
-    /// Evaluates with these variables.
-    pub fn evaluate(&self, vars: &[(&str, Binding<'_>)]) -> Result<Value, EvalError> {
+/// Variables bound once, for several expressions (a policy's validations share theirs).
+pub struct Activation(Context<'static, 'static>);
+
+impl Activation {
+    pub fn new(vars: &[(&str, Binding<'_>)]) -> Result<Activation, EvalError> {
         let mut context = Context::with_env(environment().clone());
         for (name, binding) in vars {
             let val = match binding {
@@ -289,8 +291,29 @@ impl Compiled {
             };
             context.add_variable_as_val(*name, val);
         }
+        Ok(Activation(context))
+    }
+
+    /// Binds `name` to a value already evaluated (a policy's `variables`).
+    pub fn bind(&mut self, name: &str, value: Value) -> Result<(), EvalError> {
+        let val = value
+            .try_into()
+            .map_err(|_| EvalError::new("a value CEL cannot hold"))?;
+        self.0.add_variable_as_val(name.to_string(), val);
+        Ok(())
+    }
+}
+
+impl Compiled {
+    /// Evaluates with these variables.
+    pub fn evaluate(&self, vars: &[(&str, Binding<'_>)]) -> Result<Value, EvalError> {
+        self.evaluate_in(&Activation::new(vars)?)
+    }
+
+    /// Evaluates with the variables of `activation`.
+    pub fn evaluate_in(&self, activation: &Activation) -> Result<Value, EvalError> {
         self.program
-            .execute(&context)
+            .execute(&activation.0)
             .map_err(EvalError::from_execution)
     }
 

@@ -16,5 +16,6 @@ mod net;
 mod quantity;
 mod rule;
 
-pub use env::{Binding, CompileError, Compiled, EvalError, compile, compile_declared};
+pub use cel::Value;
+pub use env::{Activation, Binding, CompileError, Compiled, EvalError, compile, compile_declared};
 pub use rule::{Reason, Rule, RuleError, Violation};

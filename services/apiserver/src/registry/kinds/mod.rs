@@ -8,6 +8,7 @@
 //! clients know too), a module here implementing [`Kind`], and one line in [`builtin`]
 //! (DESIGN.md, "Adding a kind").
 
+mod admissionpolicy;
 mod clusterrole;
 mod clusterrolebinding;
 mod configmap;
@@ -306,6 +307,16 @@ fn registrations() -> Vec<(&'static str, &'static str, Arc<dyn Kind>)> {
             super::webhooks::GROUP,
             super::webhooks::VALIDATING,
             Arc::new(webhookconfiguration::WebhookConfiguration { mutating: false }),
+        ),
+        (
+            super::webhooks::GROUP,
+            super::webhooks::policy::POLICIES,
+            Arc::new(admissionpolicy::ValidatingAdmissionPolicy),
+        ),
+        (
+            super::webhooks::GROUP,
+            super::webhooks::policy::BINDINGS,
+            Arc::new(admissionpolicy::ValidatingAdmissionPolicyBinding),
         ),
         ("", "secrets", Arc::new(secret::Secret::new())),
         (

@@ -190,6 +190,7 @@ pub fn validate(obj: &Object, causes: &mut Vec<FieldCause>) {
         validate_match_conditions(
             hook.get("matchConditions"),
             &format!("{at}.matchConditions"),
+            MATCH_CONDITION_VARIABLES,
             causes,
         );
         validate_client_config(
@@ -208,7 +209,12 @@ const MAX_MATCH_CONDITIONS: usize = 64;
 
 /// Kubernetes' checks of `matchConditions`: at most 64, each with a unique qualified name and
 /// an expression that compiles.
-fn validate_match_conditions(conditions: Option<&Value>, at: &str, causes: &mut Vec<FieldCause>) {
+pub(super) fn validate_match_conditions(
+    conditions: Option<&Value>,
+    at: &str,
+    variables: &[&str],
+    causes: &mut Vec<FieldCause>,
+) {
     let conditions = match conditions {
         None | Some(Value::Null) => return,
         Some(Value::Array(c)) => c,
@@ -248,7 +254,7 @@ fn validate_match_conditions(conditions: Option<&Value>, at: &str, causes: &mut 
             .unwrap_or_default();
         if expression.trim().is_empty() {
             causes.push(FieldCause::required(format!("{at}.expression")));
-        } else if let Err(e) = keel_cel::compile_declared(expression, MATCH_CONDITION_VARIABLES) {
+        } else if let Err(e) = keel_cel::compile_declared(expression, variables) {
             causes.push(FieldCause::invalid(
                 format!("{at}.expression"),
                 expression,
@@ -258,7 +264,7 @@ fn validate_match_conditions(conditions: Option<&Value>, at: &str, causes: &mut 
     }
 }
 
-fn validate_rules(rules: Option<&Value>, at: &str, causes: &mut Vec<FieldCause>) {
+pub(super) fn validate_rules(rules: Option<&Value>, at: &str, causes: &mut Vec<FieldCause>) {
     let rules = match rules {
         None | Some(Value::Null) => return,
         Some(Value::Array(r)) => r,
@@ -434,7 +440,7 @@ pub fn ca_certificates(bundle: &Value) -> Result<Vec<CertificateDer<'static>>, S
     Ok(certs)
 }
 
-fn one_of(
+pub(super) fn one_of(
     hook: &Map<String, Value>,
     field: &str,
     allowed: &[&str],
@@ -451,11 +457,11 @@ fn one_of(
     }
 }
 
-fn str_of<'a>(m: &'a Map<String, Value>, k: &str) -> &'a str {
+pub(super) fn str_of<'a>(m: &'a Map<String, Value>, k: &str) -> &'a str {
     m.get(k).and_then(Value::as_str).unwrap_or_default()
 }
 
-fn strings(v: Option<&Value>) -> Vec<String> {
+pub(super) fn strings(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -468,6 +474,17 @@ fn strings(v: Option<&Value>) -> Vec<String> {
 pub enum FailurePolicy {
     Fail,
     Ignore,
+}
+
+impl FailurePolicy {
+    /// A webhook's or a policy's `failurePolicy` (`Fail` unless it says `Ignore`).
+    pub fn of(m: &Map<String, Value>) -> FailurePolicy {
+        if str_of(m, "failurePolicy") == "Ignore" {
+            FailurePolicy::Ignore
+        } else {
+            FailurePolicy::Fail
+        }
+    }
 }
 
 /// Where a webhook is called.
@@ -495,6 +512,59 @@ pub struct Rule {
     pub resources: Vec<String>,
     /// `*`, `Cluster` or `Namespaced`.
     pub scope: String,
+    /// A policy's `resourceNames` (none: any name).
+    pub names: Vec<String>,
+}
+
+/// Which writes a webhook or a policy applies to: rules, `matchPolicy`, selectors.
+#[derive(Debug, Default)]
+pub struct Match {
+    pub rules: Vec<Rule>,
+    /// A policy's `excludeResourceRules`.
+    pub exclude: Vec<Rule>,
+    /// `matchPolicy: Equivalent`: also other versions of the resources it names.
+    pub equivalent: bool,
+    pub namespace_selector: LabelSelector,
+    pub object_selector: LabelSelector,
+}
+
+impl Match {
+    /// Reads a webhook's match fields (`rules` under `rules`) or a policy's
+    /// `matchConstraints`/`matchResources` (`resourceRules`, `excludeResourceRules`).
+    pub fn read(m: &Map<String, Value>, rules: &str) -> Match {
+        let selector = |k: &str| {
+            m.get(k)
+                .map(label_selector)
+                .and_then(|s| LabelSelector::parse(&s).ok())
+                .unwrap_or_default()
+        };
+        let rules_of = |k: &str| {
+            m.get(k)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_object)
+                .map(|r| Rule {
+                    operations: strings(r.get("operations")),
+                    groups: strings(r.get("apiGroups")),
+                    versions: strings(r.get("apiVersions")),
+                    resources: strings(r.get("resources")),
+                    scope: Some(str_of(r, "scope"))
+                        .filter(|s| !s.is_empty())
+                        .unwrap_or("*")
+                        .to_string(),
+                    names: strings(r.get("resourceNames")),
+                })
+                .collect()
+        };
+        Match {
+            rules: rules_of(rules),
+            exclude: rules_of("excludeResourceRules"),
+            equivalent: str_of(m, "matchPolicy") != "Exact",
+            namespace_selector: selector("namespaceSelector"),
+            object_selector: selector("objectSelector"),
+        }
+    }
 }
 
 /// One webhook, as the admission chain matches and calls it.
@@ -504,12 +574,8 @@ pub struct Hook {
     pub configuration: String,
     pub name: String,
     pub mutating: bool,
-    pub rules: Vec<Rule>,
+    pub when: Match,
     pub failure_policy: FailurePolicy,
-    /// `matchPolicy: Equivalent`: also called for other versions of the resources it names.
-    pub equivalent: bool,
-    pub namespace_selector: LabelSelector,
-    pub object_selector: LabelSelector,
     pub side_effects: String,
     pub timeout: Duration,
     /// `reinvocationPolicy: IfNeeded`.
@@ -540,32 +606,9 @@ pub fn hooks(config: &Object, mutating: bool) -> Vec<Arc<Hook>> {
         .flatten()
         .filter_map(Value::as_object)
     {
-        let selector = |k: &str| {
-            h.get(k)
-                .map(label_selector)
-                .and_then(|s| LabelSelector::parse(&s).ok())
-                .unwrap_or_default()
-        };
         let Some(endpoint) = endpoint(h.get("clientConfig")) else {
             continue;
         };
-        let rules = h
-            .get("rules")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_object)
-            .map(|r| Rule {
-                operations: strings(r.get("operations")),
-                groups: strings(r.get("apiGroups")),
-                versions: strings(r.get("apiVersions")),
-                resources: strings(r.get("resources")),
-                scope: Some(str_of(r, "scope"))
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or("*")
-                    .to_string(),
-            })
-            .collect();
         let ca = h
             .get("clientConfig")
             .and_then(|c| c.get("caBundle"))
@@ -580,15 +623,8 @@ pub fn hooks(config: &Object, mutating: bool) -> Vec<Arc<Hook>> {
             configuration: config.name().to_string(),
             name: str_of(h, "name").to_string(),
             mutating,
-            rules,
-            failure_policy: if str_of(h, "failurePolicy") == "Ignore" {
-                FailurePolicy::Ignore
-            } else {
-                FailurePolicy::Fail
-            },
-            equivalent: str_of(h, "matchPolicy") != "Exact",
-            namespace_selector: selector("namespaceSelector"),
-            object_selector: selector("objectSelector"),
+            when: Match::read(h, "rules"),
+            failure_policy: FailurePolicy::of(h),
             side_effects: str_of(h, "sideEffects").to_string(),
             timeout: Duration::from_secs(timeout as u64),
             reinvoke: mutating && str_of(h, "reinvocationPolicy") == "IfNeeded",

@@ -9,6 +9,8 @@
 mod client;
 pub mod config;
 pub mod conversion;
+mod dispatch;
+pub mod policy;
 mod review;
 
 use std::collections::BTreeMap;
@@ -19,7 +21,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 pub use self::client::Clients;
-use self::config::{Endpoint, FailurePolicy, Hook};
+use self::config::{Endpoint, FailurePolicy, Hook, Match, Rule};
+use self::policy::{Policy, PolicyBinding};
 use crate::auth::User;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
@@ -151,9 +154,12 @@ impl Attributes<'_> {
 #[derive(Default)]
 pub struct Snapshot {
     /// The watch caches' last changes it was read at (`None`: read from etcd, not kept).
-    seen: Option<(i64, i64)>,
+    seen: Option<[i64; 4]>,
     mutating: Vec<Arc<Hook>>,
     validating: Vec<Arc<Hook>>,
+    /// The ValidatingAdmissionPolicies that have bindings, by name, each with its bindings
+    /// by name.
+    policies: Vec<(Arc<Policy>, Vec<Arc<PolicyBinding>>)>,
 }
 
 impl Snapshot {
@@ -163,7 +169,12 @@ impl Snapshot {
         self.mutating
             .iter()
             .chain(&self.validating)
-            .any(|h| rules_match(h, op, info, subresource, true))
+            .any(|h| rules_name(&h.when, op, info, subresource, None, true))
+            || self.policies.iter().any(|(p, _)| {
+                p.when
+                    .as_ref()
+                    .is_none_or(|w| rules_name(w, op, info, subresource, None, true))
+            })
     }
 
     pub fn has_mutating(&self) -> bool {
@@ -178,9 +189,12 @@ pub struct Webhooks {
     metrics: Metrics,
 }
 
-/// Whether `info` is one of the webhook configuration resources.
+/// Whether `info` is one of the resources that configure admission: webhook configurations,
+/// policies and their bindings.
 fn is_configuration(info: &ResourceInfo) -> bool {
-    info.gvr.group == GROUP && (info.gvr.resource == MUTATING || info.gvr.resource == VALIDATING)
+    info.gvr.group == GROUP
+        && [MUTATING, VALIDATING, policy::POLICIES, policy::BINDINGS]
+            .contains(&info.gvr.resource.as_str())
 }
 
 impl Webhooks {
@@ -203,11 +217,13 @@ impl Webhooks {
     }
 }
 
-/// The two configuration resources.
-fn configuration_gvrs() -> [GroupVersionResource; 2] {
+/// The configuration resources.
+fn configuration_gvrs() -> [GroupVersionResource; 4] {
     [
         GroupVersionResource::new(GROUP, "v1", MUTATING),
         GroupVersionResource::new(GROUP, "v1", VALIDATING),
+        GroupVersionResource::new(GROUP, "v1", policy::POLICIES),
+        GroupVersionResource::new(GROUP, "v1", policy::BINDINGS),
     ]
 }
 
@@ -219,10 +235,18 @@ impl Registry {
         &self,
         deadline: Instant,
     ) -> Result<Arc<Snapshot>, ApiError> {
-        let [m, v] = configuration_gvrs();
+        let [m, v, p, b] = configuration_gvrs();
         let (m, v) = (self.lookup(Some(&m))?, self.lookup(Some(&v))?);
+        let (p, b) = (self.lookup(Some(&p))?, self.lookup(Some(&b))?);
         let store = self.store();
-        let seen = store.cache_changed(&m).zip(store.cache_changed(&v));
+        let seen = (|| {
+            Some([
+                store.cache_changed(&m)?,
+                store.cache_changed(&v)?,
+                store.cache_changed(&p)?,
+                store.cache_changed(&b)?,
+            ])
+        })();
         let webhooks = self.webhooks();
         {
             let current = webhooks.snapshot.lock().unwrap_or_else(|e| e.into_inner());
@@ -244,26 +268,27 @@ impl Registry {
                     .collect(),
             )
         };
-        let (mutating, validating) = match tokio::join!(read(m), read(v)) {
-            (Ok(m), Ok(v)) => (m, v),
-            (Err(e), _) | (_, Err(e)) => {
-                // No write passes webhooks unseen: without the configurations, the last ones
-                // read stand; before any, writes are refused (Kubernetes' "not yet ready").
-                tracing::warn!(error = %e, "cannot read the webhook configurations");
-                let current = webhooks.snapshot.lock().unwrap_or_else(|e| e.into_inner());
-                if current.seen.is_some() {
-                    return Ok(current.clone());
+        let (mutating, validating, policies, bindings) =
+            match tokio::join!(read(m), read(v), read(p), read(b)) {
+                (Ok(m), Ok(v), Ok(p), Ok(b)) => (m, v, p, b),
+                (Err(e), ..) | (_, Err(e), ..) | (.., Err(e), _) | (.., Err(e)) => {
+                    // No write passes webhooks unseen: without the configurations, the last ones
+                    // read stand; before any, writes are refused (Kubernetes' "not yet ready").
+                    tracing::warn!(error = %e, "cannot read the webhook configurations");
+                    let current = webhooks.snapshot.lock().unwrap_or_else(|e| e.into_inner());
+                    if current.seen.is_some() {
+                        return Ok(current.clone());
+                    }
+                    return Err(ApiError::new(
+                        Reason::ServiceUnavailable,
+                        Target::default(),
+                        format!(
+                            "admission webhooks not yet ready to handle request: {}",
+                            e.message
+                        ),
+                    ));
                 }
-                return Err(ApiError::new(
-                    Reason::ServiceUnavailable,
-                    Target::default(),
-                    format!(
-                        "admission webhooks not yet ready to handle request: {}",
-                        e.message
-                    ),
-                ));
-            }
-        };
+            };
         let snapshot = Arc::new(Snapshot {
             seen,
             mutating: mutating
@@ -274,6 +299,7 @@ impl Registry {
                 .iter()
                 .flat_map(|c| config::hooks(c, false))
                 .collect(),
+            policies: policy::bound(&policies, &bindings),
         });
         if seen.is_some() {
             *webhooks.snapshot.lock().unwrap_or_else(|e| e.into_inner()) = snapshot.clone();
@@ -323,7 +349,8 @@ impl Registry {
         // The webhooks called, and the object as each left it.
         let mut called: Vec<(usize, Object)> = Vec::new();
         for (i, hook) in snapshot.mutating.iter().enumerate() {
-            let Some(matched) = self.matched(hook, a, Some(&obj), old, labels.as_ref()) else {
+            let Some(matched) = self.matched(&hook.when, a, Some(&obj), old, labels.as_ref())
+            else {
                 continue;
             };
             if let Some(patched) = self
@@ -342,7 +369,8 @@ impl Registry {
             .collect();
         for i in changed_since {
             let hook = &snapshot.mutating[i];
-            let Some(matched) = self.matched(hook, a, Some(&obj), old, labels.as_ref()) else {
+            let Some(matched) = self.matched(&hook.when, a, Some(&obj), old, labels.as_ref())
+            else {
                 continue;
             };
             if let Some(patched) = self
@@ -371,18 +399,22 @@ impl Registry {
         let labels = self.namespace_labels(snapshot, a, deadline).await?;
         if with_mutating {
             for (i, hook) in snapshot.mutating.iter().enumerate() {
-                if let Some(matched) = self.matched(hook, a, obj, old, labels.as_ref()) {
+                if let Some(matched) = self.matched(&hook.when, a, obj, old, labels.as_ref()) {
                     self.call(hook, &matched, a, obj, old, 0, i, deadline)
                         .await?;
                 }
             }
+        }
+        if !snapshot.policies.is_empty() {
+            self.validate_by_policies(snapshot, a, obj, old, deadline)
+                .await?;
         }
         let calls = snapshot
             .validating
             .iter()
             .enumerate()
             .filter_map(|(i, hook)| {
-                let matched = self.matched(hook, a, obj, old, labels.as_ref())?;
+                let matched = self.matched(&hook.when, a, obj, old, labels.as_ref())?;
                 Some(async move {
                     self.call(hook, &matched, a, obj, old, 0, i, deadline)
                         .await
@@ -399,25 +431,25 @@ impl Registry {
     /// version the hook names), if its rules and selectors choose it.
     fn matched(
         &self,
-        hook: &Hook,
+        when: &Match,
         a: &Attributes<'_>,
         obj: Option<&Object>,
         old: Option<&Object>,
         namespace_labels: Option<&BTreeMap<String, String>>,
     ) -> Option<Arc<ResourceInfo>> {
-        let info = if rules_match(hook, a.operation, a.info, a.subresource, false) {
+        let info = if rules_match(when, a, a.info, false) {
             a.info.clone()
-        } else if hook.equivalent {
+        } else if when.equivalent {
             // The versions the hook names (a `*` would have matched already) that this
             // resource is served at.
-            hook.rules
+            when.rules
                 .iter()
                 .flat_map(|r| &r.versions)
                 .filter_map(|v| {
                     let gvr = GroupVersionResource::new(&a.info.gvr.group, v, &a.info.gvr.resource);
                     self.lookup(Some(&gvr)).ok()
                 })
-                .find(|r| rules_match(hook, a.operation, r, a.subresource, false))?
+                .find(|r| rules_match(when, a, r, false))?
         } else {
             return None;
         };
@@ -425,26 +457,26 @@ impl Registry {
         let namespace_ok = if is_namespace(a.info) {
             // Its new labels; a delete's, the old ones (Kubernetes' `GetNamespaceLabels`).
             match obj.or(old) {
-                Some(o) => hook.namespace_selector.matches(|k| label(o, k)),
-                None => hook.namespace_selector.is_empty(),
+                Some(o) => when.namespace_selector.matches(|k| label(o, k)),
+                None => when.namespace_selector.is_empty(),
             }
         } else if a.info.namespaced {
             let empty = BTreeMap::new();
             let labels = namespace_labels.unwrap_or(&empty);
-            hook.namespace_selector.matches(|k| labels.get(k).cloned())
+            when.namespace_selector.matches(|k| labels.get(k).cloned())
         } else {
             true
         };
-        let object_ok = hook.object_selector.is_empty()
+        let object_ok = when.object_selector.is_empty()
             || [obj, old]
                 .into_iter()
                 .flatten()
-                .any(|o| hook.object_selector.matches(|k| label(o, k)));
+                .any(|o| when.object_selector.matches(|k| label(o, k)));
         (namespace_ok && object_ok).then_some(info)
     }
 
     /// The labels of the namespace a write is in, from the watch cache (`None`: not
-    /// namespaced, or no such namespace).
+    /// namespaced, or no namespace selector asks).
     async fn namespace_labels(
         &self,
         snapshot: &Snapshot,
@@ -455,8 +487,23 @@ impl Registry {
             .mutating
             .iter()
             .chain(&snapshot.validating)
-            .any(|h| !h.namespace_selector.is_empty());
-        if !selects || !a.info.namespaced || a.namespace.is_empty() {
+            .any(|h| !h.when.namespace_selector.is_empty());
+        if !selects {
+            return Ok(None);
+        }
+        Ok(self
+            .namespace_object(a, deadline)
+            .await?
+            .map(|ns| labels_of(&ns)))
+    }
+
+    /// The namespace a write is in, from the watch cache (`None`: not namespaced).
+    async fn namespace_object(
+        &self,
+        a: &Attributes<'_>,
+        deadline: Instant,
+    ) -> Result<Option<Object>, ApiError> {
+        if !a.info.namespaced || a.namespace.is_empty() {
             return Ok(None);
         }
         let info = self.lookup(Some(&GroupVersionResource::new("", "v1", "namespaces")))?;
@@ -469,7 +516,7 @@ impl Registry {
             }
             read => read?,
         };
-        Ok(Some(labels_of(&ns)))
+        Ok(Some(ns))
     }
 
     /// Calls one webhook; a mutating one's answer applied to `obj`. `round` and `index` name
@@ -925,18 +972,32 @@ fn labels_of(obj: &Object) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Whether `hook`'s rules name `op` on `info` and `subresource` (Kubernetes'
-/// `rules.Matcher`); `any_version`: whatever the version (what `Equivalent` may reach).
-fn rules_match(
-    hook: &Hook,
+/// Whether `when`'s rules name `a`'s operation, name and subresource on `info` (Kubernetes'
+/// `rules.Matcher`, and a policy's `excludeResourceRules`); `any_version`: whatever the
+/// version (what `Equivalent` may reach).
+fn rules_match(when: &Match, a: &Attributes<'_>, info: &ResourceInfo, any_version: bool) -> bool {
+    rules_name(
+        when,
+        a.operation,
+        info,
+        a.subresource,
+        Some(a.name),
+        any_version,
+    )
+}
+
+/// [`rules_match`] for `name` (`None`: any name, as when no object is at hand yet).
+fn rules_name(
+    when: &Match,
     op: Operation,
     info: &ResourceInfo,
     subresource: &str,
+    name: Option<&str>,
     any_version: bool,
 ) -> bool {
-    // Writes of the configurations themselves are never sent to webhooks (Kubernetes'
-    // `IsExemptAdmissionConfigurationResource`): a webhook that is down cannot lock its own
-    // configuration in place.
+    // Writes of the configurations themselves are never sent to webhooks nor policies
+    // (Kubernetes' `IsExemptAdmissionConfigurationResource`): a webhook that is down cannot
+    // lock its own configuration in place.
     if is_configuration(info) {
         return false;
     }
@@ -947,7 +1008,7 @@ fn rules_match(
         format!("{}/{subresource}", info.gvr.resource)
     };
     let cluster_scoped = !info.namespaced;
-    hook.rules.iter().any(|r| {
+    let applies = |r: &Rule, names_unknown: bool| {
         one(&r.operations, op.as_str())
             && one(&r.groups, &info.gvr.group)
             && (any_version || one(&r.versions, &info.gvr.version))
@@ -959,7 +1020,11 @@ fn rules_match(
                 "Namespaced" => !cluster_scoped,
                 _ => true,
             }
-    })
+            && (r.names.is_empty()
+                || name.map_or(names_unknown, |n| r.names.iter().any(|x| x == n)))
+    };
+    // An exclusion by name excludes nothing while the name is unknown.
+    when.rules.iter().any(|r| applies(r, true)) && !when.exclude.iter().any(|r| applies(r, false))
 }
 
 /// Kubernetes' resource patterns (`rules.Matcher.resource`): `*` every resource (not

@@ -26,6 +26,35 @@ pub fn request(
     obj: Option<&Object>,
     old: Option<&Object>,
 ) -> Review {
+    let mut request = attributes(a, matched);
+    let uid = request["uid"].as_str().unwrap_or_default().to_string();
+    if let Some(r) = request.as_object_mut() {
+        r.insert(
+            "object".into(),
+            obj.map_or(Value::Null, |o| Value::Object(o.as_map().clone())),
+        );
+        r.insert(
+            "oldObject".into(),
+            old.map_or(Value::Null, |o| Value::Object(o.as_map().clone())),
+        );
+    }
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": request,
+    });
+    let body = Bytes::from(serde_json::to_vec(&review).unwrap_or_default());
+    let mut request = review["request"].clone();
+    if let Some(r) = request.as_object_mut() {
+        r.remove("object");
+        r.remove("oldObject");
+    }
+    Review { uid, body, request }
+}
+
+/// The `AdmissionRequest` of write `a` for resource `matched`, without its objects: what a
+/// webhook's `matchConditions` and a policy's expressions see as `request`.
+pub fn attributes(a: &Attributes<'_>, matched: &ResourceInfo) -> Value {
     let uid = uuid::Uuid::new_v4().to_string();
     let (group, version, kind) = a.kind(matched);
     let (req_group, req_version, req_kind) = a.kind(a.info);
@@ -59,8 +88,6 @@ pub fn request(
         "name": a.name,
         "operation": a.operation.as_str(),
         "userInfo": user,
-        "object": obj.map(|o| Value::Object(o.as_map().clone())),
-        "oldObject": old.map(|o| Value::Object(o.as_map().clone())),
         "dryRun": a.dry_run,
         "options": options,
     });
@@ -74,18 +101,7 @@ pub fn request(
         request["subResource"] = json!(a.subresource);
         request["requestSubResource"] = json!(a.subresource);
     }
-    let review = json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": request,
-    });
-    let body = Bytes::from(serde_json::to_vec(&review).unwrap_or_default());
-    let mut request = review["request"].clone();
-    if let Some(r) = request.as_object_mut() {
-        r.remove("object");
-        r.remove("oldObject");
-    }
-    Review { uid, body, request }
+    request
 }
 
 /// A webhook's answer.
