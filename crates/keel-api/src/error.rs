@@ -10,7 +10,7 @@ mod bounded;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-pub use bounded::{echo, echo_name, go_value, shorten_name};
+pub use bounded::{echo, echo_name, go_value, shorten, shorten_name};
 
 /// An `Invalid` error's message lists at most this many of its causes, in at most about this
 /// many bytes, then says how many more there are (all are in its `causes`, as far as they fit).

@@ -24,7 +24,7 @@ pub mod selector;
 pub mod shard;
 pub mod validation;
 
-pub use error::{ApiError, FieldCause, Reason, Target, echo, echo_name, shorten_name};
+pub use error::{ApiError, FieldCause, Reason, Target, echo, echo_name, shorten, shorten_name};
 pub use meta::Metadata;
 pub use object::{Object, ObjectError, Selectable};
 pub use resource::{GroupVersionResource, ResourceInfo, builtin_resources, review_resources};

@@ -248,7 +248,7 @@ pub enum Binding<'a> {
 }
 
 /// A JSON value as CEL holds it: integers as `int` (Kubernetes' `integer` is int64), other
-/// numbers as `double`.
+/// numbers as `double`, an object's null fields left out.
 pub(crate) fn cel_value(value: &serde_json::Value) -> Value {
     match value {
         serde_json::Value::Null => Value::Null,
@@ -262,8 +262,12 @@ pub(crate) fn cel_value(value: &serde_json::Value) -> Value {
             Value::List(Arc::new(items.iter().map(cel_value).collect()))
         }
         serde_json::Value::Object(map) => {
-            let entries: std::collections::HashMap<String, Value> =
-                map.iter().map(|(k, v)| (k.clone(), cel_value(v))).collect();
+            // A field set to null is absent, as Kubernetes' objects hold it.
+            let entries: std::collections::HashMap<String, Value> = map
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), cel_value(v)))
+                .collect();
             Value::from(entries)
         }
     }

@@ -27,7 +27,7 @@ const ECHO_MAX: usize = 64;
 const LAST_RESORT_MAX: usize = 64;
 
 /// `s` cut to at most `max` characters, marked as cut.
-fn shorten(s: &str, max: usize) -> String {
+pub fn shorten(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         None => s.to_string(),
         Some((end, _)) => format!("{}... ({} characters in all)", &s[..end], s.chars().count()),

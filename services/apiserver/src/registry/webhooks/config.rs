@@ -522,6 +522,9 @@ pub struct Match {
     pub rules: Vec<Rule>,
     /// A policy's `excludeResourceRules`.
     pub exclude: Vec<Rule>,
+    /// A policy binding's `matchResources`: no rules is every resource (a webhook with no
+    /// rules is called for nothing).
+    pub all_without_rules: bool,
     /// `matchPolicy: Equivalent`: also other versions of the resources it names.
     pub equivalent: bool,
     pub namespace_selector: LabelSelector,
@@ -560,6 +563,7 @@ impl Match {
         Match {
             rules: rules_of(rules),
             exclude: rules_of("excludeResourceRules"),
+            all_without_rules: rules == "resourceRules",
             equivalent: str_of(m, "matchPolicy") != "Exact",
             namespace_selector: selector("namespaceSelector"),
             object_selector: selector("objectSelector"),

@@ -1024,7 +1024,12 @@ fn rules_name(
                 || name.map_or(names_unknown, |n| r.names.iter().any(|x| x == n)))
     };
     // An exclusion by name excludes nothing while the name is unknown.
-    when.rules.iter().any(|r| applies(r, true)) && !when.exclude.iter().any(|r| applies(r, false))
+    let included = if when.rules.is_empty() {
+        when.all_without_rules
+    } else {
+        when.rules.iter().any(|r| applies(r, true))
+    };
+    included && !when.exclude.iter().any(|r| applies(r, false))
 }
 
 /// Kubernetes' resource patterns (`rules.Matcher.resource`): `*` every resource (not

@@ -127,10 +127,23 @@ pub async fn serve(handler: Arc<Handler>, p: ResourcePath, call: Call) -> Respon
     let warnings = Warnings::default();
     match run(&handler, &p, call, format, &handled, &warnings).await {
         Ok(mut r) => {
-            // As Kubernetes: `299 - "<text>"`, one header a warning.
-            for w in warnings.take() {
-                let value = format!("299 - {}", keel_api::echo(&w));
-                if let Ok(v) = value.parse() {
+            // As Kubernetes: `299 - "<text>"`, one header a warning; past 4,096 characters
+            // in all, each is cut to 256 (its `warning` filter's limits).
+            let warnings = warnings.take();
+            let total: usize = warnings.iter().map(|w| w.chars().count()).sum();
+            for w in warnings {
+                let w = if total > 4096 {
+                    keel_api::shorten(&w, 256)
+                } else {
+                    w
+                };
+                let quoted = format!("{w:?}");
+                let quoted = if quoted.is_ascii() {
+                    quoted
+                } else {
+                    format!("\"{}\"", w.escape_default())
+                };
+                if let Ok(v) = format!("299 - {quoted}").parse() {
                     r.headers_mut().append("warning", v);
                 }
             }
