@@ -452,3 +452,97 @@ async fn rules_use_kubernetes_libraries() {
         );
     }
 }
+
+/// A status write is checked as Kubernetes' status strategy checks it: the schema on `status`
+/// alone (what is wrong in `spec` is not the status writer's), then every rule from the root,
+/// none ratcheted.
+#[tokio::test]
+async fn a_status_write_is_checked_on_status_and_its_rules_do_not_ratchet() {
+    let (_etcd, _api, c) = start().await;
+    let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+    let mut gadgets = crd(json!([]));
+    gadgets["metadata"]["name"] = json!("gadgets.example.com");
+    gadgets["spec"]["names"] = json!({"plural": "gadgets", "singular": "gadget", "kind": "Gadget"});
+    let version = &mut gadgets["spec"]["versions"][0];
+    version["subresources"] = json!({"status": {}});
+    version["schema"]["openAPIV3Schema"]["properties"]["status"] = json!({
+        "type": "object",
+        "properties": {"ready": {"type": "integer"}},
+        "x-kubernetes-validations": [
+            {"rule": "!has(self.ready) || self.ready <= 100", "message": "ready is at most 100"}],
+    });
+    c.create(&crds, "", &gadgets).await.unwrap();
+    let g = gvr("example.com", "v1", "gadgets");
+    eventually(Duration::from_secs(10), "gadgets served", || {
+        let (c, g) = (c.clone(), g.clone());
+        async move { c.list(&g, "default", &Default::default()).await.ok() }
+    })
+    .await;
+    let gadget = json!({"apiVersion": "example.com/v1", "kind": "Gadget",
+        "metadata": {"name": "g"}, "spec": {"name": "g", "replicas": 7}});
+    c.create(&g, "default", &gadget).await.unwrap();
+    // The status's own rule.
+    let e = with_status(&c, &g, 200).await.unwrap_err();
+    assert!(
+        e.message
+            .contains("status: Invalid value: \"object\": ready is at most 100"),
+        "{}",
+        e.message
+    );
+    // A schema that the stored spec no longer meets does not stop a status write.
+    let mut stored = c.get(&crds, "", "gadgets.example.com").await.unwrap();
+    stored["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["replicas"]["maximum"] = json!(5);
+    c.update(&crds, "", &stored).await.unwrap();
+    eventually(Duration::from_secs(10), "the maximum in force", || {
+        let (c, g) = (c.clone(), g.clone());
+        let mut other = gadget.clone();
+        other["metadata"]["name"] = json!("other");
+        async move { c.create(&g, "default", &other).await.err() }
+    })
+    .await;
+    with_status(&c, &g, 3).await.unwrap();
+    // A rule the stored spec fails: ratcheted on a main write that leaves it as it is, but
+    // judged on a status write, as Kubernetes judges it.
+    let mut stored = c.get(&crds, "", "gadgets.example.com").await.unwrap();
+    let spec =
+        &mut stored["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    spec["properties"]["replicas"]
+        .as_object_mut()
+        .unwrap()
+        .remove("maximum");
+    spec["x-kubernetes-validations"] =
+        json!([{"rule": "self.replicas % 2 == 0", "message": "replicas must be even"}]);
+    c.update(&crds, "", &stored).await.unwrap();
+    let e = eventually(Duration::from_secs(10), "the even rule in force", || {
+        let (c, g) = (c.clone(), g.clone());
+        async move { with_status(&c, &g, 4).await.err() }
+    })
+    .await;
+    assert!(
+        e.message
+            .contains("spec: Invalid value: \"object\": replicas must be even"),
+        "{}",
+        e.message
+    );
+    c.patch(
+        &g,
+        "default",
+        "g",
+        PatchType::Merge,
+        &json!({"metadata": {"labels": {"seen": "yes"}}}),
+    )
+    .await
+    .unwrap();
+}
+
+/// Writes `status.ready` of gadget `g` through the status subresource.
+async fn with_status(
+    c: &Client,
+    g: &keel_client::GroupVersionResource,
+    ready: i64,
+) -> Result<Value, keel_client::ApiError> {
+    let mut obj = c.get(g, "default", "g").await.unwrap();
+    obj["status"] = json!({"ready": ready});
+    c.update_status(g, "default", &obj).await
+}

@@ -59,7 +59,7 @@ pub fn admit_update(
     let mut new = strategy::prepare_for_update(info, kind, new, &current, sub)?;
     kind.prune(info, &mut new);
     validate(info, kind, &new)?;
-    kind.admit_update(&mut new, &current)?;
+    kind.admit_update(&mut new, &current, sub == Subresource::Status)?;
     kind.to_storage_version(&mut new);
     Ok(new)
 }

@@ -511,16 +511,20 @@ pub fn to_request_version(info: &ResourceInfo, mut obj: Object) -> Object {
 /// A custom object made ready for storage: unknown fields pruned, then validated against its
 /// version's schema (metadata is validated with every object's).
 pub fn prune_and_validate(custom: &CustomResource, obj: &mut Object) -> Vec<FieldCause> {
-    prune_and_validate_update(custom, obj, None)
+    prune_and_validate_update(custom, obj, None, false)
 }
 
 /// [`prune_and_validate`], for an update of `old` (as stored, at the same version): the
 /// schema's validation rules judge both (transition rules, on `oldSelf`). Rules are judged
-/// once the schema holds.
+/// once the schema holds. A write of the status subresource (`status`) is checked as
+/// Kubernetes' status strategy checks it: the schema on `status` alone, as its own root (what
+/// is wrong elsewhere is not the writer's to fix), then every rule from the root, none
+/// ratcheted.
 pub fn prune_and_validate_update(
     custom: &CustomResource,
     obj: &mut Object,
     old: Option<&Object>,
+    status: bool,
 ) -> Vec<FieldCause> {
     let Some(schema) = &custom.schema else {
         return Vec::new();
@@ -533,9 +537,12 @@ pub fn prune_and_validate_update(
     // Kubernetes' order: pruning, defaulting, validation.
     schema.default(&mut value);
     let mut causes = schema.validate(&value);
+    if status {
+        causes.retain(|c| c.field == "status" || c.field.starts_with("status."));
+    }
     if causes.is_empty() {
         let old = old.map(|o| Value::Object(o.as_map().clone()));
-        causes = schema.check_rules(&value, old.as_ref());
+        causes = schema.check_rules(&value, old.as_ref(), !status);
     }
     if let Value::Object(map) = value {
         *obj.as_map_mut() = map;
@@ -581,8 +588,9 @@ pub fn validate_object(
     custom: &CustomResource,
     obj: &mut Object,
     old: Option<&Object>,
+    status: bool,
 ) -> Result<(), keel_api::ApiError> {
-    let causes = prune_and_validate_update(custom, obj, old);
+    let causes = prune_and_validate_update(custom, obj, old, status);
     if causes.is_empty() {
         Ok(())
     } else {

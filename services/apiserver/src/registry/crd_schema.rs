@@ -162,9 +162,10 @@ impl Node {
         value: &Value,
         old: Option<&Value>,
         unchanged: bool,
+        ratchet: bool,
         out: &mut Vec<FieldCause>,
     ) {
-        let unchanged = unchanged || old.is_some_and(|o| o == value);
+        let unchanged = ratchet && (unchanged || old.is_some_and(|o| o == value));
         for rule in &self.rules {
             if let Some(v) = rule.check(path, &self.type_name, value, old)
                 && (!unchanged || rule.is_transition())
@@ -177,9 +178,9 @@ impl Node {
                 for (k, v) in map {
                     let old_v = old.and_then(|o| o.get(k));
                     if let Some(sub) = self.properties.get(k) {
-                        sub.check_rules(&format!("{path}.{k}"), v, old_v, false, out);
+                        sub.check_rules(&format!("{path}.{k}"), v, old_v, false, ratchet, out);
                     } else if let Additional::Schema(sub) = &self.additional {
-                        sub.check_rules(&format!("{path}[{k}]"), v, old_v, false, out);
+                        sub.check_rules(&format!("{path}[{k}]"), v, old_v, false, ratchet, out);
                     }
                 }
             }
@@ -194,7 +195,7 @@ impl Node {
                                 .find(|o| keys.iter().all(|k| o.get(k) == v.get(k)))
                         });
                         let inherited = self.map_keys.is_none() && unchanged;
-                        sub.check_rules(&format!("{path}[{i}]"), v, old_v, inherited, out);
+                        sub.check_rules(&format!("{path}[{i}]"), v, old_v, inherited, ratchet, out);
                     }
                 }
             }
@@ -313,11 +314,13 @@ impl CrdSchema {
     }
 
     /// The failures of the schema's validation rules (`x-kubernetes-validations`) on `obj`
-    /// (pruned, defaulted) and, on an update, `old`, with Kubernetes' field paths.
-    pub fn check_rules(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldCause> {
+    /// (pruned, defaulted) and, on an update, `old`, with Kubernetes' field paths; `ratchet`:
+    /// failures on unchanged values are not held against the write (not on status writes).
+    pub fn check_rules(&self, obj: &Value, old: Option<&Value>, ratchet: bool) -> Vec<FieldCause> {
         let mut out = Vec::new();
         if self.has_rules {
-            self.root.check_rules("", obj, old, false, &mut out);
+            self.root
+                .check_rules("", obj, old, false, ratchet, &mut out);
         }
         for c in &mut out {
             c.field = c.field.trim_start_matches('.').to_string();

@@ -31,12 +31,18 @@ impl Kind for CustomResource {
     fn prune(&self, _: &ResourceInfo, _: &mut Object) {}
 
     fn admit(&self, obj: &mut Object) -> Result<(), keel_api::ApiError> {
-        crd::validate_object(self, obj, None)
+        crd::validate_object(self, obj, None, false)
     }
 
-    /// An update's: the schema's transition rules see the stored object as `oldSelf`.
-    fn admit_update(&self, obj: &mut Object, old: &Object) -> Result<(), keel_api::ApiError> {
-        crd::validate_object(self, obj, Some(old))
+    /// An update's: the schema's transition rules see the stored object as `oldSelf`; a
+    /// status write is checked as Kubernetes' status strategy checks it.
+    fn admit_update(
+        &self,
+        obj: &mut Object,
+        old: &Object,
+        status: bool,
+    ) -> Result<(), keel_api::ApiError> {
+        crd::validate_object(self, obj, Some(old), status)
     }
 
     fn to_storage_version(&self, obj: &mut Object) {

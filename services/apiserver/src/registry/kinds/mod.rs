@@ -179,8 +179,9 @@ pub trait Kind: Send + Sync {
         Ok(())
     }
 
-    /// [`Kind::admit`] of an update of `old` (a custom object's transition rules read it).
-    fn admit_update(&self, obj: &mut Object, _old: &Object) -> Result<(), ApiError> {
+    /// [`Kind::admit`] of an update of `old` (a custom object's transition rules read it);
+    /// `status`: a write of the status subresource.
+    fn admit_update(&self, obj: &mut Object, _old: &Object, _status: bool) -> Result<(), ApiError> {
         self.admit(obj)
     }
 
