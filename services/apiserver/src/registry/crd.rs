@@ -508,6 +508,16 @@ pub fn to_request_version(info: &ResourceInfo, mut obj: Object) -> Object {
     obj
 }
 
+/// The schema errors after which Kubernetes does not judge validation rules
+/// (apiextensions' `hasBlockingErr`).
+const RULES_BLOCKED_BY: [&str; 5] = [
+    "FieldValueNotSupported",
+    "FieldValueRequired",
+    "FieldValueTooLong",
+    "FieldValueTooMany",
+    "FieldValueTypeInvalid",
+];
+
 /// A custom object made ready for storage: unknown fields pruned, then validated against its
 /// version's schema (metadata is validated with every object's).
 pub fn prune_and_validate(custom: &CustomResource, obj: &mut Object) -> Vec<FieldCause> {
@@ -538,11 +548,32 @@ pub fn prune_and_validate_update(
     schema.default(&mut value);
     let mut causes = schema.validate(&value);
     if status {
+        // The status as its own root: its fields named from it in what the schema says.
         causes.retain(|c| c.field == "status" || c.field.starts_with("status."));
+        for c in &mut causes {
+            if let Some(inner) = c.field.strip_prefix("status.") {
+                c.message = c
+                    .message
+                    .replace(&format!("{} in body", c.field), &format!("{inner} in body"));
+            }
+        }
     }
-    if causes.is_empty() {
+    // Kubernetes judges the rules unless the schema found a value of the wrong type, shape
+    // or size, which rules could not read: then it says they were not judged.
+    if causes
+        .iter()
+        .any(|c| RULES_BLOCKED_BY.contains(&c.reason.as_str()))
+    {
+        if schema.has_rules() {
+            causes.push(FieldCause {
+                reason: "FieldValueInvalid".into(),
+                message: "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
+                field: "<nil>".into(),
+            });
+        }
+    } else {
         let old = old.map(|o| Value::Object(o.as_map().clone()));
-        causes = schema.check_rules(&value, old.as_ref(), !status);
+        causes.extend(schema.check_rules(&value, old.as_ref(), !status));
     }
     if let Value::Object(map) = value {
         *obj.as_map_mut() = map;

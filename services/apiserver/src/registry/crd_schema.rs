@@ -328,6 +328,11 @@ impl CrdSchema {
         out
     }
 
+    /// Whether any node has validation rules (`x-kubernetes-validations`).
+    pub fn has_rules(&self) -> bool {
+        self.has_rules
+    }
+
     /// Whether [`CrdSchema::default`] can add anything: some node has a `default`.
     pub fn has_defaults(&self) -> bool {
         self.has_defaults
