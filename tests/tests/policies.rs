@@ -407,3 +407,118 @@ async fn warn_is_printed_by_kubectl_and_audit_writes_an_audit_annotation() {
         "user"
     );
 }
+
+/// `authorizer` asks RBAC as this API server follows it, for the requester or a service
+/// account: only users who may `approve` configmaps may label one approved.
+#[tokio::test]
+async fn the_authorizer_asks_rbac_for_the_requester() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        "admin-token,admin,1,system:masters\nalice-token,alice,2,dev\nbob-token,bob,3,dev\n",
+    )
+    .unwrap();
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start_with(&etcd, &["--token-auth-file", tokens.to_str().unwrap()]).await;
+    let as_user = |token: &'static str| {
+        let endpoint = api.endpoint();
+        async move {
+            let mut config =
+                keel_client::ClientConfig::new([endpoint]).timeout(Duration::from_secs(5));
+            config.token = Some(token.to_string());
+            Client::connect(&config).await.unwrap()
+        }
+    };
+    let admin = as_user("admin-token").await;
+    let rbac = |resource: &str| gvr("rbac.authorization.k8s.io", "v1", resource);
+    // Both may write configmaps in default; only alice may approve them.
+    admin
+        .create(
+            &rbac("roles"),
+            "default",
+            &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "writer"},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                    "verbs": ["create", "get", "update"]}]}),
+        )
+        .await
+        .unwrap();
+    admin
+        .create(
+            &rbac("roles"),
+            "default",
+            &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "approver"},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["approve"]}]}),
+        )
+        .await
+        .unwrap();
+    for (name, role, users) in [
+        ("writers", "writer", json!(["alice", "bob"])),
+        ("approvers", "approver", json!(["alice"])),
+    ] {
+        let subjects: Vec<Value> = users
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": u}))
+            .collect();
+        admin
+            .create(
+                &rbac("rolebindings"),
+                "default",
+                &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                    "metadata": {"name": name},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                    "subjects": subjects}),
+            )
+            .await
+            .unwrap();
+    }
+    policy(
+        &admin,
+        "approval.example.com",
+        json!({
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}]},
+            "validations": [{
+                "expression": "!has(object.metadata.labels) || !('approved' in object.metadata.labels) || authorizer.requestResource.check('approve').allowed()",
+                "messageExpression": "'only approvers may approve, and ' + request.userInfo.username + ' is not one'",
+                "reason": "Forbidden"}],
+        }),
+    )
+    .await;
+    binding(
+        &admin,
+        "approval",
+        json!({"policyName": "approval.example.com", "validationActions": ["Deny"]}),
+    )
+    .await;
+    let approved = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "labels": {"approved": "yes"}}})
+    };
+    let (alice, bob) = (as_user("alice-token").await, as_user("bob-token").await);
+    alice
+        .create(&configmaps(), "default", &approved("by-alice"))
+        .await
+        .unwrap();
+    let e = bob
+        .create(&configmaps(), "default", &approved("by-bob"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Forbidden, "{e:?}");
+    assert_eq!(
+        e.message,
+        "configmaps \"by-bob\" is forbidden: ValidatingAdmissionPolicy 'approval.example.com' with binding 'approval' denied request: only approvers may approve, and bob is not one"
+    );
+    // Without the label, bob writes as RBAC lets him.
+    bob.create(
+        &configmaps(),
+        "default",
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "plain"}}),
+    )
+    .await
+    .unwrap();
+}

@@ -31,6 +31,9 @@ fn environment() -> &'static Arc<Env> {
         if let Err(e) = crate::quantity::register(&mut env) {
             eprintln!("keel-cel: the quantity library does not register: {e}");
         }
+        if let Err(e) = crate::authz::register(&mut env) {
+            eprintln!("keel-cel: the authorizer library does not register: {e}");
+        }
         if let Err(e) = crate::library::register(&mut env) {
             eprintln!("keel-cel: Kubernetes' libraries do not register: {e}");
         }
@@ -245,6 +248,8 @@ pub enum Binding<'a> {
     /// An optional of one (`optionalOldSelf`'s `oldSelf`): `optional.of(v)` or
     /// `optional.none()`.
     Optional(Option<&'a serde_json::Value>),
+    /// The `authorizer` of admission expressions.
+    Authorizer(&'a crate::authz::Authorizer),
 }
 
 /// A JSON value as CEL holds it: integers as `int` (Kubernetes' `integer` is int64), other
@@ -292,6 +297,7 @@ impl Activation {
                     Box::new(cel::common::types::CelOptional::of(to_val(v)?))
                 }
                 Binding::Optional(None) => Box::new(cel::common::types::CelOptional::none()),
+                Binding::Authorizer(a) => Box::new((*a).clone()),
             };
             context.add_variable_as_val(*name, val);
         }

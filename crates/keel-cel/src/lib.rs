@@ -8,6 +8,7 @@
 //! evaluation on every write, Kubernetes' words, the first of Kubernetes' libraries. The type
 //! checker against the schema and the cost limits come next (docs/cel.md, the research).
 
+mod authz;
 mod env;
 mod format;
 mod library;
@@ -16,6 +17,7 @@ mod net;
 mod quantity;
 mod rule;
 
+pub use authz::{Authorize, Authorizer, Decision as AuthzDecision, Request as AuthzRequest};
 pub use cel::Value;
 pub use env::{Activation, Binding, CompileError, Compiled, EvalError, compile, compile_declared};
 pub use rule::{Reason, Rule, RuleError, Violation};

@@ -13,8 +13,57 @@ use tokio::time::Instant;
 use super::config::FailurePolicy;
 use super::policy::{self, Input, ParamRef, Policy, PolicyBinding};
 use super::{Attributes, Snapshot, describe, label, labels_of, review};
+use crate::auth::User;
 use crate::registry::Registry;
 use crate::storage::{ListQuery, ReadFrom};
+
+/// The RBAC policy as the CEL authorizer library asks it.
+struct Rbac {
+    policy: Arc<crate::registry::rbac::Policy>,
+    user: Option<User>,
+}
+
+impl keel_cel::Authorize for Rbac {
+    fn authorize(&self, r: &keel_cel::AuthzRequest) -> keel_cel::AuthzDecision {
+        let user = match &r.service_account {
+            Some((ns, name)) => User {
+                name: format!("system:serviceaccount:{ns}:{name}"),
+                groups: vec![
+                    "system:serviceaccounts".into(),
+                    format!("system:serviceaccounts:{ns}"),
+                    crate::auth::AUTHENTICATED.into(),
+                ],
+                uid: String::new(),
+            },
+            None => match &self.user {
+                Some(u) => u.clone(),
+                None => {
+                    return keel_cel::AuthzDecision {
+                        allowed: true,
+                        ..Default::default()
+                    };
+                }
+            },
+        };
+        let attributes = crate::registry::rbac::Attributes {
+            verb: &r.verb,
+            group: &r.group,
+            resource: &r.resource,
+            subresource: &r.subresource,
+            namespace: &r.namespace,
+            name: &r.name,
+            path: r.path.as_deref(),
+        };
+        match self.policy.decide(&user, &attributes) {
+            Some(reason) => keel_cel::AuthzDecision {
+                allowed: true,
+                reason,
+                error: None,
+            },
+            None => keel_cel::AuthzDecision::default(),
+        }
+    }
+}
 
 /// A denial of the write: `<resource> "<name>" is forbidden: <message>` with the reason (and
 /// so the code) the failed validation names, as Kubernetes' `policyDecision` error reads.
@@ -72,6 +121,7 @@ impl Registry {
             }
         };
         let mut audit_failures: Vec<Value> = Vec::new();
+        let authorizer = self.cel_authorizer(a);
         for (policy, bindings) in &snapshot.policies {
             let fails = policy.failure_policy == FailurePolicy::Fail;
             let policy_error = |why: String| {
@@ -176,6 +226,7 @@ impl Registry {
                             request: &request,
                             namespace_object: &namespace_object,
                             params: param_info.is_some().then_some(param),
+                            authorizer: Some(&authorizer),
                         },
                     );
                     if let Some(audit) = a.requester.audit {
@@ -206,6 +257,26 @@ impl Registry {
             );
         }
         denied.map_or(Ok(()), Err)
+    }
+
+    /// The `authorizer` of `a`'s expressions: RBAC as this replica follows it, asked for the
+    /// requester (everything is allowed when authentication is off, as the request itself
+    /// was).
+    pub(super) fn cel_authorizer(&self, a: &Attributes<'_>) -> keel_cel::Authorizer {
+        keel_cel::Authorizer::new(
+            Arc::new(Rbac {
+                policy: self.policies().current(),
+                user: a.requester.user.cloned(),
+            }),
+            keel_cel::AuthzRequest {
+                group: a.info.gvr.group.clone(),
+                resource: a.info.gvr.resource.clone(),
+                subresource: a.subresource.to_string(),
+                namespace: a.namespace.to_string(),
+                name: a.name.to_string(),
+                ..Default::default()
+            },
+        )
     }
 
     /// Sends failure `f` of `policy` under `binding` where the binding's actions say.

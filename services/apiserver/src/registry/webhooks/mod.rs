@@ -556,9 +556,18 @@ impl Registry {
         };
         let review = review::request(a, matched, sent_obj.as_ref(), sent_old.as_ref());
         // matchConditions: any false skips the webhook; else an error is its failure policy's.
-        if let Some(skip) =
-            match_conditions(hook, &review.request, sent_obj.as_ref(), sent_old.as_ref())
-        {
+        let skip = if hook.match_conditions.is_empty() {
+            None
+        } else {
+            match_conditions(
+                hook,
+                &review.request,
+                sent_obj.as_ref(),
+                sent_old.as_ref(),
+                &self.cel_authorizer(a),
+            )
+        };
+        if let Some(skip) = skip {
             return match (skip, hook.failure_policy) {
                 (Ok(()), _) | (Err(_), FailurePolicy::Ignore) => Ok(None),
                 (Err(why), FailurePolicy::Fail) => {
@@ -898,6 +907,7 @@ fn match_conditions(
     request: &Value,
     obj: Option<&Object>,
     old: Option<&Object>,
+    authorizer: &keel_cel::Authorizer,
 ) -> Option<Result<(), String>> {
     if hook.match_conditions.is_empty() {
         return None;
@@ -908,6 +918,7 @@ fn match_conditions(
         ("object", keel_cel::Binding::Json(&object)),
         ("oldObject", keel_cel::Binding::Json(&old_object)),
         ("request", keel_cel::Binding::Json(request)),
+        ("authorizer", keel_cel::Binding::Authorizer(authorizer)),
     ];
     let mut errors = Vec::new();
     for (expression, condition) in &hook.match_conditions {

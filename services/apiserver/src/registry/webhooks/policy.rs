@@ -610,6 +610,8 @@ pub struct Input<'a> {
     pub namespace_object: &'a Value,
     /// `None` without a `paramKind`.
     pub params: Option<&'a Value>,
+    /// `None`: `authorizer` is null.
+    pub authorizer: Option<&'a keel_cel::Authorizer>,
 }
 
 /// A failed validation (or an error the policy's `failurePolicy` makes one).
@@ -648,7 +650,13 @@ pub fn evaluate(policy: &Policy, input: &Input<'_>) -> Verdict {
             "namespaceObject",
             keel_cel::Binding::Json(input.namespace_object),
         ),
-        ("authorizer", keel_cel::Binding::Json(&Value::Null)),
+        (
+            "authorizer",
+            input.authorizer.map_or(
+                keel_cel::Binding::Json(&Value::Null),
+                keel_cel::Binding::Authorizer,
+            ),
+        ),
     ];
     if let Some(params) = input.params {
         bindings.push(("params", keel_cel::Binding::Json(params)));
@@ -948,6 +956,7 @@ mod tests {
                 request: &json!({"operation": "CREATE"}),
                 namespace_object: &null,
                 params: params.as_ref(),
+                authorizer: None,
             },
         )
     }
