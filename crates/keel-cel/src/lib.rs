@@ -8,6 +8,9 @@
 //! evaluation on every write, Kubernetes' words, the first of Kubernetes' libraries. The type
 //! checker against the schema and the cost limits come next (docs/cel.md, the research).
 
+mod check;
+mod cost;
+mod decls;
 mod env;
 mod format;
 mod library;
@@ -15,6 +18,7 @@ mod lists;
 mod net;
 mod quantity;
 mod rule;
+mod types;
 
 pub use env::{Binding, CompileError, Compiled, EvalError, compile, compile_declared};
-pub use rule::{Reason, Rule, RuleError, Violation};
+pub use rule::{CostTotal, Reason, Rule, RuleError, RuleErrorKind, RuleScope, Violation};
