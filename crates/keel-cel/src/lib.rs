@@ -4,9 +4,10 @@
 //! `oldSelf`, `optionalOldSelf`), judged on JSON values. No I/O: everything here is a pure
 //! function of its inputs, tested by table.
 //!
-//! What is here so far (issue 44, first steps): compilation (syntax) when a CRD is written,
-//! evaluation on every write, Kubernetes' words, the first of Kubernetes' libraries. The type
-//! checker against the schema and the cost limits come next (docs/cel.md, the research).
+//! What is here so far (issue 44): compilation when a CRD is written, type-checked against the
+//! rule's schema node (`types.rs`, `check.rs`, `decls.rs`) and held to Kubernetes' estimated
+//! cost limits (`cost.rs`); evaluation on every write; Kubernetes' words and libraries. The
+//! runtime cost budget comes next (docs/cel.md, the research).
 
 mod check;
 mod cost;
