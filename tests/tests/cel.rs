@@ -64,7 +64,9 @@ async fn validation_rules_refuse_in_kubernetes_words_and_transition_rules_keep_a
         "",
         &crd(json!([{
             "rule": "self.replicas <= self.maxReplicas",
-            "messageExpression": "'replicas ' + string(self.replicas) + ' is more than maxReplicas ' + string(self.maxReplicas)",
+            // Not `string(self.replicas)`: a converted number has no size bound, and Kubernetes
+            // refuses a message built from one as over its cost limit (kubernetes#124234).
+            "messageExpression": "'replicas is more than ' + (self.maxReplicas < 10 ? 'a small maxReplicas' : 'maxReplicas')",
         }])),
     )
     .await
@@ -89,7 +91,7 @@ async fn validation_rules_refuse_in_kubernetes_words_and_transition_rules_keep_a
     assert_eq!(e.reason, Reason::Invalid);
     assert_eq!(
         e.message,
-        "Widget.example.com \"b\" is invalid: spec: Invalid value: \"object\": replicas 5 is more than maxReplicas 3"
+        "Widget.example.com \"b\" is invalid: spec: Invalid value: \"object\": replicas is more than a small maxReplicas"
     );
     // self == oldSelf: the name may not change; other fields may.
     c.patch(
@@ -150,6 +152,85 @@ async fn a_rule_that_does_not_compile_refuses_its_crd() {
         "{}",
         e.message
     );
+}
+
+#[tokio::test]
+async fn a_rule_reading_an_undefined_field_refuses_its_crd() {
+    let (_etcd, _api, c) = start().await;
+    let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+    let e = c
+        .create(&crds, "", &crd(json!([{"rule": "self.nosuchfield == 1"}])))
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Invalid);
+    assert_eq!(
+        e.message,
+        "CustomResourceDefinition.apiextensions.k8s.io \"widgets.example.com\" is invalid: spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: \"self.nosuchfield == 1\": compilation failed: ERROR: <input>:1:5: undefined field 'nosuchfield'\n | self.nosuchfield == 1\n | ....^"
+    );
+    // A call no overload takes: a string plus an int.
+    let e = c
+        .create(&crds, "", &crd(json!([{"rule": "self.name + 1 == 'a'"}])))
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains(
+            "compilation failed: ERROR: <input>:1:11: found no matching overload for '_+_' applied to '(string, int)'"
+        ),
+        "{}",
+        e.message
+    );
+}
+
+/// A CRD whose `spec.items` list has the given bounds, with an O(n²) rule on it.
+fn crd_with_pairwise_rule(max_items: Option<u64>, max_length: Option<u64>) -> Value {
+    let mut item = json!({"type": "string"});
+    if let Some(n) = max_length {
+        item["maxLength"] = json!(n);
+    }
+    let mut items = json!({"type": "array", "items": item,
+        "x-kubernetes-validations": [{"rule": "self.all(x, self.all(y, x == y))"}]});
+    if let Some(n) = max_items {
+        items["maxItems"] = json!(n);
+    }
+    let mut crd = crd(json!([]));
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["items"] =
+        items;
+    crd
+}
+
+#[tokio::test]
+async fn a_rule_over_the_cost_limit_refuses_its_crd_unless_bounded() {
+    let (_etcd, _api, c) = start().await;
+    let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+    let e = c
+        .create(&crds, "", &crd_with_pairwise_rule(None, None))
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Invalid);
+    let rule = "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[items].x-kubernetes-validations[0].rule";
+    assert!(
+        e.message.contains(&format!(
+            "{rule}: Forbidden: estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+        )),
+        "{}",
+        e.message
+    );
+    // And the schema's rules together are over the limit of a whole schema.
+    let total = e.causes.last().unwrap();
+    assert_eq!(total.field, "spec.versions[0].schema.openAPIV3Schema");
+    assert!(
+        total.message.starts_with(
+            "Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x"
+        ),
+        "{}",
+        total.message
+    );
+    assert_eq!(e.causes[0].reason, "FieldValueForbidden");
+    // Bounded, the same rule is cheap enough.
+    c.create(&crds, "", &crd_with_pairwise_rule(Some(100), Some(64)))
+        .await
+        .unwrap();
+    served(&c).await;
 }
 
 /// The CRD kube-rs's derive writes for its `Foo` example (kube-derive's tests): rules with
@@ -284,11 +365,13 @@ async fn list_map_rules_check_uniqueness_and_items_keep_their_old_selves() {
         "type": "array",
         "x-kubernetes-list-type": "map",
         "x-kubernetes-list-map-keys": ["port"],
+        // Bounded: unbounded, both rules are over Kubernetes' estimated cost limit.
+        "maxItems": 16,
         "x-kubernetes-validations": [{"rule": "self.all(p, self.exists_one(q, q.name == p.name))",
             "message": "port names must be unique"}],
         "items": {"type": "object", "required": ["port"], "properties": {
-            "port": {"type": "integer"}, "name": {"type": "string"},
-            "protocol": {"type": "string", "x-kubernetes-validations": [
+            "port": {"type": "integer"}, "name": {"type": "string", "maxLength": 63},
+            "protocol": {"type": "string", "maxLength": 8, "x-kubernetes-validations": [
                 {"rule": "self == oldSelf", "message": "protocol is immutable"}]}}},
     });
     c.create(&crds, "", &crd).await.unwrap();

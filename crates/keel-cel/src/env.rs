@@ -6,6 +6,8 @@ use std::sync::{Arc, OnceLock};
 
 use cel::{Context, Env, Value};
 
+use crate::types::{DeclType, Type};
+
 /// The environment every expression is compiled and evaluated in, made once.
 fn environment() -> &'static Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
@@ -107,125 +109,66 @@ impl std::fmt::Display for EvalError {
     }
 }
 
-/// Identifiers that name types and namespaces, not variables.
-const NOT_VARIABLES: &[&str] = &[
-    "int",
-    "uint",
-    "double",
-    "bool",
-    "string",
-    "bytes",
-    "list",
-    "map",
-    "null_type",
-    "type",
-    "dyn",
-    "duration",
-    "timestamp",
-    "optional",
-    "optional_type",
-    "format",
-    "sets",
-    "ip",
-    "net",
-    "strings",
-    "cel",
-    "kubernetes",
-];
-
-/// Compiles `source`, in which only the variables `declared` exist: any other identifier is
-/// refused as cel-go's checker refuses it (`undeclared reference to 'x' (in container '')`),
-/// with the parser's position and snippet.
+/// Compiles `source`, in which only the variables `declared` exist, typed dyn: it is
+/// type-checked as cel-go checks it, so any other identifier is refused (`undeclared reference
+/// to 'x' (in container '')`), and so is a call no overload takes, with cel-go's position and
+/// snippet.
 pub fn compile_declared(source: &str, declared: &[&str]) -> Result<Compiled, CompileError> {
-    let compiled = compile(source)?;
-    let mut bound: Vec<String> = Vec::new();
-    if let Some((name, id)) = undeclared(compiled.program.expression(), declared, &mut bound) {
-        let offset = compiled
-            .program
-            .source_info()
-            .offset_for(id)
-            .map_or(0, |(start, _)| start as usize);
-        return Err(CompileError(located(
-            source,
-            offset,
-            &format!("undeclared reference to '{name}' (in container '')"),
-        )));
-    }
-    Ok(compiled)
+    let vars: Vec<(&str, Type)> = declared.iter().map(|v| (*v, Type::Unknown)).collect();
+    compile_typed(source, &vars, None).map(|t| t.compiled)
 }
 
-/// cel-go's error display: `ERROR: <input>:L:C: <message>`, then the line and a caret.
-fn located(source: &str, offset: usize, message: &str) -> String {
-    let before = &source[..offset.min(source.len())];
+/// An expression compiled and type-checked against its variables' types.
+pub(crate) struct Typed {
+    pub compiled: Compiled,
+    /// The type it evaluates to.
+    pub result: Type,
+    /// The most it is estimated to cost (cel-go's estimate, sizes from `root`).
+    pub cost: u64,
+}
+
+/// Compiles `source`, checks it with these variables, and estimates its cost with the sizes of
+/// `root` (the schema node `self` is, if any).
+pub(crate) fn compile_typed(
+    source: &str,
+    vars: &[(&str, Type)],
+    root: Option<&Arc<DeclType>>,
+) -> Result<Typed, CompileError> {
+    let compiled = compile(source)?;
+    let expr = compiled.program.expression();
+    let checked = crate::check::check(expr, compiled.program.source_info(), source, vars)
+        .map_err(CompileError)?;
+    let result = checked.type_of(expr.id);
+    let cost = crate::cost::estimate(expr, &checked, root).max;
+    Ok(Typed {
+        compiled,
+        result,
+        cost,
+    })
+}
+
+/// cel-go's error display: `ERROR: <input>:L:C: <message>`, then the line and a caret under
+/// the column (a wide dot and caret for a multi-byte character, as cel-go draws them).
+pub(crate) fn located(source: &str, offset: usize, message: &str) -> String {
+    let mut offset = offset.min(source.len());
+    while !source.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &source[..offset];
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let column = before[line_start..].chars().count() + 1;
+    let prefix = &before[line_start..];
+    let column = prefix.chars().count() + 1;
     let text = source[line_start..].lines().next().unwrap_or_default();
-    format!(
-        "ERROR: <input>:{line}:{column}: {message}\n | {text}\n | {}^",
-        ".".repeat(column - 1)
-    )
-}
-
-/// The first identifier of `expr` that is neither declared, bound by an enclosing
-/// comprehension, nor a type or namespace name.
-fn undeclared(
-    expr: &cel::common::ast::IdedExpr,
-    declared: &[&str],
-    bound: &mut Vec<String>,
-) -> Option<(String, u64)> {
-    use cel::common::ast::{EntryExpr, Expr};
-    match &expr.expr {
-        Expr::Ident(name) => {
-            let known = declared.contains(&name.as_str())
-                || NOT_VARIABLES.contains(&name.as_str())
-                || bound.iter().any(|b| b == name)
-                || name.starts_with('@');
-            (!known).then(|| (name.clone(), expr.id))
-        }
-        Expr::Call(call) => call
-            .target
-            .as_deref()
-            .and_then(|t| undeclared(t, declared, bound))
-            .or_else(|| {
-                call.args
-                    .iter()
-                    .find_map(|a| undeclared(a, declared, bound))
-            }),
-        Expr::Select(select) => undeclared(&select.operand, declared, bound),
-        Expr::List(list) => list
-            .elements
-            .iter()
-            .find_map(|e| undeclared(e, declared, bound)),
-        Expr::Map(map) => map.entries.iter().find_map(|e| match &e.expr {
-            EntryExpr::MapEntry(m) => undeclared(&m.key, declared, bound)
-                .or_else(|| undeclared(&m.value, declared, bound)),
-            EntryExpr::StructField(f) => undeclared(&f.value, declared, bound),
-        }),
-        Expr::Struct(st) => st.entries.iter().find_map(|e| match &e.expr {
-            EntryExpr::MapEntry(m) => undeclared(&m.value, declared, bound),
-            EntryExpr::StructField(f) => undeclared(&f.value, declared, bound),
-        }),
-        Expr::Comprehension(c) => {
-            if let Some(found) = undeclared(&c.iter_range, declared, bound)
-                .or_else(|| undeclared(&c.accu_init, declared, bound))
-            {
-                return Some(found);
-            }
-            let depth = bound.len();
-            bound.push(c.iter_var.clone());
-            if let Some(v2) = &c.iter_var2 {
-                bound.push(v2.clone());
-            }
-            bound.push(c.accu_var.clone());
-            let found = [&c.loop_cond, &c.loop_step, &c.result]
-                .into_iter()
-                .find_map(|e| undeclared(e, declared, bound));
-            bound.truncate(depth);
-            found
-        }
-        Expr::Literal(_) | Expr::Unspecified => None,
-    }
+    let dots: String = prefix
+        .chars()
+        .map(|c| if c.len_utf8() > 1 { '\u{FF0E}' } else { '.' })
+        .collect();
+    let caret = match source[offset..].chars().next() {
+        Some(c) if c.len_utf8() > 1 => '\u{FF3E}',
+        _ => '^',
+    };
+    format!("ERROR: <input>:{line}:{column}: {message}\n | {text}\n | {dots}{caret}")
 }
 
 /// Compiles `source`.

@@ -4,11 +4,15 @@
 //! `oldSelf`, `optionalOldSelf`), judged on JSON values. No I/O: everything here is a pure
 //! function of its inputs, tested by table.
 //!
-//! What is here so far (issue 44, first steps): compilation (syntax) when a CRD is written,
-//! evaluation on every write, Kubernetes' words, the first of Kubernetes' libraries. The type
-//! checker against the schema and the cost limits come next (docs/cel.md, the research).
+//! What is here so far (issue 44): compilation when a CRD is written, type-checked against the
+//! rule's schema node (`types.rs`, `check.rs`, `decls.rs`) and held to Kubernetes' estimated
+//! cost limits (`cost.rs`); evaluation on every write; Kubernetes' words and libraries. The
+//! runtime cost budget comes next (docs/cel.md, the research).
 
 mod authz;
+mod check;
+mod cost;
+mod decls;
 mod env;
 mod format;
 mod library;
@@ -16,8 +20,9 @@ mod lists;
 mod net;
 mod quantity;
 mod rule;
+mod types;
 
 pub use authz::{Authorize, Authorizer, Decision as AuthzDecision, Request as AuthzRequest};
 pub use cel::Value;
 pub use env::{Activation, Binding, CompileError, Compiled, EvalError, compile, compile_declared};
-pub use rule::{Reason, Rule, RuleError, Violation};
+pub use rule::{CostTotal, Reason, Rule, RuleError, RuleErrorKind, RuleScope, Violation};

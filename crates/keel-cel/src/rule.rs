@@ -4,7 +4,9 @@
 use keel_api::FieldCause;
 use serde_json::Value;
 
-use crate::env::{Binding, Compiled, compile_declared};
+use crate::cost::{PER_CRD_LIMIT, PER_EXPRESSION_LIMIT};
+use crate::env::{Binding, Compiled, compile_declared, compile_typed};
+use crate::types::{MAX_REQUEST_SIZE, Type, schema_decl_type};
 
 /// `reason`: the kind of field error a failed rule is reported as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -46,8 +48,147 @@ pub struct Rule {
 pub struct RuleError {
     /// `rule`, `messageExpression`, `reason`, ... (`""`: the entry itself).
     pub field: &'static str,
+    pub kind: RuleErrorKind,
     pub value: String,
     pub message: String,
+}
+
+/// The kind of field error a [`RuleError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleErrorKind {
+    /// `Required value` (the message says no more).
+    Required,
+    /// `Invalid value: <value>: <message>`.
+    Invalid,
+    /// `Forbidden: <message>` (a cost over a limit).
+    Forbidden,
+}
+
+impl RuleError {
+    fn invalid(field: &'static str, value: &str, message: String) -> RuleError {
+        RuleError {
+            field,
+            kind: RuleErrorKind::Invalid,
+            value: value.to_string(),
+            message,
+        }
+    }
+}
+
+/// Where a schema node with rules sits in its CRD's schema (Kubernetes' `CELSchemaContext`):
+/// whether it is the resource root, and how many times it can occur in one object, the product
+/// of the `maxItems` and `maxProperties` above it (unbounded when a list or map above has none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleScope {
+    cardinality: Option<u64>,
+    root: bool,
+}
+
+impl RuleScope {
+    /// The root of a custom resource's schema.
+    pub fn root() -> RuleScope {
+        RuleScope {
+            cardinality: Some(1),
+            root: true,
+        }
+    }
+
+    /// The scope of a child (a property, `items` or `additionalProperties`) of the node whose
+    /// schema is `parent`, in this scope.
+    pub fn child(&self, parent: &Value) -> RuleScope {
+        let max = |key: &str| {
+            parent
+                .get(key)
+                .and_then(Value::as_i64)
+                .map(|v| v.max(0) as u64)
+        };
+        let factor = match parent.get("type").and_then(Value::as_str) {
+            Some("object") if parent.get("additionalProperties").is_some() => max("maxProperties"),
+            Some("array") => max("maxItems"),
+            _ => Some(1),
+        };
+        RuleScope {
+            cardinality: self
+                .cardinality
+                .zip(factor)
+                .map(|(c, f)| c.saturating_mul(f)),
+            root: false,
+        }
+    }
+}
+
+/// The estimated costs of a CRD schema's rules, summed to hold them to the limit of the whole
+/// schema (Kubernetes' `TotalCost`).
+#[derive(Debug, Clone, Default)]
+pub struct CostTotal {
+    total: u64,
+    /// The (at most four) most expensive expressions costing at least 1% of the limit.
+    most_expensive: Vec<(String, u64)>,
+}
+
+impl CostTotal {
+    fn observe(&mut self, field: String, cost: u64) {
+        self.total = self.total.saturating_add(cost);
+        if cost < PER_CRD_LIMIT / 100 {
+            return;
+        }
+        self.most_expensive.push((field, cost));
+        self.most_expensive.sort_by_key(|e| std::cmp::Reverse(e.1));
+        self.most_expensive.truncate(4);
+    }
+
+    /// When the total is over the schema's limit, the `Forbidden` errors Kubernetes gives, as
+    /// (field, message): one per most expensive rule, then one on `schema_field`
+    /// (`spec.versions[0].schema.openAPIV3Schema`).
+    pub fn errors(&self, schema_field: &str) -> Vec<(String, String)> {
+        if self.total <= PER_CRD_LIMIT {
+            return Vec::new();
+        }
+        let mut out: Vec<(String, String)> = self
+            .most_expensive
+            .iter()
+            .map(|(field, _)| {
+                (
+                    field.clone(),
+                    "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema".to_string(),
+                )
+            })
+            .collect();
+        out.push((
+            schema_field.to_string(),
+            cost_message(
+                "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+                self.total,
+                PER_CRD_LIMIT,
+            ),
+        ));
+        out
+    }
+}
+
+/// Kubernetes' `getCostErrorMessage`.
+fn cost_message(what: &str, cost: u64, limit: u64) -> String {
+    let factor = cost as f64 / limit as f64;
+    let factor = if factor > 100.0 {
+        "more than 100x".to_string()
+    } else if factor < 1.5 {
+        format!("{factor:.6}x")
+    } else {
+        format!("{factor:.1}x")
+    };
+    format!(
+        "{what} exceeds budget by factor of {factor} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+    )
+}
+
+/// How a rule is compiled: with no schema (every variable dyn), or typed by its node's schema
+/// and held to the cost limits.
+struct Typing<'a> {
+    schema: &'a Value,
+    scope: RuleScope,
+    total: &'a mut CostTotal,
+    /// The path of the rule's entry, `…x-kubernetes-validations[i]`.
+    at: &'a str,
 }
 
 /// A rule that failed on an object: where, why.
@@ -60,41 +201,99 @@ pub struct Violation {
 }
 
 impl Rule {
-    /// Compiles one `x-kubernetes-validations` entry.
+    /// Compiles one `x-kubernetes-validations` entry, with no schema: `self` and `oldSelf` are
+    /// dyn, and no cost is estimated.
     pub fn new(entry: &Value) -> Result<Rule, Vec<RuleError>> {
+        Rule::build(entry, None)
+    }
+
+    /// Compiles one `x-kubernetes-validations` entry of the node whose schema is `schema`, as
+    /// Kubernetes does when a CRD is written: `self` and `oldSelf` typed by the schema (an
+    /// undefined field, a call no overload takes, a result that is not a bool are refused), and
+    /// the estimated cost of the rule and of its `messageExpression`, times the node's
+    /// cardinality, held to the per-expression limit and added to `total`. `at` is the entry's
+    /// path (`…x-kubernetes-validations[0]`), which `total` names the costliest rules by.
+    pub fn compile(
+        entry: &Value,
+        schema: &Value,
+        scope: RuleScope,
+        total: &mut CostTotal,
+        at: &str,
+    ) -> Result<Rule, Vec<RuleError>> {
+        Rule::build(
+            entry,
+            Some(Typing {
+                schema,
+                scope,
+                total,
+                at,
+            }),
+        )
+    }
+
+    fn build(entry: &Value, mut typing: Option<Typing<'_>>) -> Result<Rule, Vec<RuleError>> {
         let mut errors = Vec::new();
         let text = |k: &str| entry.get(k).and_then(Value::as_str).unwrap_or_default();
         let rule = text("rule");
+        let optional_old_self = entry.get("optionalOldSelf") == Some(&Value::Bool(true));
         let compiled = if rule.trim().is_empty() {
             errors.push(RuleError {
                 field: "rule",
+                kind: RuleErrorKind::Required,
                 value: String::new(),
                 message: "Required value".into(),
             });
             None
         } else {
-            match compile_declared(rule, VARIABLES) {
-                Ok(c) => Some(c),
+            match compile_expression(rule, optional_old_self, typing.as_mut(), "rule") {
+                Ok((c, t)) if t.has_unknown() || matches!(t, Type::Bool) => Some(c),
+                Ok(_) => {
+                    errors.push(RuleError::invalid(
+                        "rule",
+                        rule,
+                        "cel expression must evaluate to a bool".into(),
+                    ));
+                    None
+                }
                 Err(e) => {
-                    errors.push(RuleError {
-                        field: "rule",
-                        value: rule.to_string(),
-                        message: format!("compilation failed: {e}"),
-                    });
+                    errors.extend(e.cost);
+                    if let Some(message) = e.compile {
+                        errors.push(RuleError::invalid(
+                            "rule",
+                            rule,
+                            format!("compilation failed: {message}"),
+                        ));
+                    }
                     None
                 }
             }
         };
         let message_expression = match text("messageExpression") {
             "" => None,
-            source => match compile_declared(source, VARIABLES) {
-                Ok(c) => Some(c),
+            source => match compile_expression(
+                source,
+                optional_old_self,
+                typing.as_mut(),
+                "messageExpression",
+            ) {
+                Ok((c, t)) if t.has_unknown() || matches!(t, Type::String) => Some(c),
+                Ok(_) => {
+                    errors.push(RuleError::invalid(
+                        "messageExpression",
+                        source,
+                        "messageExpression must evaluate to a string".into(),
+                    ));
+                    None
+                }
                 Err(e) => {
-                    errors.push(RuleError {
-                        field: "messageExpression",
-                        value: source.to_string(),
-                        message: format!("messageExpression compilation failed: {e}"),
-                    });
+                    errors.extend(e.cost);
+                    if let Some(message) = e.compile {
+                        errors.push(RuleError::invalid(
+                            "messageExpression",
+                            source,
+                            format!("messageExpression compilation failed: {message}"),
+                        ));
+                    }
                     None
                 }
             },
@@ -107,6 +306,7 @@ impl Rule {
             other => {
                 errors.push(RuleError {
                     field: "reason",
+                    kind: RuleErrorKind::Invalid,
                     value: other.to_string(),
                     message: format!(
                         "Unsupported value: {other:?}: supported values: {}",
@@ -124,17 +324,18 @@ impl Rule {
         if !field_path.is_empty() && !valid_field_path(&field_path) {
             errors.push(RuleError {
                 field: "fieldPath",
+                kind: RuleErrorKind::Invalid,
                 value: field_path.clone(),
                 message: "must be a valid relative JSON path, e.g. .spec.field or .spec['field']"
                     .into(),
             });
         }
-        let optional_old_self = entry.get("optionalOldSelf") == Some(&Value::Bool(true));
         match compiled {
             Some(compiled) if errors.is_empty() => {
                 if optional_old_self && !compiled.uses_old_self {
                     return Err(vec![RuleError {
                         field: "optionalOldSelf",
+                        kind: RuleErrorKind::Invalid,
                         value: "true".into(),
                         message: "may not be set if oldSelf is not used in rule".into(),
                     }]);
@@ -261,6 +462,72 @@ impl Violation {
             field: self.field.clone(),
         }
     }
+}
+
+/// Why an expression of a rule is refused: its cost, and why it does not compile.
+struct ExpressionError {
+    cost: Vec<RuleError>,
+    compile: Option<String>,
+}
+
+/// Compiles one expression of a rule (`field`: `rule` or `messageExpression`), typed and held
+/// to the cost limit when `typing` says how; returns it with its result type.
+fn compile_expression(
+    source: &str,
+    optional_old_self: bool,
+    typing: Option<&mut Typing<'_>>,
+    field: &'static str,
+) -> Result<(Compiled, Type), ExpressionError> {
+    let Some(typing) = typing else {
+        return compile_declared(source, VARIABLES)
+            .map(|c| (c, Type::Unknown))
+            .map_err(|e| ExpressionError {
+                cost: Vec::new(),
+                compile: Some(e.0),
+            });
+    };
+    let embedded = typing.schema.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
+    let decl = schema_decl_type(typing.schema, typing.scope.root || embedded, "selfType", 0);
+    // A node CEL cannot see (no type) is checked untyped: Kubernetes refuses it with an internal
+    // error, keel does not refuse what it cannot type.
+    let self_type = decl.as_ref().map_or(Type::Unknown, |d| d.cel_type());
+    let old_self_type = if optional_old_self {
+        Type::optional(self_type.clone())
+    } else {
+        self_type.clone()
+    };
+    let vars = [("self", self_type), ("oldSelf", old_self_type)];
+    let typed = compile_typed(source, &vars, decl.as_ref()).map_err(|e| ExpressionError {
+        cost: Vec::new(),
+        compile: Some(e.0),
+    })?;
+    let cardinality = typing.scope.cardinality.unwrap_or_else(|| {
+        // Under an unbounded list or map: as many as fit in a request.
+        let min_size = decl.as_ref().map_or(1, |d| d.min_size);
+        (MAX_REQUEST_SIZE / (min_size.saturating_add(1)).max(1)) as u64
+    });
+    let cost = if typed.cost == 0 {
+        0
+    } else {
+        typed.cost.saturating_mul(cardinality)
+    };
+    typing.total.observe(format!("{}.{field}", typing.at), cost);
+    if cost > PER_EXPRESSION_LIMIT {
+        let what = match field {
+            "rule" => "estimated rule cost",
+            _ => "estimated messageExpression cost",
+        };
+        return Err(ExpressionError {
+            cost: vec![RuleError {
+                field,
+                kind: RuleErrorKind::Forbidden,
+                value: String::new(),
+                message: cost_message(what, cost, PER_EXPRESSION_LIMIT),
+            }],
+            compile: None,
+        });
+    }
+    Ok((typed.compiled, typed.result))
 }
 
 /// A relative JSON path of field names and quoted keys: `.spec.x`, `.spec['a.b']`.
@@ -463,5 +730,160 @@ mod tests {
             r.check("", "object", &json!({}), None).map(|v| v.field),
             Some("<nil>".to_string())
         );
+    }
+
+    fn typed_schema() -> Value {
+        json!({"type": "object", "properties": {
+            "name": {"type": "string"}, "n": {"type": "integer"},
+            "list": {"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 10}},
+            "ios": {"x-kubernetes-int-or-string": true},
+            "m": {"type": "object", "additionalProperties": {"type": "string"}},
+            "namespace": {"type": "string"}, "x-y": {"type": "string"},
+            "anything": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            "untyped": {"x-kubernetes-preserve-unknown-fields": true}}})
+    }
+
+    fn typed(rule: &str) -> Result<Rule, Vec<RuleError>> {
+        let mut total = CostTotal::default();
+        let entry = json!({"rule": rule});
+        Rule::compile(
+            &entry,
+            &typed_schema(),
+            RuleScope::root(),
+            &mut total,
+            "x[0]",
+        )
+    }
+
+    #[test]
+    fn rules_typed_by_the_schema_compile_as_kubernetes_compiles_them() {
+        let ok = [
+            "self.name == 'a' && self.n > 1 && self.n > 1.5",
+            "self.namespace == 'a' && self.__namespace__ == 'a' && self.x__dash__y == 'b'",
+            "self.m.all(k, k.startsWith('a')) && self.m.x == 'a' && self.m.exists(k, self.m[k] == 'a')",
+            "type(self.ios) == string ? self.ios.matches('%$') : self.ios < 5",
+            "self.metadata.name.startsWith('a') && self.kind == 'K' && has(self.apiVersion)",
+            "self.list.exists_one(x, x == 'a') || self.list.filter(x, x != '').size() > 0",
+            "optional.of(self.name).orValue('') == '' && self.?name.hasValue()",
+            "self.name.split('/').size() <= 2 && self.name.substring(1) != '' && isIP(self.name)",
+            "quantity(self.name).isLessThan(quantity('1Gi')) && sets.contains(self.list, ['a'])",
+            "self == oldSelf",
+        ];
+        for rule in ok {
+            assert!(typed(rule).is_ok(), "{rule}: {:?}", typed(rule).err());
+        }
+    }
+
+    #[test]
+    fn rules_that_do_not_type_check_are_refused_in_cel_go_words() {
+        let table = [
+            (
+                "self.nosuchfield == 1",
+                "compilation failed: ERROR: <input>:1:5: undefined field 'nosuchfield'\n | self.nosuchfield == 1\n | ....^",
+            ),
+            (
+                "self.name + 1 == 'a'",
+                "compilation failed: ERROR: <input>:1:11: found no matching overload for '_+_' applied to '(string, int)'\n | self.name + 1 == 'a'\n | ..........^",
+            ),
+            (
+                "self.name.contains(1)",
+                "compilation failed: ERROR: <input>:1:19: found no matching overload for 'contains' applied to 'string.(int)'\n | self.name.contains(1)\n | ..................^",
+            ),
+            ("self.n", "cel expression must evaluate to a bool"),
+            ("self.ios", "cel expression must evaluate to a bool"),
+            (
+                "self.n == 1.0",
+                "compilation failed: ERROR: <input>:1:8: found no matching overload for '_==_' applied to '(int, double)'\n | self.n == 1.0\n | .......^",
+            ),
+            (
+                "self.name.reverse() == ''",
+                "compilation failed: ERROR: <input>:1:18: undeclared reference to 'reverse' (in container '')\n | self.name.reverse() == ''\n | .................^",
+            ),
+            (
+                "[1, 'a'].size() == 2",
+                "compilation failed: ERROR: <input>:1:5: expected type 'int' but found 'string'\n | [1, 'a'].size() == 2\n | ....^",
+            ),
+            (
+                "self.name.nope == 1",
+                "compilation failed: ERROR: <input>:1:10: type 'string' does not support field selection\n | self.name.nope == 1\n | .........^",
+            ),
+            (
+                "self.metadata.namespace == 'a'",
+                "compilation failed: ERROR: <input>:1:14: undefined field 'namespace'\n | self.metadata.namespace == 'a'\n | .............^",
+            ),
+            (
+                "has(self.untyped)",
+                "compilation failed: ERROR: <input>:1:4: undefined field 'untyped'\n | has(self.untyped)\n | ...^",
+            ),
+            (
+                "self.anything.x == 1",
+                "compilation failed: ERROR: <input>:1:14: undefined field 'x'\n | self.anything.x == 1\n | .............^",
+            ),
+        ];
+        for (rule, want) in table {
+            let errors = typed(rule).err().unwrap_or_default();
+            assert_eq!(
+                errors,
+                vec![RuleError::invalid("rule", rule, want.to_string())],
+                "{rule}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_rule_over_the_cost_limit_is_forbidden_and_counts_toward_the_total() {
+        let schema = |max: Option<i64>| {
+            let mut list = json!({"type": "array", "items": {"type": "string"}});
+            if let Some(max) = max {
+                list["maxItems"] = json!(max);
+                list["items"]["maxLength"] = json!(max);
+            }
+            list
+        };
+        let entry = json!({"rule": "self.all(x, self.all(y, x == y))"});
+        let mut total = CostTotal::default();
+        let errors = Rule::compile(&entry, &schema(None), RuleScope::root(), &mut total, "p[0]")
+            .err()
+            .unwrap_or_default();
+        assert_eq!(
+            errors,
+            vec![RuleError {
+                field: "rule",
+                kind: RuleErrorKind::Forbidden,
+                value: String::new(),
+                message: "estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)".into(),
+            }]
+        );
+        let errors = total.errors("s");
+        assert_eq!(
+            errors.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(),
+            ["p[0].rule", "s"]
+        );
+        assert!(errors[1].1.starts_with("x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x"));
+        let mut total = CostTotal::default();
+        let bounded = Rule::compile(
+            &entry,
+            &schema(Some(10)),
+            RuleScope::root(),
+            &mut total,
+            "p[0]",
+        );
+        assert!(bounded.is_ok());
+        assert!(total.errors("s").is_empty());
+    }
+
+    #[test]
+    fn cardinality_multiplies_by_the_bounds_above_the_node() {
+        let root = RuleScope::root();
+        let list = json!({"type": "array", "maxItems": 5});
+        let map = json!({"type": "object", "additionalProperties": {"type": "string"}});
+        assert_eq!(root.child(&list).child(&list).cardinality, Some(25));
+        assert_eq!(root.child(&list).child(&map).cardinality, None);
+        assert_eq!(root.child(&json!({"type": "object"})).cardinality, Some(1));
+        assert_eq!(
+            cost_message("estimated rule cost", 10_485_760, 10_000_000),
+            "estimated rule cost exceeds budget by factor of 1.048576x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+        );
+        assert!(cost_message("c", 25_000_000, 10_000_000).contains("factor of 2.5x"));
     }
 }

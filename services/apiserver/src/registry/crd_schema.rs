@@ -244,7 +244,13 @@ impl CrdSchema {
                 "must be object at the root",
             )),
         }
-        let (root, mut translated) = compile(openapi_v3, field, 0, &mut causes);
+        let mut cost = keel_cel::CostTotal::default();
+        let scope = Some(keel_cel::RuleScope::root());
+        let (root, mut translated) = compile(openapi_v3, field, 0, scope, &mut cost, &mut causes);
+        // The schema's rules together, over Kubernetes' limit for a whole schema.
+        for (rule, message) in cost.errors(field) {
+            causes.push(FieldCause::forbidden(rule, message));
+        }
         if !causes.is_empty() {
             return Err(causes);
         }
@@ -545,11 +551,15 @@ fn go_pattern<'a>(
 }
 
 /// Walks one schema node at `path`, `depth` levels below the root: its structural [`Node`] and
-/// its Draft 4 translation, with what is wrong in `causes`.
+/// its Draft 4 translation, with what is wrong in `causes`. `scope` places the node in the
+/// structural tree (its validation rules are typed by it and their estimated costs added to
+/// `cost`); `None` under `allOf`, `anyOf`, `oneOf` and `not`, whose rules are compiled untyped.
 fn compile(
     schema: &Value,
     path: &str,
     depth: usize,
+    scope: Option<keel_cel::RuleScope>,
+    cost: &mut keel_cel::CostTotal,
     causes: &mut Vec<FieldCause>,
 ) -> (Node, Map<String, Value>) {
     let mut node = Node::default();
@@ -561,6 +571,7 @@ fn compile(
         ));
         return (node, out);
     }
+    let whole = schema;
     let Value::Object(schema) = schema else {
         causes.push(FieldCause::type_error(path, "an object"));
         return (node, out);
@@ -584,12 +595,8 @@ fn compile(
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    compile_rules(
-        schema.get("x-kubernetes-validations"),
-        path,
-        &mut node,
-        causes,
-    );
+    compile_rules(whole, path, scope, cost, &mut node, causes);
+    let child_scope = scope.map(|s| s.child(whole));
     if schema.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("map") {
         node.map_keys = schema
             .get("x-kubernetes-list-map-keys")
@@ -670,7 +677,8 @@ fn compile(
             let mut translated = Map::new();
             for (name, sub) in properties {
                 let sub_path = child(path, &format!("properties[{name}]"));
-                let (sub_node, sub_out) = compile(sub, &sub_path, depth + 1, causes);
+                let (sub_node, sub_out) =
+                    compile(sub, &sub_path, depth + 1, child_scope, cost, causes);
                 node.properties.insert(name.clone(), sub_node);
                 translated.insert(name.clone(), Value::Object(sub_out));
             }
@@ -686,7 +694,8 @@ fn compile(
         None | Some(Value::Bool(false)) => {}
         Some(Value::Bool(true)) => node.additional = Additional::Any,
         Some(sub @ Value::Object(_)) => {
-            let (sub_node, sub_out) = compile(sub, &additional_path, depth + 1, causes);
+            let (sub_node, sub_out) =
+                compile(sub, &additional_path, depth + 1, child_scope, cost, causes);
             node.additional = Additional::Schema(Box::new(sub_node));
             out.insert("additionalProperties".into(), Value::Object(sub_out));
         }
@@ -708,7 +717,8 @@ fn compile(
         }
         None => {}
         Some(sub @ Value::Object(_)) => {
-            let (sub_node, sub_out) = compile(sub, &items_path, depth + 1, causes);
+            let (sub_node, sub_out) =
+                compile(sub, &items_path, depth + 1, child_scope, cost, causes);
             node.items = Some(Box::new(sub_node));
             out.insert("items".into(), Value::Object(sub_out));
         }
@@ -727,7 +737,7 @@ fn compile(
                     .enumerate()
                     .map(|(i, sub)| {
                         let sub_path = child(path, &format!("{junctor}[{i}]"));
-                        Value::Object(compile(sub, &sub_path, depth + 1, causes).1)
+                        Value::Object(compile(sub, &sub_path, depth + 1, None, cost, causes).1)
                     })
                     .collect();
                 out.insert(junctor.into(), Value::Array(translated));
@@ -739,17 +749,25 @@ fn compile(
         }
     }
     if let Some(sub) = schema.get("not") {
-        let (_, sub_out) = compile(sub, &child(path, "not"), depth + 1, causes);
+        let (_, sub_out) = compile(sub, &child(path, "not"), depth + 1, None, cost, causes);
         out.insert("not".into(), Value::Object(sub_out));
     }
     (node, out)
 }
 
-/// A node's `x-kubernetes-validations`, compiled into `node.rules`; what cannot be kept is a
-/// cause under `<path>.x-kubernetes-validations[i]`.
-fn compile_rules(rules: Option<&Value>, path: &str, node: &mut Node, causes: &mut Vec<FieldCause>) {
+/// A node's `x-kubernetes-validations`, compiled into `node.rules`, typed by the node's
+/// `schema` and held to Kubernetes' cost limits when `scope` places it (else untyped); what
+/// cannot be kept is a cause under `<path>.x-kubernetes-validations[i]`.
+fn compile_rules(
+    schema: &Value,
+    path: &str,
+    scope: Option<keel_cel::RuleScope>,
+    cost: &mut keel_cel::CostTotal,
+    node: &mut Node,
+    causes: &mut Vec<FieldCause>,
+) {
     let at = child(path, "x-kubernetes-validations");
-    let rules = match rules {
+    let rules = match schema.get("x-kubernetes-validations") {
         None | Some(Value::Null) => return,
         Some(Value::Array(rules)) => rules,
         Some(_) => {
@@ -758,19 +776,26 @@ fn compile_rules(rules: Option<&Value>, path: &str, node: &mut Node, causes: &mu
         }
     };
     for (i, entry) in rules.iter().enumerate() {
-        match keel_cel::Rule::new(entry) {
+        let entry_path = format!("{at}[{i}]");
+        let compiled = match scope {
+            Some(scope) => keel_cel::Rule::compile(entry, schema, scope, cost, &entry_path),
+            None => keel_cel::Rule::new(entry),
+        };
+        match compiled {
             Ok(rule) => node.rules.push(Arc::new(rule)),
             Err(errors) => {
                 for e in errors {
-                    let field = format!("{at}[{i}].{}", e.field);
-                    causes.push(if e.message == "Required value" {
-                        FieldCause::required(field)
-                    } else {
-                        FieldCause {
+                    let field = format!("{entry_path}.{}", e.field);
+                    causes.push(match e.kind {
+                        keel_cel::RuleErrorKind::Required => FieldCause::required(field),
+                        keel_cel::RuleErrorKind::Forbidden => {
+                            FieldCause::forbidden(field, e.message)
+                        }
+                        keel_cel::RuleErrorKind::Invalid => FieldCause {
                             reason: "FieldValueInvalid".into(),
                             message: format!("Invalid value: {:?}: {}", e.value, e.message),
                             field,
-                        }
+                        },
                     });
                 }
             }
@@ -790,7 +815,8 @@ pub fn check_defaults(openapi_v3: &Value, field: &str) -> Vec<FieldCause> {
             continue;
         }
         if let Some(default) = schema.get("default") {
-            let (node, out) = compile(schema, &path, 0, &mut Vec::new());
+            let mut cost = keel_cel::CostTotal::default();
+            let (node, out) = compile(schema, &path, 0, None, &mut cost, &mut Vec::new());
             check_default(default, &node, &out, &path, &mut causes);
         }
         if let Some(Value::Object(properties)) = schema.get("properties") {
@@ -2171,5 +2197,48 @@ mod tests {
         let mut obj = json!({"l": [1, {"a": 1}, [{"b": 2}]]});
         assert_eq!(schema.prune(&mut obj), ["l[1].a", "l[2][0].b"]);
         assert_eq!(obj, json!({"l": [1, {}, [{}]]}));
+    }
+
+    fn with_rule_on_spec(spec: Value, rule: &str) -> Value {
+        let mut spec = spec;
+        spec["x-kubernetes-validations"] = json!([{"rule": rule}]);
+        json!({"type": "object", "properties": {"spec": spec}})
+    }
+
+    #[test]
+    fn a_rule_reading_an_undefined_field_is_refused_where_it_is_written() {
+        let spec = json!({"type": "object", "properties": {"replicas": {"type": "integer"}}});
+        let causes = schema_errors(with_rule_on_spec(spec.clone(), "self.nosuchfield == 1"));
+        assert_eq!(
+            causes,
+            vec![FieldCause {
+                reason: "FieldValueInvalid".into(),
+                message: "Invalid value: \"self.nosuchfield == 1\": compilation failed: ERROR: <input>:1:5: undefined field 'nosuchfield'\n | self.nosuchfield == 1\n | ....^".into(),
+                field: format!("{FIELD}.properties[spec].x-kubernetes-validations[0].rule"),
+            }]
+        );
+        assert!(CrdSchema::new(&with_rule_on_spec(spec, "self.replicas >= 0"), FIELD).is_ok());
+    }
+
+    #[test]
+    fn a_rule_over_the_cost_limit_is_forbidden_unless_bounded() {
+        let rule = "self.all(x, self.all(y, x == y))";
+        let list = json!({"type": "array", "items": {"type": "string"}});
+        let causes = schema_errors(with_rule_on_spec(list, rule));
+        let rule_field = format!("{FIELD}.properties[spec].x-kubernetes-validations[0].rule");
+        assert_eq!(
+            causes.iter().map(|c| c.field.as_str()).collect::<Vec<_>>(),
+            [rule_field.as_str(), rule_field.as_str(), FIELD]
+        );
+        assert!(causes[0].message.starts_with(
+            "Forbidden: estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule"
+        ));
+        assert_eq!(
+            causes[1].message,
+            "Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"
+        );
+        let bounded =
+            json!({"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 10}});
+        assert!(CrdSchema::new(&with_rule_on_spec(bounded, rule), FIELD).is_ok());
     }
 }
