@@ -329,7 +329,7 @@ async fn warn_is_printed_by_kubectl_and_audit_writes_an_audit_annotation() {
             "validations": [{"expression": "!has(object.data) || !('password' in object.data)",
                 "message": "configmaps must not hold passwords"}],
             "auditAnnotations": [{"key": "keys",
-                "valueExpression": "has(object.data) ? object.data.map(k, k).join(',') : null"}],
+                "valueExpression": "has(object.data) ? object.data.map(k, k).join(',') : ''"}],
         }),
     )
     .await;

@@ -303,7 +303,11 @@ mod tests {
             let allowed = self.0.contains(r);
             Decision {
                 allowed,
-                reason: if allowed { "listed".into() } else { String::new() },
+                reason: if allowed {
+                    "listed".into()
+                } else {
+                    String::new()
+                },
                 error: None,
             }
         }
@@ -350,17 +354,41 @@ mod tests {
             },
         );
         let table = [
-            ("authorizer.group('apps').resource('deployments').subresource('scale').namespace('ns').name('web').check('update').allowed()", true),
-            ("authorizer.group('apps').resource('deployments').namespace('ns').name('web').check('update').allowed()", false),
+            (
+                "authorizer.group('apps').resource('deployments').subresource('scale').namespace('ns').name('web').check('update').allowed()",
+                true,
+            ),
+            (
+                "authorizer.group('apps').resource('deployments').namespace('ns').name('web').check('update').allowed()",
+                false,
+            ),
             ("authorizer.path('/healthz').check('get').allowed()", true),
-            ("authorizer.path('/healthz').check('get').reason() == 'listed'", true),
+            (
+                "authorizer.path('/healthz').check('get').reason() == 'listed'",
+                true,
+            ),
             ("authorizer.path('/metrics').check('get').allowed()", false),
-            ("authorizer.serviceAccount('ci', 'builder').group('').resource('pods').check('create').allowed()", true),
-            ("authorizer.group('').resource('pods').check('create').allowed()", false),
-            ("authorizer.requestResource.check('approve').allowed()", true),
-            ("authorizer.requestResource.check('delete').allowed()", false),
+            (
+                "authorizer.serviceAccount('ci', 'builder').group('').resource('pods').check('create').allowed()",
+                true,
+            ),
+            (
+                "authorizer.group('').resource('pods').check('create').allowed()",
+                false,
+            ),
+            (
+                "authorizer.requestResource.check('approve').allowed()",
+                true,
+            ),
+            (
+                "authorizer.requestResource.check('delete').allowed()",
+                false,
+            ),
             ("authorizer.path('/x').check('boom').errored()", true),
-            ("authorizer.path('/x').check('boom').error() == 'the authorizer is down'", true),
+            (
+                "authorizer.path('/x').check('boom').error() == 'the authorizer is down'",
+                true,
+            ),
             ("authorizer.path('/x').check('get').errored()", false),
         ];
         for (expr, want) in table {

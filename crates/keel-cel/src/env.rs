@@ -46,6 +46,9 @@ fn environment() -> &'static Arc<Env> {
 /// An expression, compiled.
 pub struct Compiled {
     program: cel::Program,
+    /// The program with escaped property names (`__namespace__`, `a__dash__b`) read as the
+    /// names they stand for, when it has any: what a rule on a schema runs.
+    unescaped: Option<cel::common::ast::IdedExpr>,
     /// Whether it reads `oldSelf` (a transition rule).
     pub uses_old_self: bool,
 }
@@ -134,12 +137,20 @@ pub(crate) fn compile_typed(
     vars: &[(&str, Type)],
     root: Option<&Arc<DeclType>>,
 ) -> Result<Typed, CompileError> {
-    let compiled = compile(source)?;
+    let mut compiled = compile(source)?;
     let expr = compiled.program.expression();
     let checked = crate::check::check(expr, compiled.program.source_info(), source, vars)
         .map_err(CompileError)?;
     let result = checked.type_of(expr.id);
     let cost = crate::cost::estimate(expr, &checked, root).max;
+    // Fields of a schema are selected by their escaped names (Kubernetes' `Escape`); the
+    // objects hold them by their own.
+    if root.is_some() {
+        let mut unescaped = expr.clone();
+        if unescape_selects(&mut unescaped) {
+            compiled.unescaped = Some(unescaped);
+        }
+    }
     Ok(Typed {
         compiled,
         result,
@@ -179,8 +190,99 @@ pub fn compile(source: &str) -> Result<Compiled, CompileError> {
     let uses_old_self = program.references().has_variable("oldSelf");
     Ok(Compiled {
         program,
+        unescaped: None,
         uses_old_self,
     })
+}
+
+/// A property name as Kubernetes' `Unescape` reads an escaped one (`__namespace__` →
+/// `namespace`, `a__dot__b` → `a.b`, `__dash__`, `__slash__`, `__underscores__`); `None`
+/// when it has nothing escaped.
+pub(crate) fn unescape(name: &str) -> Option<String> {
+    if let Some(inner) = name.strip_prefix("__").and_then(|n| n.strip_suffix("__"))
+        && crate::types::RESERVED.contains(&inner)
+    {
+        return Some(inner.to_string());
+    }
+    if !name.contains("__") {
+        return None;
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    let mut changed = false;
+    'scan: while !rest.is_empty() {
+        for (escaped, plain) in [
+            ("__underscores__", "__"),
+            ("__dot__", "."),
+            ("__dash__", "-"),
+            ("__slash__", "/"),
+        ] {
+            if let Some(r) = rest.strip_prefix(escaped) {
+                out.push_str(plain);
+                rest = r;
+                changed = true;
+                continue 'scan;
+            }
+        }
+        let c = rest.chars().next().unwrap_or_default();
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    changed.then_some(out)
+}
+
+/// Rewrites every field selection of `expr` by an escaped name to the name it stands for;
+/// whether any was.
+fn unescape_selects(expr: &mut cel::common::ast::IdedExpr) -> bool {
+    use cel::common::ast::{EntryExpr, Expr};
+    match &mut expr.expr {
+        Expr::Select(select) => {
+            let mut changed = unescape_selects(&mut select.operand);
+            if let Some(plain) = unescape(&select.field) {
+                select.field = plain;
+                changed = true;
+            }
+            changed
+        }
+        Expr::Call(call) => {
+            let mut changed = false;
+            if let Some(t) = call.target.as_deref_mut() {
+                changed |= unescape_selects(t);
+            }
+            for a in &mut call.args {
+                changed |= unescape_selects(a);
+            }
+            changed
+        }
+        Expr::List(list) => list
+            .elements
+            .iter_mut()
+            .fold(false, |c, e| unescape_selects(e) | c),
+        Expr::Map(map) => map.entries.iter_mut().fold(false, |c, e| {
+            c | match &mut e.expr {
+                EntryExpr::MapEntry(m) => {
+                    unescape_selects(&mut m.key) | unescape_selects(&mut m.value)
+                }
+                EntryExpr::StructField(f) => unescape_selects(&mut f.value),
+            }
+        }),
+        Expr::Struct(st) => st.entries.iter_mut().fold(false, |c, e| {
+            c | match &mut e.expr {
+                EntryExpr::MapEntry(m) => unescape_selects(&mut m.value),
+                EntryExpr::StructField(f) => unescape_selects(&mut f.value),
+            }
+        }),
+        Expr::Comprehension(c) => [
+            &mut c.iter_range,
+            &mut c.accu_init,
+            &mut c.loop_cond,
+            &mut c.loop_step,
+            &mut c.result,
+        ]
+        .into_iter()
+        .fold(false, |changed, e| unescape_selects(e) | changed),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => false,
+    }
 }
 
 /// What a variable is bound to.
@@ -265,9 +367,11 @@ impl Compiled {
 
     /// Evaluates with the variables of `activation`.
     pub fn evaluate_in(&self, activation: &Activation) -> Result<Value, EvalError> {
-        self.program
-            .execute(&activation.0)
-            .map_err(EvalError::from_execution)
+        match &self.unescaped {
+            Some(expr) => Value::resolve(expr, &activation.0),
+            None => self.program.execute(&activation.0),
+        }
+        .map_err(EvalError::from_execution)
     }
 
     /// Evaluates to a bool, or says what it evaluated to instead.
@@ -285,6 +389,23 @@ impl Compiled {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escaped_property_names_read_as_kubernetes_unescapes_them() {
+        let table = [
+            ("__namespace__", Some("namespace")),
+            ("__in__", Some("in")),
+            ("a__dot__b", Some("a.b")),
+            ("x__dash__y__slash__z", Some("x-y/z")),
+            ("__underscores__a", Some("__a")),
+            ("plain", None),
+            ("__notreserved__", None),
+            ("a__b", None),
+        ];
+        for (name, want) in table {
+            assert_eq!(unescape(name).as_deref(), want, "{name}");
+        }
+    }
     use serde_json::json;
 
     #[test]

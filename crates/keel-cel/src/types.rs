@@ -218,7 +218,7 @@ impl DeclType {
 }
 
 /// CEL's reserved words, escaped as `__word__` in field names.
-const RESERVED: &[&str] = &[
+pub(crate) const RESERVED: &[&str] = &[
     "true",
     "false",
     "null",

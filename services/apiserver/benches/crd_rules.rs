@@ -91,8 +91,11 @@ fn per_call(n: u32, mut f: impl FnMut()) -> Duration {
 }
 
 fn main() {
-    let schema = CrdSchema::new(&httproute_schema(), "spec.versions[0].schema.openAPIV3Schema")
-        .unwrap_or_else(|e| panic!("the HTTPRoute schema does not compile: {e:?}"));
+    let schema = CrdSchema::new(
+        &httproute_schema(),
+        "spec.versions[0].schema.openAPIV3Schema",
+    )
+    .unwrap_or_else(|e| panic!("the HTTPRoute schema does not compile: {e:?}"));
     let route = httproute();
     let mut defaulted = route.clone();
     schema.prune(&mut defaulted);
@@ -117,7 +120,10 @@ fn main() {
     });
     println!("| what | per object |");
     println!("|---|---|");
-    println!("| HTTPRoute, every rule (create) | {:.1} µs |", rules.as_secs_f64() * 1e6);
+    println!(
+        "| HTTPRoute, every rule (create) | {:.1} µs |",
+        rules.as_secs_f64() * 1e6
+    );
     println!(
         "| HTTPRoute, every rule (update, oldSelf unchanged) | {:.1} µs |",
         update.as_secs_f64() * 1e6
