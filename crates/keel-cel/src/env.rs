@@ -46,9 +46,10 @@ fn environment() -> &'static Arc<Env> {
 /// An expression, compiled.
 pub struct Compiled {
     program: cel::Program,
-    /// The program with escaped property names (`__namespace__`, `a__dash__b`) read as the
-    /// names they stand for, when it has any: what a rule on a schema runs.
-    unescaped: Option<cel::common::ast::IdedExpr>,
+    /// The program as keel runs it, when it differs from the parsed one: `matches` calls
+    /// compiled to keel's (its patterns cached), and in a rule on a schema, escaped property
+    /// names (`__namespace__`, `a__dash__b`) read as the names they stand for.
+    rewritten: Option<cel::common::ast::IdedExpr>,
     /// Whether it reads `oldSelf` (a transition rule).
     pub uses_old_self: bool,
 }
@@ -146,9 +147,9 @@ pub(crate) fn compile_typed(
     // Fields of a schema are selected by their escaped names (Kubernetes' `Escape`); the
     // objects hold them by their own.
     if root.is_some() {
-        let mut unescaped = expr.clone();
-        if unescape_selects(&mut unescaped) {
-            compiled.unescaped = Some(unescaped);
+        let mut unescaped = compiled.rewritten.clone().unwrap_or_else(|| expr.clone());
+        if rewrite(&mut unescaped, true) {
+            compiled.rewritten = Some(unescaped);
         }
     }
     Ok(Typed {
@@ -188,9 +189,11 @@ pub fn compile(source: &str) -> Result<Compiled, CompileError> {
         .compile(source)
         .map_err(|e| CompileError(e.to_string()))?;
     let uses_old_self = program.references().has_variable("oldSelf");
+    let mut rewritten = program.expression().clone();
+    let rewritten = rewrite(&mut rewritten, false).then_some(rewritten);
     Ok(Compiled {
         program,
-        unescaped: None,
+        rewritten,
         uses_old_self,
     })
 }
@@ -231,14 +234,15 @@ pub(crate) fn unescape(name: &str) -> Option<String> {
     changed.then_some(out)
 }
 
-/// Rewrites every field selection of `expr` by an escaped name to the name it stands for;
-/// whether any was.
-fn unescape_selects(expr: &mut cel::common::ast::IdedExpr) -> bool {
+/// Rewrites `expr` as keel runs it: `matches` calls to keel's, and with `unescape`, every
+/// field selection by an escaped name to the name it stands for; whether anything changed.
+fn rewrite(expr: &mut cel::common::ast::IdedExpr, unescape_names: bool) -> bool {
     use cel::common::ast::{EntryExpr, Expr};
+    let unescape_selects = |e: &mut cel::common::ast::IdedExpr| rewrite(e, unescape_names);
     match &mut expr.expr {
         Expr::Select(select) => {
             let mut changed = unescape_selects(&mut select.operand);
-            if let Some(plain) = unescape(&select.field) {
+            if unescape_names && let Some(plain) = unescape(&select.field) {
                 select.field = plain;
                 changed = true;
             }
@@ -251,6 +255,11 @@ fn unescape_selects(expr: &mut cel::common::ast::IdedExpr) -> bool {
             }
             for a in &mut call.args {
                 changed |= unescape_selects(a);
+            }
+            let arity = call.args.len() + usize::from(call.target.is_some());
+            if call.func_name == "matches" && arity == 2 {
+                call.func_name = crate::library::MATCHES.to_string();
+                changed = true;
             }
             changed
         }
@@ -288,8 +297,11 @@ fn unescape_selects(expr: &mut cel::common::ast::IdedExpr) -> bool {
 /// What a variable is bound to.
 #[derive(Debug, Clone, Copy)]
 pub enum Binding<'a> {
-    /// A JSON value.
+    /// A JSON value (copied into CEL's values: what a result may hold).
     Json(&'a serde_json::Value),
+    /// A JSON value read in place, its objects' fields converted only when selected (what
+    /// rules on a schema read; such maps are never part of a result).
+    Lazy(&'a serde_json::Value),
     /// An optional of one (`optionalOldSelf`'s `oldSelf`): `optional.of(v)` or
     /// `optional.none()`.
     Optional(Option<&'a serde_json::Value>),
@@ -330,16 +342,17 @@ fn to_val(value: &serde_json::Value) -> Result<Box<dyn cel::common::value::Val>,
 }
 
 /// Variables bound once, for several expressions (a policy's validations share theirs).
-pub struct Activation(Context<'static, 'static>);
+pub struct Activation<'v>(Context<'v, 'v>);
 
-impl Activation {
-    pub fn new(vars: &[(&str, Binding<'_>)]) -> Result<Activation, EvalError> {
+impl<'v> Activation<'v> {
+    pub fn new(vars: &[(&str, Binding<'v>)]) -> Result<Activation<'v>, EvalError> {
         let mut context = Context::with_env(environment().clone());
         for (name, binding) in vars {
-            let val = match binding {
+            let val: Box<dyn cel::common::value::Val + 'v> = match binding {
                 Binding::Json(v) => to_val(v)?,
+                Binding::Lazy(v) => crate::json::val(v),
                 Binding::Optional(Some(v)) => {
-                    Box::new(cel::common::types::CelOptional::of(to_val(v)?))
+                    Box::new(cel::common::types::CelOptional::of(crate::json::val(v)))
                 }
                 Binding::Optional(None) => Box::new(cel::common::types::CelOptional::none()),
                 Binding::Authorizer(a) => Box::new((*a).clone()),
@@ -361,13 +374,13 @@ impl Activation {
 
 impl Compiled {
     /// Evaluates with these variables.
-    pub fn evaluate(&self, vars: &[(&str, Binding<'_>)]) -> Result<Value, EvalError> {
+    pub fn evaluate<'v>(&self, vars: &[(&str, Binding<'v>)]) -> Result<Value, EvalError> {
         self.evaluate_in(&Activation::new(vars)?)
     }
 
     /// Evaluates with the variables of `activation`.
-    pub fn evaluate_in(&self, activation: &Activation) -> Result<Value, EvalError> {
-        match &self.unescaped {
+    pub fn evaluate_in(&self, activation: &Activation<'_>) -> Result<Value, EvalError> {
+        match &self.rewritten {
             Some(expr) => Value::resolve(expr, &activation.0),
             None => self.program.execute(&activation.0),
         }

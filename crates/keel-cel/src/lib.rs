@@ -15,6 +15,7 @@ mod cost;
 mod decls;
 mod env;
 mod format;
+mod json;
 mod library;
 mod lists;
 mod net;

@@ -2,6 +2,9 @@
 //! what real rules use first. Regex (`find`, `findAll`), and the validity checks of the URL,
 //! IP and CIDR libraries (`isURL`, `isIP`, `isCIDR`, `ip.isCanonical`).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
 use cel::common::types::{CelBool, CelInt, CelList, CelString};
 use cel::common::value::Val;
 use cel::{Env, ExecutionError};
@@ -10,6 +13,10 @@ use crate::net;
 
 /// Registers the libraries on `env`.
 pub fn register(env: &mut Env) -> Result<(), cel::DeclarationError> {
+    cel::add_member_overload!(env, fn matches_member: (CelString, CelString) -> Result<CelBool>,
+        name = "@keel.matches")?;
+    cel::add_overload!(env, fn matches_global: (CelString, CelString) -> Result<CelBool>,
+        name = "@keel.matches")?;
     cel::add_member_overload!(env, fn find: (CelString, CelString) -> Result<CelString>)?;
     cel::add_member_overload!(env, fn find_all: (CelString, CelString) -> Result<CelList>)?;
     cel::add_member_overload!(env, fn find_all_n: (CelString, CelString, CelInt) -> Result<CelList>,
@@ -21,8 +28,43 @@ pub fn register(env: &mut Env) -> Result<(), cel::DeclarationError> {
     Ok(())
 }
 
-fn regex(function: &str, pattern: &str) -> Result<regex::Regex, ExecutionError> {
-    regex::Regex::new(pattern).map_err(|e| ExecutionError::function_error(function, e))
+/// The most compiled patterns kept: rules name few, each many times.
+const REGEX_CACHE: usize = 1024;
+
+/// `pattern` compiled, from a cache of the patterns used so far (the `cel` crate compiles
+/// `matches`' pattern on every call, which costs more than most rules).
+fn regex(function: &str, pattern: &str) -> Result<Arc<regex::Regex>, ExecutionError> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<regex::Regex>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Mutex::default);
+    if let Some(re) = cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(pattern)
+    {
+        return Ok(re.clone());
+    }
+    let re = Arc::new(
+        regex::Regex::new(pattern).map_err(|e| ExecutionError::function_error(function, e))?,
+    );
+    let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if cache.len() >= REGEX_CACHE {
+        cache.clear();
+    }
+    cache.insert(pattern.to_string(), re.clone());
+    Ok(re)
+}
+
+/// The name `matches` calls are compiled to: the standard function, with its pattern cached.
+pub(crate) const MATCHES: &str = "@keel.matches";
+
+fn matches_member(s: &CelString<'_>, pattern: &CelString<'_>) -> Result<CelBool, ExecutionError> {
+    Ok(CelBool::from(
+        regex("matches", pattern.inner())?.is_match(s.inner()),
+    ))
+}
+
+fn matches_global(s: &CelString<'_>, pattern: &CelString<'_>) -> Result<CelBool, ExecutionError> {
+    matches_member(s, pattern)
 }
 
 /// `'abc 123'.find('[0-9]+')`: the first match, or `""`.

@@ -369,12 +369,12 @@ impl Rule {
         value: &Value,
         old: Option<&Value>,
     ) -> Option<Violation> {
-        let mut vars: Vec<(&str, Binding<'_>)> = vec![("self", Binding::Json(value))];
+        let mut vars: Vec<(&str, Binding<'_>)> = vec![("self", Binding::Lazy(value))];
         if self.is_transition() {
             // With `optionalOldSelf`, `oldSelf` is an optional: none on a create.
             match (old, self.optional_old_self) {
                 (old, true) => vars.push(("oldSelf", Binding::Optional(old))),
-                (Some(old), false) => vars.push(("oldSelf", Binding::Json(old))),
+                (Some(old), false) => vars.push(("oldSelf", Binding::Lazy(old))),
                 (None, false) => return None,
             }
         }
