@@ -60,9 +60,14 @@ kc apply -f "$work/policy.yaml" >/dev/null
 echo "==> $OBJECTS ConfigMaps, one ValidatingAdmissionPolicy" >&2
 fill bench-policy
 
+# The policy was in force: a ConfigMap it refuses is refused.
+printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tmp-refused\n  namespace: bench-policy\n' >"$work/refused.yaml"
+refused=$(kc apply -f "$work/refused.yaml" 2>&1 | grep -c "denied request: names are short and not temporary" || true)
+
 echo "| policies | created | throughput | p50 | p99 | errors |"
 echo "|---|---|---|---|---|---|"
 row bench-none "none"
 row bench-policy "1 ValidatingAdmissionPolicy (3 validations, 1 variable), Deny"
 awk -v a="$(field bench-policy ok_per_s)" -v b="$(field bench-none ok_per_s)" \
   'BEGIN { printf "\nwith the policy: %.0f%% of the throughput without\n", 100 * a / b }'
+echo "a ConfigMap the policy refuses, refused: $refused"
