@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
+use serde_json::Value;
 
 use crate::check::Checked;
 use crate::types::{DeclKind, DeclType, MAP_KEY, Type};
@@ -14,6 +15,10 @@ use crate::types::{DeclKind, DeclType, MAP_KEY, Type};
 pub const PER_EXPRESSION_LIMIT: u64 = 10_000_000;
 /// All of a CRD schema's rules together (`StaticEstimatedCRDCostLimit`).
 pub const PER_CRD_LIMIT: u64 = 100_000_000;
+/// The most one evaluation of an expression may cost at runtime (`PerCallLimit`).
+pub const PER_CALL_LIMIT: u64 = 1_000_000;
+/// All rule evaluations of one object validation together (`RuntimeCELCostBudget`).
+pub const RUNTIME_BUDGET: u64 = 10_000_000;
 
 const STRING_TRAVERSAL: f64 = 0.1;
 const REGEX_STRING_LENGTH: f64 = 0.25;
@@ -106,6 +111,7 @@ pub(crate) fn estimate(expr: &IdedExpr, checked: &Checked, root: Option<&Arc<Dec
     let mut coster = Coster {
         checked,
         root,
+        actual: None,
         paths: HashMap::new(),
         iter_ranges: HashMap::new(),
         computed: HashMap::new(),
@@ -113,9 +119,121 @@ pub(crate) fn estimate(expr: &IdedExpr, checked: &Checked, root: Option<&Arc<Dec
     coster.cost(expr)
 }
 
+/// The values a rule is evaluated on, whose sizes bound an estimate instead of the schema's
+/// maxima alone.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Actual<'v> {
+    pub self_value: &'v Value,
+    /// `None`: there is no old value (a create), so nothing under `oldSelf` is iterated.
+    pub old_self: Option<&'v Value>,
+}
+
+/// The estimate of `expr`'s cost as [`estimate`] makes it, but with each size the estimator
+/// asks about (a list's length, a map's size, a string's length along a path from `self` or
+/// `oldSelf`) that of the actual value where it is smaller than the schema's bound: for
+/// `@items`, `@values` and `@keys` the largest over the elements, and 0 for a path that leads
+/// nowhere in the value (nothing there to iterate or compare). With the sizes of the value
+/// the expression runs on, this bounds what cel-go counts when it evaluates it, and it is
+/// never more than the static estimate.
+pub(crate) fn estimate_actual(
+    expr: &IdedExpr,
+    checked: &Checked,
+    root: Option<&Arc<DeclType>>,
+    actual: Actual<'_>,
+) -> Est {
+    let mut coster = Coster {
+        checked,
+        root,
+        actual: Some(actual),
+        paths: HashMap::new(),
+        iter_ranges: HashMap::new(),
+        computed: HashMap::new(),
+    };
+    coster.cost(expr)
+}
+
+/// What one evaluation of an expression is charged against the budget of an object's
+/// validation (docs/cel.md §4.5). cel-go counts the steps it takes; keel's interpreter has no
+/// hook for that, so keel charges an estimate that bounds them.
+#[derive(Debug)]
+pub(crate) enum RuntimeCost {
+    /// Compiled with no schema: nothing known, nothing charged.
+    Unknown,
+    /// A static estimate within [`PER_CALL_LIMIT`]: no evaluation can cost more, and this is
+    /// charged with no further work.
+    Static(u64),
+    /// A static estimate over [`PER_CALL_LIMIT`] (unbounded lists, maps or strings below):
+    /// estimated again on each evaluation with the sizes of the actual values.
+    Actual(Box<(Checked, Arc<DeclType>)>),
+}
+
+impl RuntimeCost {
+    /// How an expression whose static estimate is `cost` (sizes from `root`) is charged.
+    pub(crate) fn new(cost: u64, checked: Checked, root: Option<&Arc<DeclType>>) -> RuntimeCost {
+        match root {
+            None => RuntimeCost::Unknown,
+            Some(_) if cost <= PER_CALL_LIMIT => RuntimeCost::Static(cost),
+            Some(root) => RuntimeCost::Actual(Box::new((checked, root.clone()))),
+        }
+    }
+
+    /// The cost of evaluating `expr` (the expression this was made for) on these values.
+    pub(crate) fn of(&self, expr: &IdedExpr, actual: Actual<'_>) -> u64 {
+        match self {
+            RuntimeCost::Unknown => 0,
+            RuntimeCost::Static(cost) => *cost,
+            RuntimeCost::Actual(typed) => {
+                estimate_actual(expr, &typed.0, Some(&typed.1), actual).max
+            }
+        }
+    }
+}
+
+/// The size cel-go gives `value` reached by `steps` (field names as the estimator has them,
+/// escaped; `@items`, `@values`, `@keys`): a string's characters, a list's items, a map's or an
+/// object's entries, 1 for any other value; the largest over the elements where a step goes
+/// through them; 0 where the path leads nowhere.
+fn actual_size(value: &Value, steps: &[String]) -> u64 {
+    let Some((step, rest)) = steps.split_first() else {
+        return match value {
+            Value::String(s) => s.chars().count() as u64,
+            Value::Array(a) => a.len() as u64,
+            Value::Object(o) => o.len() as u64,
+            _ => 1,
+        };
+    };
+    match (step.as_str(), value) {
+        ("@items" | "@values", Value::Array(items)) => items
+            .iter()
+            .map(|v| actual_size(v, rest))
+            .max()
+            .unwrap_or(0),
+        ("@items" | "@values", Value::Object(map)) => map
+            .values()
+            .map(|v| actual_size(v, rest))
+            .max()
+            .unwrap_or(0),
+        ("@keys", Value::Object(map)) if rest.is_empty() => map
+            .keys()
+            .map(|k| k.chars().count() as u64)
+            .max()
+            .unwrap_or(0),
+        (field, Value::Object(map)) => {
+            let plain = crate::env::unescape(field);
+            match map.get(plain.as_deref().unwrap_or(field)) {
+                Some(v) => actual_size(v, rest),
+                None => 0,
+            }
+        }
+        _ => 0,
+    }
+}
+
 struct Coster<'a> {
     checked: &'a Checked,
     root: Option<&'a Arc<DeclType>>,
+    /// The values evaluated, when the estimate is of one evaluation.
+    actual: Option<Actual<'a>>,
     /// Expression id → field path from a variable (`self`, `spec`, `@items`, ...).
     paths: HashMap<u64, Vec<String>>,
     /// Iteration variable → the ids of the ranges it iterates, innermost last.
@@ -143,9 +261,28 @@ impl<'a> Coster<'a> {
         }
     }
 
-    /// Kubernetes' CRD `sizeEstimator`: the bound of the schema node the path leads to.
+    /// Kubernetes' CRD `sizeEstimator`: the bound of the schema node the path leads to; in an
+    /// estimate of one evaluation, no more than the size of the value it leads to.
     fn estimate_size(&self, node: &Node<'_>) -> Option<Est> {
         let path = node.path.as_ref().filter(|p| !p.is_empty())?;
+        let bound = self.schema_size(path);
+        let Some(actual) = self.actual else {
+            return bound;
+        };
+        let value = match path[0].as_str() {
+            "self" => Some(actual.self_value),
+            "oldSelf" => actual.old_self,
+            // Another variable: only its schema knows.
+            _ => return bound,
+        };
+        let size = value.map_or(0, |v| actual_size(v, &path[1..]));
+        Some(match bound {
+            Some(b) => est(0, b.max.min(size)),
+            None => est(0, size),
+        })
+    }
+
+    fn schema_size(&self, path: &[String]) -> Option<Est> {
         let mut current: &Arc<DeclType> = self.root?;
         for step in &path[1..] {
             current = match (step.as_str(), &current.kind) {

@@ -156,31 +156,56 @@ impl Node {
     /// (or, under a list whose items do not correlate, on an item of an unchanged list) is not
     /// held against the write: an object that a rule added later would refuse can still be
     /// changed elsewhere.
+    ///
+    /// Every evaluation is charged to `walk.budget`; once a violation stops the validation (the
+    /// budget ran out, or an evaluation would cost more than the per-call limit), nothing
+    /// further is judged. Such a violation is never ratcheted.
     fn check_rules(
         &self,
         path: &str,
         value: &Value,
         old: Option<&Value>,
         unchanged: bool,
-        ratchet: bool,
-        out: &mut Vec<FieldCause>,
+        walk: &mut RuleWalk<'_>,
     ) {
+        let RuleWalk {
+            ratchet,
+            budget,
+            out,
+        } = walk;
+        let ratchet = *ratchet;
+        if budget.stopped() {
+            return;
+        }
+        if !self.rules.is_empty()
+            && let Some(v) = budget.before_rules(path, &self.type_name)
+        {
+            out.push(v.cause());
+            return;
+        }
         let unchanged = ratchet && (unchanged || old.is_some_and(|o| o == value));
         for rule in &self.rules {
-            if let Some(v) = rule.check(path, &self.type_name, value, old)
-                && (!unchanged || rule.is_transition())
+            if let Some(v) = rule.check(path, &self.type_name, value, old, budget)
+                && (v.stops || !unchanged || rule.is_transition())
             {
                 out.push(v.cause());
+            }
+            if budget.stopped() {
+                return;
             }
         }
         match value {
             Value::Object(map) => {
                 for (k, v) in map {
                     let old_v = old.and_then(|o| o.get(k));
-                    if let Some(sub) = self.properties.get(k) {
-                        sub.check_rules(&format!("{path}.{k}"), v, old_v, false, ratchet, out);
-                    } else if let Additional::Schema(sub) = &self.additional {
-                        sub.check_rules(&format!("{path}[{k}]"), v, old_v, false, ratchet, out);
+                    let (sub, at) = match (self.properties.get(k), &self.additional) {
+                        (Some(sub), _) => (sub, format!("{path}.{k}")),
+                        (None, Additional::Schema(sub)) => (&**sub, format!("{path}[{k}]")),
+                        _ => continue,
+                    };
+                    sub.check_rules(&at, v, old_v, false, walk);
+                    if walk.budget.stopped() {
+                        return;
                     }
                 }
             }
@@ -195,7 +220,11 @@ impl Node {
                                 .find(|o| keys.iter().all(|k| o.get(k) == v.get(k)))
                         });
                         let inherited = self.map_keys.is_none() && unchanged;
-                        sub.check_rules(&format!("{path}[{i}]"), v, old_v, inherited, ratchet, out);
+                        let at = format!("{path}[{i}]");
+                        sub.check_rules(&at, v, old_v, inherited, walk);
+                        if walk.budget.stopped() {
+                            return;
+                        }
                     }
                 }
             }
@@ -209,6 +238,16 @@ impl Node {
             || self.items.as_deref().is_some_and(Node::has_defaults)
             || matches!(&self.additional, Additional::Schema(sub) if sub.has_defaults())
     }
+}
+
+/// What a walk of the validation rules carries from node to node.
+struct RuleWalk<'w> {
+    /// Whether failures on unchanged values are let through (not on status writes).
+    ratchet: bool,
+    /// The validation's runtime cost budget, charged by every evaluation.
+    budget: &'w mut keel_cel::CostBudget,
+    /// The failures so far.
+    out: &'w mut Vec<FieldCause>,
 }
 
 /// `additionalProperties`: what the keys not in `properties` are.
@@ -322,11 +361,27 @@ impl CrdSchema {
     /// The failures of the schema's validation rules (`x-kubernetes-validations`) on `obj`
     /// (pruned, defaulted) and, on an update, `old`, with Kubernetes' field paths; `ratchet`:
     /// failures on unchanged values are not held against the write (not on status writes).
+    /// The rules' evaluations share Kubernetes' runtime cost budget of one validation.
     pub fn check_rules(&self, obj: &Value, old: Option<&Value>, ratchet: bool) -> Vec<FieldCause> {
+        self.check_rules_within(obj, old, ratchet, &mut keel_cel::CostBudget::default())
+    }
+
+    /// [`CrdSchema::check_rules`] with the evaluations charged to `budget`.
+    fn check_rules_within(
+        &self,
+        obj: &Value,
+        old: Option<&Value>,
+        ratchet: bool,
+        budget: &mut keel_cel::CostBudget,
+    ) -> Vec<FieldCause> {
         let mut out = Vec::new();
         if self.has_rules {
-            self.root
-                .check_rules("", obj, old, false, ratchet, &mut out);
+            let mut walk = RuleWalk {
+                ratchet,
+                budget,
+                out: &mut out,
+            };
+            self.root.check_rules("", obj, old, false, &mut walk);
         }
         for c in &mut out {
             c.field = c.field.trim_start_matches('.').to_string();
