@@ -398,7 +398,9 @@ impl Rule {
             self_value: value,
             old_self: old,
         };
-        let cost = self.cost.of(self.compiled.expression(), sizes);
+        let cost = self
+            .cost
+            .of(self.compiled.expression(), sizes, budget.actual_sizes);
         // Kubernetes reports what stops the rules at the node, without the rule's `fieldPath`.
         let stop = |detail: String| Violation {
             field: field_name(path, ""),
@@ -471,7 +473,8 @@ impl Rule {
                 message: format!("Invalid value: {type_name:?}: {detail}"),
                 stops: true,
             };
-            match budget.charge(cost.of(expression.expression(), sizes)) {
+            let cost = cost.of(expression.expression(), sizes, budget.actual_sizes);
+            match budget.charge(cost) {
                 Charge::Within => {}
                 Charge::OutOfBudget => {
                     return stop(format!(
@@ -535,10 +538,24 @@ const OUT_OF_BUDGET: &str = "running out of cost budget, no further validation r
 /// have their own): Kubernetes' `RuntimeCELCostBudget`, 10,000,000, which every evaluation of
 /// a rule or a `messageExpression` is charged against, each evaluation also held to the
 /// per-call limit, 1,000,000 (docs/cel.md §4.5).
+///
+/// An evaluation is charged an estimate of what cel-go would count (`cost.rs`): its static
+/// estimate when that is within the per-call limit (no work at all), else its estimate with
+/// the sizes of the values it runs on. Static estimates can add up to more than the budget on
+/// an object whose actual sizes are far below the schema's bounds (Gateway API's HTTPRoute
+/// totals 11M at its bounds), so when a budget charged them runs out,
+/// [`CostBudget::judge_again`] says so, and the object is to be judged again with a budget
+/// [`CostBudget::with_actual_sizes`], which charges every evaluation its estimate with the
+/// actual sizes: only that budget running out is the error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CostBudget {
     remaining: u64,
     stopped: bool,
+    /// Every evaluation estimated with actual sizes, static estimates never used alone.
+    actual_sizes: bool,
+    /// It ran out having charged static estimates: the verdict is not to be kept.
+    judge_again: bool,
+    limit: u64,
 }
 
 /// What charging an evaluation's cost came to.
@@ -562,7 +579,26 @@ impl CostBudget {
         CostBudget {
             remaining: limit,
             stopped: false,
+            actual_sizes: false,
+            judge_again: false,
+            limit,
         }
+    }
+
+    /// A fresh budget of the same limit that charges every evaluation its estimate with the
+    /// sizes of the values it runs on.
+    pub fn with_actual_sizes(&self) -> CostBudget {
+        CostBudget {
+            actual_sizes: true,
+            ..CostBudget::new(self.limit)
+        }
+    }
+
+    /// Whether this budget ran out having charged static estimates, which may be far above
+    /// what the evaluations cost: the violations found with it are not to be kept, and the
+    /// object is to be judged again with [`CostBudget::with_actual_sizes`].
+    pub fn judge_again(&self) -> bool {
+        self.judge_again
     }
 
     /// What remains to be spent.
@@ -582,6 +618,7 @@ impl CostBudget {
             return None;
         }
         self.stopped = true;
+        self.judge_again = !self.actual_sizes;
         Some(Violation {
             field: field_name(path, ""),
             reason: Reason::Invalid,
@@ -600,6 +637,8 @@ impl CostBudget {
         let charged = cost.min(PER_CALL_LIMIT + 1);
         if charged > self.remaining {
             self.stopped = true;
+            // What was charged before may have been static estimates.
+            self.judge_again = !self.actual_sizes;
             Charge::OutOfBudget
         } else if cost > PER_CALL_LIMIT {
             self.stopped = true;

@@ -363,22 +363,35 @@ impl CrdSchema {
     /// failures on unchanged values are not held against the write (not on status writes).
     /// The rules' evaluations share Kubernetes' runtime cost budget of one validation.
     pub fn check_rules(&self, obj: &Value, old: Option<&Value>, ratchet: bool) -> Vec<FieldCause> {
-        self.check_rules_within(obj, old, ratchet, &mut keel_cel::CostBudget::default())
+        self.check_rules_within(obj, old, ratchet, keel_cel::CostBudget::default())
     }
 
-    /// [`CrdSchema::check_rules`] with the evaluations charged to `budget`.
+    /// [`CrdSchema::check_rules`] with the evaluations charged to `budget` (and, when static
+    /// estimates run it out, to a fresh one charging estimates with actual sizes).
     fn check_rules_within(
         &self,
         obj: &Value,
         old: Option<&Value>,
         ratchet: bool,
-        budget: &mut keel_cel::CostBudget,
+        mut budget: keel_cel::CostBudget,
     ) -> Vec<FieldCause> {
         let mut out = Vec::new();
-        if self.has_rules {
+        if !self.has_rules {
+            return out;
+        }
+        let mut walk = RuleWalk {
+            ratchet,
+            budget: &mut budget,
+            out: &mut out,
+        };
+        self.root.check_rules("", obj, old, false, &mut walk);
+        if budget.judge_again() {
+            // Static estimates ran the budget out: judge with what the values cost.
+            out.clear();
+            let mut budget = budget.with_actual_sizes();
             let mut walk = RuleWalk {
                 ratchet,
-                budget,
+                budget: &mut budget,
                 out: &mut out,
             };
             self.root.check_rules("", obj, old, false, &mut walk);
@@ -2295,5 +2308,110 @@ mod tests {
         let bounded =
             json!({"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 10}});
         assert!(CrdSchema::new(&with_rule_on_spec(bounded, rule), FIELD).is_ok());
+    }
+
+    /// A schema whose `spec` holds `spec_properties`.
+    fn spec_schema(spec_properties: Value) -> CrdSchema {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": spec_properties}}});
+        match CrdSchema::new(&schema, FIELD) {
+            Ok(s) => s,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+
+    fn strings(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("s{i:06}")).collect()
+    }
+
+    /// A rule whose static estimate is over the per-call limit (but within the CRD's) is
+    /// estimated again with the sizes of the value: on a long list it would cost more than
+    /// 1,000,000, so it is not evaluated, the error is Kubernetes', and nothing else is judged;
+    /// on a short one it runs.
+    #[test]
+    fn a_rule_too_costly_for_the_value_stops_validation_with_the_per_call_error() {
+        let schema = spec_schema(json!({"list": {
+            "type": "array", "maxItems": 1000, "items": {"type": "string", "maxLength": 7},
+            "x-kubernetes-validations": [
+                {"rule": "self.all(x, self.exists(y, x == y))", "message": "each is there"},
+                {"rule": "self.size() < 0", "message": "never holds"}]}}));
+        let long = json!({"spec": {"list": strings(1000)}});
+        let causes = schema.check_rules(&long, None, false);
+        assert_eq!(
+            causes
+                .iter()
+                .map(|c| (c.field.as_str(), c.message.as_str()))
+                .collect::<Vec<_>>(),
+            [(
+                "spec.list",
+                "Invalid value: \"array\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: each is there"
+            )]
+        );
+        let short = json!({"spec": {"list": strings(10)}});
+        let causes = schema.check_rules(&short, None, false);
+        assert_eq!(
+            causes
+                .iter()
+                .map(|c| c.message.as_str())
+                .collect::<Vec<_>>(),
+            ["Invalid value: \"array\": never holds"]
+        );
+    }
+
+    /// Each group's six rules cost about 200,000 an evaluation (a long string matched by a
+    /// long regular expression; 800,000 estimated from the schema, which counts 4 bytes a
+    /// character), but twelve groups with long strings need more than the 10,000,000 of one
+    /// validation: the walk stops where the budget runs out, with
+    /// Kubernetes' error, once. Twelve groups of short strings fit, though the rules' static
+    /// estimates together would not.
+    #[test]
+    fn rules_together_over_the_budget_stop_validation_where_it_runs_out() {
+        let rule = format!("self.s.matches('^(a*|{})$')", "z".repeat(392));
+        let schema = spec_schema(json!({"groups": {
+            "type": "array", "maxItems": 12, "items": {
+                "type": "object",
+                "properties": {"s": {"type": "string", "maxLength": 20000}},
+                "x-kubernetes-validations": vec![json!({"rule": rule}); 6]}}}));
+        let groups = |n: usize| {
+            let group = json!({"s": "a".repeat(n)});
+            json!({"spec": {"groups": vec![group; 12]}})
+        };
+        let causes = schema.check_rules(&groups(20000), None, false);
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        // 200,102 an evaluation: eight groups take 9,604,896, the ninth's second rule no more fits.
+        assert_eq!(causes[0].field, "spec.groups[8]");
+        assert_eq!(
+            causes[0].message,
+            "Invalid value: \"object\": validation failed due to running out of cost budget, no further validation rules will be run"
+        );
+        assert_eq!(schema.check_rules(&groups(10), None, false), Vec::new());
+    }
+
+    /// A failing rule's messageExpression is charged too: with what remains too little for
+    /// it, the violation is the budget's, on the rule's field.
+    #[test]
+    fn a_message_expression_over_the_remaining_budget_is_the_budget_error() {
+        let schema = spec_schema(json!({"list": {
+            "type": "array", "maxItems": 1000, "items": {"type": "string", "maxLength": 7},
+            "x-kubernetes-validations": [{"rule": "self.size() < 0",
+                "messageExpression": "self.all(x, self.exists(y, x == y)) ? 'all there' : 'not'"}]}}));
+        let causes = schema.check_rules(&json!({"spec": {"list": strings(5)}}), None, false);
+        assert_eq!(
+            causes
+                .iter()
+                .map(|c| c.message.as_str())
+                .collect::<Vec<_>>(),
+            ["Invalid value: \"array\": all there"]
+        );
+        let causes = schema.check_rules(&json!({"spec": {"list": strings(1000)}}), None, false);
+        assert_eq!(
+            causes
+                .iter()
+                .map(|c| c.message.as_str())
+                .collect::<Vec<_>>(),
+            [
+                "Invalid value: \"array\": no further validation rules will be run due to call cost exceeds limit for messageExpression: \"self.all(x, self.exists(y, x == y)) ? 'all there' : 'not'\""
+            ]
+        );
     }
 }
