@@ -129,6 +129,8 @@ pub(crate) struct Typed {
     pub result: Type,
     /// The most it is estimated to cost (cel-go's estimate, sizes from `root`).
     pub cost: u64,
+    /// What an evaluation of it is charged.
+    pub runtime_cost: crate::cost::RuntimeCost,
 }
 
 /// Compiles `source`, checks it with these variables, and estimates its cost with the sizes of
@@ -144,6 +146,7 @@ pub(crate) fn compile_typed(
         .map_err(CompileError)?;
     let result = checked.type_of(expr.id);
     let cost = crate::cost::estimate(expr, &checked, root).max;
+    let runtime_cost = crate::cost::RuntimeCost::new(cost, checked, root);
     // Fields of a schema are selected by their escaped names (Kubernetes' `Escape`); the
     // objects hold them by their own.
     if root.is_some() {
@@ -156,6 +159,7 @@ pub(crate) fn compile_typed(
         compiled,
         result,
         cost,
+        runtime_cost,
     })
 }
 
@@ -376,6 +380,11 @@ impl Compiled {
     /// Evaluates with these variables.
     pub fn evaluate<'v>(&self, vars: &[(&str, Binding<'v>)]) -> Result<Value, EvalError> {
         self.evaluate_in(&Activation::new(vars)?)
+    }
+
+    /// The expression as checked (escaped property names as written).
+    pub(crate) fn expression(&self) -> &cel::common::ast::IdedExpr {
+        self.program.expression()
     }
 
     /// Evaluates with the variables of `activation`.

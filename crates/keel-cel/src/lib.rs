@@ -6,8 +6,8 @@
 //!
 //! What is here so far (issue 44): compilation when a CRD is written, type-checked against the
 //! rule's schema node (`types.rs`, `check.rs`, `decls.rs`) and held to Kubernetes' estimated
-//! cost limits (`cost.rs`); evaluation on every write; Kubernetes' words and libraries. The
-//! runtime cost budget comes next (docs/cel.md, the research).
+//! cost limits (`cost.rs`); evaluation on every write, charged to Kubernetes' runtime cost
+//! budget ([`CostBudget`]); Kubernetes' words and libraries (docs/cel.md, the research).
 
 mod authz;
 mod check;
@@ -26,4 +26,6 @@ mod types;
 pub use authz::{Authorize, Authorizer, Decision as AuthzDecision, Request as AuthzRequest};
 pub use cel::Value;
 pub use env::{Activation, Binding, CompileError, Compiled, EvalError, compile, compile_declared};
-pub use rule::{CostTotal, Reason, Rule, RuleError, RuleErrorKind, RuleScope, Violation};
+pub use rule::{
+    CostBudget, CostTotal, Reason, Rule, RuleError, RuleErrorKind, RuleScope, Violation,
+};

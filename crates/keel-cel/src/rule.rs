@@ -4,7 +4,9 @@
 use keel_api::FieldCause;
 use serde_json::Value;
 
-use crate::cost::{PER_CRD_LIMIT, PER_EXPRESSION_LIMIT};
+use crate::cost::{
+    Actual, PER_CALL_LIMIT, PER_CRD_LIMIT, PER_EXPRESSION_LIMIT, RUNTIME_BUDGET, RuntimeCost,
+};
 use crate::env::{Binding, Compiled, compile_declared, compile_typed};
 use crate::types::{MAX_REQUEST_SIZE, Type, schema_decl_type};
 
@@ -33,8 +35,11 @@ const VARIABLES: &[&str] = &["self", "oldSelf"];
 pub struct Rule {
     pub rule: String,
     compiled: Compiled,
+    /// What an evaluation of `rule` is charged.
+    cost: RuntimeCost,
     pub message: String,
-    message_expression: Option<Compiled>,
+    /// `messageExpression`, as written, and compiled with what an evaluation is charged.
+    message_expression: Option<(String, Compiled, RuntimeCost)>,
     pub reason: Reason,
     /// `fieldPath`, as written (`.spec.x`), appended to the node's path when it fails.
     pub field_path: String,
@@ -198,6 +203,9 @@ pub struct Violation {
     pub field: String,
     pub reason: Reason,
     pub message: String,
+    /// It ends the object's validation: no further rule is judged (the cost budget ran out,
+    /// or one evaluation would cost more than the per-call limit).
+    pub stops: bool,
 }
 
 impl Rule {
@@ -246,7 +254,7 @@ impl Rule {
             None
         } else {
             match compile_expression(rule, optional_old_self, typing.as_mut(), "rule") {
-                Ok((c, t)) if t.has_unknown() || matches!(t, Type::Bool) => Some(c),
+                Ok((c, t, cost)) if t.has_unknown() || matches!(t, Type::Bool) => Some((c, cost)),
                 Ok(_) => {
                     errors.push(RuleError::invalid(
                         "rule",
@@ -276,7 +284,9 @@ impl Rule {
                 typing.as_mut(),
                 "messageExpression",
             ) {
-                Ok((c, t)) if t.has_unknown() || matches!(t, Type::String) => Some(c),
+                Ok((c, t, cost)) if t.has_unknown() || matches!(t, Type::String) => {
+                    Some((source.to_string(), c, cost))
+                }
                 Ok(_) => {
                     errors.push(RuleError::invalid(
                         "messageExpression",
@@ -331,7 +341,7 @@ impl Rule {
             });
         }
         match compiled {
-            Some(compiled) if errors.is_empty() => {
+            Some((compiled, cost)) if errors.is_empty() => {
                 if optional_old_self && !compiled.uses_old_self {
                     return Err(vec![RuleError {
                         field: "optionalOldSelf",
@@ -343,6 +353,7 @@ impl Rule {
                 Ok(Rule {
                     rule: rule.to_string(),
                     compiled,
+                    cost,
                     message: text("message").to_string(),
                     message_expression,
                     reason,
@@ -360,14 +371,19 @@ impl Rule {
     }
 
     /// Judges `value` (at `path`, of schema type `type_name`) and, for an update, its old
-    /// value at the same place. `None`: it holds, or does not apply (a transition rule on a
-    /// create, or on a value that has no old one).
+    /// value at the same place, charging `budget` for what it evaluates. `None`: it holds, or
+    /// does not apply (a transition rule on a create, or on a value that has no old one).
+    ///
+    /// A violation that [`Violation::stops`] (the budget ran out, or one evaluation would cost
+    /// more than Kubernetes' per-call limit) ends the object's validation: the budget says so
+    /// from then on ([`CostBudget::stopped`]).
     pub fn check(
         &self,
         path: &str,
         type_name: &str,
         value: &Value,
         old: Option<&Value>,
+        budget: &mut CostBudget,
     ) -> Option<Violation> {
         let mut vars: Vec<(&str, Binding<'_>)> = vec![("self", Binding::Lazy(value))];
         if self.is_transition() {
@@ -378,26 +394,38 @@ impl Rule {
                 (None, false) => return None,
             }
         }
-        let field = format!("{path}{}", self.field_path);
-        // A root rule's field is Kubernetes' empty path, printed `<nil>`.
-        let field = match field.trim_start_matches('.') {
-            "" => "<nil>".to_string(),
-            f => f.to_string(),
+        let sizes = Actual {
+            self_value: value,
+            old_self: old,
         };
+        let cost = self
+            .cost
+            .of(self.compiled.expression(), sizes, budget.actual_sizes);
+        // Kubernetes reports what stops the rules at the node, without the rule's `fieldPath`.
+        let stop = |detail: String| Violation {
+            field: field_name(path, ""),
+            reason: Reason::Invalid,
+            message: format!("Invalid value: {type_name:?}: {detail}"),
+            stops: true,
+        };
+        match budget.charge(cost) {
+            Charge::Within => {}
+            Charge::OutOfBudget => {
+                return Some(stop(format!("validation failed due to {OUT_OF_BUDGET}")));
+            }
+            Charge::OverCallLimit => {
+                return Some(stop(format!(
+                    "'{CALL_LIMIT_EXCEEDED}': no further validation rules will be run due to call cost exceeds limit for rule: {}",
+                    self.error_string()
+                )));
+            }
+        }
+        let field = field_name(path, &self.field_path);
         match self.compiled.evaluate_bool(&vars) {
             Ok(true) => None,
-            Ok(false) => Some(Violation {
-                field,
-                reason: self.reason,
-                message: self.message_for(&vars, type_name),
-            }),
+            Ok(false) => Some(self.failure(field, &vars, sizes, type_name, budget)),
             Err(e) => {
-                // Kubernetes' words (`ruleErrorString`: the message, else the rule).
-                let r = if self.message.trim().is_empty() {
-                    self.rule.trim()
-                } else {
-                    self.message.trim()
-                };
+                let r = self.error_string();
                 let detail = if e.no_such_overload {
                     format!(
                         "'{}': call arguments did not match a supported operator, function or macro signature for rule: {r}",
@@ -410,27 +438,66 @@ impl Rule {
                     field,
                     reason: Reason::Invalid,
                     message: format!("Invalid value: {type_name:?}: {detail}"),
+                    stops: false,
                 })
             }
         }
     }
 
-    /// The message of a failure: `messageExpression`'s, when it evaluates to a non-empty
-    /// string; else `message`; else `failed rule: <rule>`.
-    fn message_for(&self, vars: &[(&str, Binding<'_>)], type_name: &str) -> String {
-        let evaluated = self
-            .message_expression
-            .as_ref()
+    /// Kubernetes' `ruleErrorString`: the message, else the rule.
+    fn error_string(&self) -> &str {
+        if self.message.trim().is_empty() {
+            self.rule.trim()
+        } else {
+            self.message.trim()
+        }
+    }
+
+    /// The violation of a rule that evaluated to false, at `field`. Its message is
+    /// `messageExpression`'s, when it evaluates to a non-empty string; else `message`; else
+    /// `failed rule: <rule>`. Evaluating `messageExpression` is charged to `budget` too, and
+    /// when it does not fit, that is the violation, and it stops the validation.
+    fn failure(
+        &self,
+        field: String,
+        vars: &[(&str, Binding<'_>)],
+        sizes: Actual<'_>,
+        type_name: &str,
+        budget: &mut CostBudget,
+    ) -> Violation {
+        let mut evaluated = None;
+        if let Some((source, expression, cost)) = &self.message_expression {
+            let stop = |detail: String| Violation {
+                field: field.clone(),
+                reason: Reason::Invalid,
+                message: format!("Invalid value: {type_name:?}: {detail}"),
+                stops: true,
+            };
+            let cost = cost.of(expression.expression(), sizes, budget.actual_sizes);
+            match budget.charge(cost) {
+                Charge::Within => {}
+                Charge::OutOfBudget => {
+                    return stop(format!(
+                        "messageExpression evaluation failed due to {OUT_OF_BUDGET}"
+                    ));
+                }
+                Charge::OverCallLimit => {
+                    return stop(format!(
+                        "no further validation rules will be run due to call cost exceeds limit for messageExpression: {source:?}"
+                    ));
+                }
+            }
             // Kubernetes falls back to `message` when the expression fails, is not a string,
             // is blank, longer than 5120 bytes, or spans lines.
-            .and_then(|m| match m.evaluate(vars) {
+            evaluated = match expression.evaluate(vars) {
                 Ok(cel::Value::String(s))
                     if !s.trim().is_empty() && s.len() <= 5120 && !s.contains('\n') =>
                 {
                     Some(s.trim().to_string())
                 }
                 _ => None,
-            });
+            };
+        }
         let detail = evaluated.unwrap_or_else(|| {
             if self.message.trim().is_empty() {
                 format!("failed rule: {}", self.rule.trim())
@@ -438,11 +505,147 @@ impl Rule {
                 self.message.trim().to_string()
             }
         });
-        match self.reason {
+        let message = match self.reason {
             Reason::Invalid => format!("Invalid value: {type_name:?}: {detail}"),
             Reason::Forbidden => format!("Forbidden: {detail}"),
             Reason::Required => format!("Required value: {detail}"),
             Reason::Duplicate => format!("Duplicate value: {type_name:?}"),
+        };
+        Violation {
+            field,
+            reason: self.reason,
+            message,
+            stops: false,
+        }
+    }
+}
+
+/// A node's `path` (`.spec.x`) and a rule's `fieldPath` as Kubernetes prints the field: a
+/// root rule's is the empty path, `<nil>`.
+fn field_name(path: &str, field_path: &str) -> String {
+    let field = format!("{path}{field_path}");
+    match field.trim_start_matches('.') {
+        "" => "<nil>".to_string(),
+        f => f.to_string(),
+    }
+}
+
+/// cel-go's error when an evaluation goes over its cost limit.
+const CALL_LIMIT_EXCEEDED: &str = "operation cancelled: actual cost limit exceeded";
+const OUT_OF_BUDGET: &str = "running out of cost budget, no further validation rules will be run";
+
+/// The runtime cost budget of one object validation (a create, an update, a status update each
+/// have their own): Kubernetes' `RuntimeCELCostBudget`, 10,000,000, which every evaluation of
+/// a rule or a `messageExpression` is charged against, each evaluation also held to the
+/// per-call limit, 1,000,000 (docs/cel.md §4.5).
+///
+/// An evaluation is charged an estimate of what cel-go would count (`cost.rs`): its static
+/// estimate when that is within the per-call limit (no work at all), else its estimate with
+/// the sizes of the values it runs on. Static estimates can add up to more than the budget on
+/// an object whose actual sizes are far below the schema's bounds (Gateway API's HTTPRoute
+/// totals 11M at its bounds), so when a budget charged them runs out,
+/// [`CostBudget::judge_again`] says so, and the object is to be judged again with a budget
+/// [`CostBudget::with_actual_sizes`], which charges every evaluation its estimate with the
+/// actual sizes: only that budget running out is the error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CostBudget {
+    remaining: u64,
+    stopped: bool,
+    /// Every evaluation estimated with actual sizes, static estimates never used alone.
+    actual_sizes: bool,
+    /// It ran out having charged static estimates: the verdict is not to be kept.
+    judge_again: bool,
+    limit: u64,
+}
+
+/// What charging an evaluation's cost came to.
+enum Charge {
+    Within,
+    /// It would cost more than what remains: not evaluated.
+    OutOfBudget,
+    /// It would cost more than the per-call limit: not evaluated.
+    OverCallLimit,
+}
+
+impl Default for CostBudget {
+    fn default() -> CostBudget {
+        CostBudget::new(RUNTIME_BUDGET)
+    }
+}
+
+impl CostBudget {
+    /// A budget of `limit` (Kubernetes': [`CostBudget::default`]).
+    pub fn new(limit: u64) -> CostBudget {
+        CostBudget {
+            remaining: limit,
+            stopped: false,
+            actual_sizes: false,
+            judge_again: false,
+            limit,
+        }
+    }
+
+    /// A fresh budget of the same limit that charges every evaluation its estimate with the
+    /// sizes of the values it runs on.
+    pub fn with_actual_sizes(&self) -> CostBudget {
+        CostBudget {
+            actual_sizes: true,
+            ..CostBudget::new(self.limit)
+        }
+    }
+
+    /// Whether this budget ran out having charged static estimates, which may be far above
+    /// what the evaluations cost: the violations found with it are not to be kept, and the
+    /// object is to be judged again with [`CostBudget::with_actual_sizes`].
+    pub fn judge_again(&self) -> bool {
+        self.judge_again
+    }
+
+    /// What remains to be spent.
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// Whether a violation stopped the validation: no further rule is to be judged.
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Kubernetes' check before the rules of a node (at `path`, of schema type `type_name`)
+    /// are judged: with nothing left, the violation that stops the validation.
+    pub fn before_rules(&mut self, path: &str, type_name: &str) -> Option<Violation> {
+        if self.remaining > 0 {
+            return None;
+        }
+        self.stopped = true;
+        self.judge_again = !self.actual_sizes;
+        Some(Violation {
+            field: field_name(path, ""),
+            reason: Reason::Invalid,
+            message: format!(
+                "Invalid value: {type_name:?}: validation failed due to {OUT_OF_BUDGET}"
+            ),
+            stops: true,
+        })
+    }
+
+    /// Charges one evaluation estimated at `cost`. cel-go stops an evaluation as soon as it
+    /// has spent more than the per-call limit, and then charges what it spent, so an
+    /// evaluation over that limit takes the limit (plus one) from the budget: with less than
+    /// that left, the budget has run out first.
+    fn charge(&mut self, cost: u64) -> Charge {
+        let charged = cost.min(PER_CALL_LIMIT + 1);
+        if charged > self.remaining {
+            self.stopped = true;
+            // What was charged before may have been static estimates.
+            self.judge_again = !self.actual_sizes;
+            Charge::OutOfBudget
+        } else if cost > PER_CALL_LIMIT {
+            self.stopped = true;
+            Charge::OverCallLimit
+        } else {
+            self.remaining -= charged;
+            Charge::Within
         }
     }
 }
@@ -477,10 +680,10 @@ fn compile_expression(
     optional_old_self: bool,
     typing: Option<&mut Typing<'_>>,
     field: &'static str,
-) -> Result<(Compiled, Type), ExpressionError> {
+) -> Result<(Compiled, Type, RuntimeCost), ExpressionError> {
     let Some(typing) = typing else {
         return compile_declared(source, VARIABLES)
-            .map(|c| (c, Type::Unknown))
+            .map(|c| (c, Type::Unknown, RuntimeCost::Unknown))
             .map_err(|e| ExpressionError {
                 cost: Vec::new(),
                 compile: Some(e.0),
@@ -527,7 +730,7 @@ fn compile_expression(
             compile: None,
         });
     }
-    Ok((typed.compiled, typed.result))
+    Ok((typed.compiled, typed.result, typed.runtime_cost))
 }
 
 /// A relative JSON path of field names and quoted keys: `.spec.x`, `.spec['a.b']`.
@@ -582,6 +785,7 @@ mod tests {
             "object",
             &json!({"replicas": 5, "maxReplicas": 3}),
             None,
+            &mut CostBudget::default(),
         );
         assert_eq!(
             v.map(|v| (v.field, v.message)),
@@ -595,7 +799,8 @@ mod tests {
                 ".spec",
                 "object",
                 &json!({"replicas": 1, "maxReplicas": 3}),
-                None
+                None,
+                &mut CostBudget::default()
             )
             .is_none()
         );
@@ -606,13 +811,25 @@ mod tests {
         let r = rule(
             json!({"rule": "self.x < 3", "messageExpression": "'x is ' + string(self.x)", "message": "too big"}),
         );
-        let v = r.check(".spec", "object", &json!({"x": 5}), None);
+        let v = r.check(
+            ".spec",
+            "object",
+            &json!({"x": 5}),
+            None,
+            &mut CostBudget::default(),
+        );
         assert_eq!(
             v.map(|v| v.message).unwrap_or_default(),
             "Invalid value: \"object\": x is 5"
         );
         let r = rule(json!({"rule": "self.x < 3", "messageExpression": "self.nothing"}));
-        let v = r.check(".spec", "object", &json!({"x": 5}), None);
+        let v = r.check(
+            ".spec",
+            "object",
+            &json!({"x": 5}),
+            None,
+            &mut CostBudget::default(),
+        );
         assert_eq!(
             v.map(|v| v.message).unwrap_or_default(),
             "Invalid value: \"object\": failed rule: self.x < 3"
@@ -626,14 +843,21 @@ mod tests {
         );
         assert!(r.is_transition());
         assert!(
-            r.check(".spec", "object", &json!({"name": "a"}), None)
-                .is_none()
+            r.check(
+                ".spec",
+                "object",
+                &json!({"name": "a"}),
+                None,
+                &mut CostBudget::default()
+            )
+            .is_none()
         );
         let v = r.check(
             ".spec",
             "object",
             &json!({"name": "a"}),
             Some(&json!({"name": "b"})),
+            &mut CostBudget::default(),
         );
         assert_eq!(
             v.map(|v| (v.field, v.message, v.reason)),
@@ -647,17 +871,35 @@ mod tests {
             "message": "Immutable after creation", "optionalOldSelf": true}));
         assert!(
             optional
-                .check(".spec.x", "string", &json!("a"), None)
+                .check(
+                    ".spec.x",
+                    "string",
+                    &json!("a"),
+                    None,
+                    &mut CostBudget::default()
+                )
                 .is_none()
         );
         assert!(
             optional
-                .check(".spec.x", "string", &json!("a"), Some(&json!("a")))
+                .check(
+                    ".spec.x",
+                    "string",
+                    &json!("a"),
+                    Some(&json!("a")),
+                    &mut CostBudget::default()
+                )
                 .is_none()
         );
         assert!(
             optional
-                .check(".spec.x", "string", &json!("b"), Some(&json!("a")))
+                .check(
+                    ".spec.x",
+                    "string",
+                    &json!("b"),
+                    Some(&json!("a")),
+                    &mut CostBudget::default()
+                )
                 .is_some()
         );
     }
@@ -706,7 +948,13 @@ mod tests {
     #[test]
     fn an_evaluation_error_is_reported_on_the_field() {
         let r = rule(json!({"rule": "self.missing == 1"}));
-        let v = r.check(".spec", "object", &json!({}), None);
+        let v = r.check(
+            ".spec",
+            "object",
+            &json!({}),
+            None,
+            &mut CostBudget::default(),
+        );
         assert_eq!(
             v.map(|v| (v.field, v.message)),
             Some((
@@ -715,7 +963,13 @@ mod tests {
             ))
         );
         let r = rule(json!({"rule": "self.x + 'a' == 'b'", "message": "x plus a"}));
-        let v = r.check(".spec", "object", &json!({"x": 1}), None);
+        let v = r.check(
+            ".spec",
+            "object",
+            &json!({"x": 1}),
+            None,
+            &mut CostBudget::default(),
+        );
         let message = v.map(|v| v.message).unwrap_or_default();
         assert!(
             message.ends_with("': call arguments did not match a supported operator, function or macro signature for rule: x plus a"),
@@ -727,7 +981,8 @@ mod tests {
     fn a_root_rule_fails_at_kubernetes_empty_path() {
         let r = rule(json!({"rule": "false"}));
         assert_eq!(
-            r.check("", "object", &json!({}), None).map(|v| v.field),
+            r.check("", "object", &json!({}), None, &mut CostBudget::default())
+                .map(|v| v.field),
             Some("<nil>".to_string())
         );
     }

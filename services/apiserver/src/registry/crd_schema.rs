@@ -156,31 +156,56 @@ impl Node {
     /// (or, under a list whose items do not correlate, on an item of an unchanged list) is not
     /// held against the write: an object that a rule added later would refuse can still be
     /// changed elsewhere.
+    ///
+    /// Every evaluation is charged to `walk.budget`; once a violation stops the validation (the
+    /// budget ran out, or an evaluation would cost more than the per-call limit), nothing
+    /// further is judged. Such a violation is never ratcheted.
     fn check_rules(
         &self,
         path: &str,
         value: &Value,
         old: Option<&Value>,
         unchanged: bool,
-        ratchet: bool,
-        out: &mut Vec<FieldCause>,
+        walk: &mut RuleWalk<'_>,
     ) {
+        let RuleWalk {
+            ratchet,
+            budget,
+            out,
+        } = walk;
+        let ratchet = *ratchet;
+        if budget.stopped() {
+            return;
+        }
+        if !self.rules.is_empty()
+            && let Some(v) = budget.before_rules(path, &self.type_name)
+        {
+            out.push(v.cause());
+            return;
+        }
         let unchanged = ratchet && (unchanged || old.is_some_and(|o| o == value));
         for rule in &self.rules {
-            if let Some(v) = rule.check(path, &self.type_name, value, old)
-                && (!unchanged || rule.is_transition())
+            if let Some(v) = rule.check(path, &self.type_name, value, old, budget)
+                && (v.stops || !unchanged || rule.is_transition())
             {
                 out.push(v.cause());
+            }
+            if budget.stopped() {
+                return;
             }
         }
         match value {
             Value::Object(map) => {
                 for (k, v) in map {
                     let old_v = old.and_then(|o| o.get(k));
-                    if let Some(sub) = self.properties.get(k) {
-                        sub.check_rules(&format!("{path}.{k}"), v, old_v, false, ratchet, out);
-                    } else if let Additional::Schema(sub) = &self.additional {
-                        sub.check_rules(&format!("{path}[{k}]"), v, old_v, false, ratchet, out);
+                    let (sub, at) = match (self.properties.get(k), &self.additional) {
+                        (Some(sub), _) => (sub, format!("{path}.{k}")),
+                        (None, Additional::Schema(sub)) => (&**sub, format!("{path}[{k}]")),
+                        _ => continue,
+                    };
+                    sub.check_rules(&at, v, old_v, false, walk);
+                    if walk.budget.stopped() {
+                        return;
                     }
                 }
             }
@@ -195,7 +220,11 @@ impl Node {
                                 .find(|o| keys.iter().all(|k| o.get(k) == v.get(k)))
                         });
                         let inherited = self.map_keys.is_none() && unchanged;
-                        sub.check_rules(&format!("{path}[{i}]"), v, old_v, inherited, ratchet, out);
+                        let at = format!("{path}[{i}]");
+                        sub.check_rules(&at, v, old_v, inherited, walk);
+                        if walk.budget.stopped() {
+                            return;
+                        }
                     }
                 }
             }
@@ -209,6 +238,16 @@ impl Node {
             || self.items.as_deref().is_some_and(Node::has_defaults)
             || matches!(&self.additional, Additional::Schema(sub) if sub.has_defaults())
     }
+}
+
+/// What a walk of the validation rules carries from node to node.
+struct RuleWalk<'w> {
+    /// Whether failures on unchanged values are let through (not on status writes).
+    ratchet: bool,
+    /// The validation's runtime cost budget, charged by every evaluation.
+    budget: &'w mut keel_cel::CostBudget,
+    /// The failures so far.
+    out: &'w mut Vec<FieldCause>,
 }
 
 /// `additionalProperties`: what the keys not in `properties` are.
@@ -322,11 +361,40 @@ impl CrdSchema {
     /// The failures of the schema's validation rules (`x-kubernetes-validations`) on `obj`
     /// (pruned, defaulted) and, on an update, `old`, with Kubernetes' field paths; `ratchet`:
     /// failures on unchanged values are not held against the write (not on status writes).
+    /// The rules' evaluations share Kubernetes' runtime cost budget of one validation.
     pub fn check_rules(&self, obj: &Value, old: Option<&Value>, ratchet: bool) -> Vec<FieldCause> {
+        self.check_rules_within(obj, old, ratchet, keel_cel::CostBudget::default())
+    }
+
+    /// [`CrdSchema::check_rules`] with the evaluations charged to `budget` (and, when static
+    /// estimates run it out, to a fresh one charging estimates with actual sizes).
+    fn check_rules_within(
+        &self,
+        obj: &Value,
+        old: Option<&Value>,
+        ratchet: bool,
+        mut budget: keel_cel::CostBudget,
+    ) -> Vec<FieldCause> {
         let mut out = Vec::new();
-        if self.has_rules {
-            self.root
-                .check_rules("", obj, old, false, ratchet, &mut out);
+        if !self.has_rules {
+            return out;
+        }
+        let mut walk = RuleWalk {
+            ratchet,
+            budget: &mut budget,
+            out: &mut out,
+        };
+        self.root.check_rules("", obj, old, false, &mut walk);
+        if budget.judge_again() {
+            // Static estimates ran the budget out: judge with what the values cost.
+            out.clear();
+            let mut budget = budget.with_actual_sizes();
+            let mut walk = RuleWalk {
+                ratchet,
+                budget: &mut budget,
+                out: &mut out,
+            };
+            self.root.check_rules("", obj, old, false, &mut walk);
         }
         for c in &mut out {
             c.field = c.field.trim_start_matches('.').to_string();
@@ -2240,5 +2308,110 @@ mod tests {
         let bounded =
             json!({"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 10}});
         assert!(CrdSchema::new(&with_rule_on_spec(bounded, rule), FIELD).is_ok());
+    }
+
+    /// A schema whose `spec` holds `spec_properties`.
+    fn spec_schema(spec_properties: Value) -> CrdSchema {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": spec_properties}}});
+        match CrdSchema::new(&schema, FIELD) {
+            Ok(s) => s,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+
+    fn strings(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("s{i:06}")).collect()
+    }
+
+    /// A rule whose static estimate is over the per-call limit (but within the CRD's) is
+    /// estimated again with the sizes of the value: on a long list it would cost more than
+    /// 1,000,000, so it is not evaluated, the error is Kubernetes', and nothing else is judged;
+    /// on a short one it runs.
+    #[test]
+    fn a_rule_too_costly_for_the_value_stops_validation_with_the_per_call_error() {
+        let schema = spec_schema(json!({"list": {
+            "type": "array", "maxItems": 1000, "items": {"type": "string", "maxLength": 7},
+            "x-kubernetes-validations": [
+                {"rule": "self.all(x, self.exists(y, x == y))", "message": "each is there"},
+                {"rule": "self.size() < 0", "message": "never holds"}]}}));
+        let long = json!({"spec": {"list": strings(1000)}});
+        let causes = schema.check_rules(&long, None, false);
+        assert_eq!(
+            causes
+                .iter()
+                .map(|c| (c.field.as_str(), c.message.as_str()))
+                .collect::<Vec<_>>(),
+            [(
+                "spec.list",
+                "Invalid value: \"array\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: each is there"
+            )]
+        );
+        let short = json!({"spec": {"list": strings(10)}});
+        let causes = schema.check_rules(&short, None, false);
+        assert_eq!(
+            causes
+                .iter()
+                .map(|c| c.message.as_str())
+                .collect::<Vec<_>>(),
+            ["Invalid value: \"array\": never holds"]
+        );
+    }
+
+    /// Each group's six rules cost about 200,000 an evaluation (a long string matched by a
+    /// long regular expression; 800,000 estimated from the schema, which counts 4 bytes a
+    /// character), but twelve groups with long strings need more than the 10,000,000 of one
+    /// validation: the walk stops where the budget runs out, with
+    /// Kubernetes' error, once. Twelve groups of short strings fit, though the rules' static
+    /// estimates together would not.
+    #[test]
+    fn rules_together_over_the_budget_stop_validation_where_it_runs_out() {
+        let rule = format!("self.s.matches('^(a*|{})$')", "z".repeat(392));
+        let schema = spec_schema(json!({"groups": {
+            "type": "array", "maxItems": 12, "items": {
+                "type": "object",
+                "properties": {"s": {"type": "string", "maxLength": 20000}},
+                "x-kubernetes-validations": vec![json!({"rule": rule}); 6]}}}));
+        let groups = |n: usize| {
+            let group = json!({"s": "a".repeat(n)});
+            json!({"spec": {"groups": vec![group; 12]}})
+        };
+        let causes = schema.check_rules(&groups(20000), None, false);
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        // 200,102 an evaluation: eight groups take 9,604,896, the ninth's second rule no more fits.
+        assert_eq!(causes[0].field, "spec.groups[8]");
+        assert_eq!(
+            causes[0].message,
+            "Invalid value: \"object\": validation failed due to running out of cost budget, no further validation rules will be run"
+        );
+        assert_eq!(schema.check_rules(&groups(10), None, false), Vec::new());
+    }
+
+    /// A failing rule's messageExpression is charged too: with what remains too little for
+    /// it, the violation is the budget's, on the rule's field.
+    #[test]
+    fn a_message_expression_over_the_remaining_budget_is_the_budget_error() {
+        let schema = spec_schema(json!({"list": {
+            "type": "array", "maxItems": 1000, "items": {"type": "string", "maxLength": 7},
+            "x-kubernetes-validations": [{"rule": "self.size() < 0",
+                "messageExpression": "self.all(x, self.exists(y, x == y)) ? 'all there' : 'not'"}]}}));
+        let causes = schema.check_rules(&json!({"spec": {"list": strings(5)}}), None, false);
+        assert_eq!(
+            causes
+                .iter()
+                .map(|c| c.message.as_str())
+                .collect::<Vec<_>>(),
+            ["Invalid value: \"array\": all there"]
+        );
+        let causes = schema.check_rules(&json!({"spec": {"list": strings(1000)}}), None, false);
+        assert_eq!(
+            causes
+                .iter()
+                .map(|c| c.message.as_str())
+                .collect::<Vec<_>>(),
+            [
+                "Invalid value: \"array\": no further validation rules will be run due to call cost exceeds limit for messageExpression: \"self.all(x, self.exists(y, x == y)) ? 'all there' : 'not'\""
+            ]
+        );
     }
 }
