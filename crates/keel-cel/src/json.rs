@@ -11,9 +11,7 @@ use std::sync::OnceLock;
 
 use cel::ExecutionError;
 use cel::common::traits::{Container, Indexer, Iterable, Iterator as CelIterator, Sizer};
-use cel::common::types::{
-    CelBool, CelDouble, CelInt, CelList, CelNull, CelString, MAP_TYPE, Type,
-};
+use cel::common::types::{CelBool, CelDouble, CelInt, CelList, CelNull, CelString, MAP_TYPE, Type};
 use cel::common::value::{CowVal, Val};
 
 /// `value` as a CEL value borrowing it.
@@ -79,9 +77,7 @@ impl<'v> Val for JsonMap<'v> {
         let (Some(sizer), Some(indexer)) = (other.as_sizer(), other.as_indexer()) else {
             return false;
         };
-        if other.get_type() != &MAP_TYPE
-            || *sizer.size().inner() != self.fields().count() as i64
-        {
+        if other.get_type() != &MAP_TYPE || *sizer.size().inner() != self.fields().count() as i64 {
             return false;
         }
         self.fields().all(|(k, v)| {

@@ -36,11 +36,7 @@ const REGEX_CACHE: usize = 1024;
 fn regex(function: &str, pattern: &str) -> Result<Arc<regex::Regex>, ExecutionError> {
     static CACHE: OnceLock<Mutex<HashMap<String, Arc<regex::Regex>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Mutex::default);
-    if let Some(re) = cache
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(pattern)
-    {
+    if let Some(re) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(pattern) {
         return Ok(re.clone());
     }
     let re = Arc::new(

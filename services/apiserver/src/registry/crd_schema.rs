@@ -135,15 +135,26 @@ struct Node {
     /// `x-kubernetes-list-map-keys` of a `x-kubernetes-list-type: map` list: how its items
     /// correlate with the old list's, for transition rules.
     map_keys: Option<Vec<String>>,
+    /// Whether this node or one below it has validation rules ([`Node::mark_rules`]): the
+    /// rules' walk skips what has none.
+    rules_below: bool,
 }
 
 impl Node {
-    /// Whether this node or one below it has validation rules.
-    fn has_rules(&self) -> bool {
-        !self.rules.is_empty()
-            || self.properties.values().any(Node::has_rules)
-            || self.items.as_deref().is_some_and(Node::has_rules)
-            || matches!(&self.additional, Additional::Schema(sub) if sub.has_rules())
+    /// Sets `rules_below` on this node and every node below it; whether it is set here.
+    fn mark_rules(&mut self) -> bool {
+        let mut below = !self.rules.is_empty();
+        for p in self.properties.values_mut() {
+            below |= p.mark_rules();
+        }
+        if let Some(items) = self.items.as_deref_mut() {
+            below |= items.mark_rules();
+        }
+        if let Additional::Schema(sub) = &mut self.additional {
+            below |= sub.mark_rules();
+        }
+        self.rules_below = below;
+        below
     }
 
     /// The failures of the rules of this node and those below it on `value` at `path`, its old
@@ -183,10 +194,15 @@ impl Node {
             out.push(v.cause());
             return;
         }
-        let unchanged = ratchet && (unchanged || old.is_some_and(|o| o == value));
+        // Whether the value is as it was: asked only when a rule fails or a list's items
+        // inherit it (a deep comparison at every node would cost more than the rules).
+        let mut memo: Option<bool> = None;
+        let mut is_unchanged = || {
+            *memo.get_or_insert_with(|| ratchet && (unchanged || old.is_some_and(|o| o == value)))
+        };
         for rule in &self.rules {
             if let Some(v) = rule.check(path, &self.type_name, value, old, budget)
-                && (v.stops || !unchanged || rule.is_transition())
+                && (v.stops || rule.is_transition() || !is_unchanged())
             {
                 out.push(v.cause());
             }
@@ -199,8 +215,10 @@ impl Node {
                 for (k, v) in map {
                     let old_v = old.and_then(|o| o.get(k));
                     let (sub, at) = match (self.properties.get(k), &self.additional) {
-                        (Some(sub), _) => (sub, format!("{path}.{k}")),
-                        (None, Additional::Schema(sub)) => (&**sub, format!("{path}[{k}]")),
+                        (Some(sub), _) if sub.rules_below => (sub, format!("{path}.{k}")),
+                        (None, Additional::Schema(sub)) if sub.rules_below => {
+                            (&**sub, format!("{path}[{k}]"))
+                        }
                         _ => continue,
                     };
                     sub.check_rules(&at, v, old_v, false, walk);
@@ -210,7 +228,8 @@ impl Node {
                 }
             }
             Value::Array(items) => {
-                if let Some(sub) = &self.items {
+                if let Some(sub) = self.items.as_deref().filter(|s| s.rules_below) {
+                    let inherited = self.map_keys.is_none() && is_unchanged();
                     for (i, v) in items.iter().enumerate() {
                         // A map list's item has the old item of the same keys as its old
                         // value; other lists' items have none, and ratchet with their list.
@@ -219,7 +238,6 @@ impl Node {
                                 .iter()
                                 .find(|o| keys.iter().all(|k| o.get(k) == v.get(k)))
                         });
-                        let inherited = self.map_keys.is_none() && unchanged;
                         let at = format!("{path}[{i}]");
                         sub.check_rules(&at, v, old_v, inherited, walk);
                         if walk.budget.stopped() {
@@ -285,7 +303,8 @@ impl CrdSchema {
         }
         let mut cost = keel_cel::CostTotal::default();
         let scope = Some(keel_cel::RuleScope::root());
-        let (root, mut translated) = compile(openapi_v3, field, 0, scope, &mut cost, &mut causes);
+        let (mut root, mut translated) =
+            compile(openapi_v3, field, 0, scope, &mut cost, &mut causes);
         // The schema's rules together, over Kubernetes' limit for a whole schema.
         for (rule, message) in cost.errors(field) {
             causes.push(FieldCause::forbidden(rule, message));
@@ -313,7 +332,7 @@ impl CrdSchema {
             .build(&translated)
             .map_err(|e| vec![schema_cause(field, &translated, &e)])?;
         let has_defaults = root.has_defaults();
-        let has_rules = root.has_rules();
+        let has_rules = root.mark_rules();
         Ok(CrdSchema {
             root,
             validator,
