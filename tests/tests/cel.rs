@@ -629,3 +629,44 @@ async fn with_status(
     obj["status"] = json!({"ready": ready});
     c.update_status(g, "default", &obj).await
 }
+
+/// Kubernetes' runtime cost limit: a rule whose estimate is within the CRD's limits, but which
+/// costs more than a million to evaluate on a large object, stops validation with Kubernetes'
+/// error; the same rule on a small object passes.
+#[tokio::test]
+async fn a_rule_too_costly_for_its_object_is_stopped_by_the_runtime_cost_limit() {
+    let (_etcd, _api, c) = start().await;
+    let crds = gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+    let mut lists = crd(json!([]));
+    lists["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["tags"] = json!({
+        "type": "array", "maxItems": 1000, "items": {"type": "string", "maxLength": 7},
+        "x-kubernetes-validations": [
+            {"rule": "self.all(x, self.exists(y, x == y))", "message": "every tag is a tag"}],
+    });
+    c.create(&crds, "", &lists).await.unwrap();
+    served(&c).await;
+    let widgets = gvr("example.com", "v1", "widgets");
+    let tags = |n: usize| (0..n).map(|i| format!("t{i}")).collect::<Vec<_>>();
+    c.create(
+        &widgets,
+        "default",
+        &widget("few", json!({"name": "a", "tags": tags(10)})),
+    )
+    .await
+    .unwrap();
+    let e = c
+        .create(
+            &widgets,
+            "default",
+            &widget("many", json!({"name": "a", "tags": tags(1000)})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, Reason::Invalid, "{e:?}");
+    assert!(
+        e.message.contains("spec.tags: Invalid value: \"array\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: every tag is a tag"),
+        "{}",
+        e.message
+    );
+}
