@@ -233,6 +233,27 @@ pub(crate) fn cells(layout: Layout, o: &Value, now: SystemTime) -> Vec<String> {
                 .to_string(),
             age(),
         ],
+        Layout::WebhookConfiguration => vec![count(&o["webhooks"]).to_string(), age()],
+        Layout::ValidatingAdmissionPolicy => {
+            let k = &spec["paramKind"];
+            let param_kind = match (k["apiVersion"].as_str(), k["kind"].as_str()) {
+                (Some(v), Some(kind)) => format!("{v}/{kind}"),
+                _ => "<unset>".into(),
+            };
+            vec![count(&spec["validations"]).to_string(), param_kind, age()]
+        }
+        Layout::ValidatingAdmissionPolicyBinding => {
+            let r = &spec["paramRef"];
+            let param_ref = match (r["name"].as_str().filter(|n| !n.is_empty()), &r["selector"]) {
+                (Some(name), _) => match r["namespace"].as_str().filter(|n| !n.is_empty()) {
+                    Some(ns) => format!("{ns}/{name}"),
+                    None => format!("*/{name}"),
+                },
+                (None, sel) if sel.is_object() => selector(sel),
+                _ => "<unset>".into(),
+            };
+            vec![text(&spec["policyName"]), param_ref, age()]
+        }
         Layout::Other => vec![age()],
     }
 }
@@ -718,6 +739,53 @@ mod tests {
             .find(|(h, _)| h == column)
             .map(|(_, v)| v.clone())
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn admission_configurations_show_their_webhooks_validations_and_params() {
+        let g = "admissionregistration.k8s.io";
+        let hooks = json!({"metadata": {"name": "w"}, "webhooks": [{"name": "a"}, {"name": "b"}]});
+        assert_eq!(
+            cell(
+                &table(g, "ValidatingWebhookConfiguration", hooks, false),
+                "WEBHOOKS"
+            ),
+            "2"
+        );
+        let policy = json!({"metadata": {"name": "p"}, "spec": {
+            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "validations": [{"expression": "true"}]}});
+        let t = table(g, "ValidatingAdmissionPolicy", policy, false);
+        assert_eq!(
+            (cell(&t, "VALIDATIONS"), cell(&t, "PARAMKIND")),
+            ("1".to_string(), "v1/ConfigMap".to_string())
+        );
+        let unset = json!({"metadata": {"name": "p"}, "spec": {}});
+        assert_eq!(
+            cell(
+                &table(g, "ValidatingAdmissionPolicy", unset, false),
+                "PARAMKIND"
+            ),
+            "<unset>"
+        );
+        for (param_ref, want) in [
+            (
+                json!({"name": "limits", "namespace": "team-a"}),
+                "team-a/limits",
+            ),
+            (json!({"name": "limits"}), "*/limits"),
+            (
+                json!({"selector": {"matchLabels": {"tier": "gold"}}}),
+                "tier=gold",
+            ),
+            (serde_json::Value::Null, "<unset>"),
+        ] {
+            let b = json!({"metadata": {"name": "b"},
+                "spec": {"policyName": "p", "paramRef": param_ref}});
+            let t = table(g, "ValidatingAdmissionPolicyBinding", b, false);
+            assert_eq!(cell(&t, "POLICYNAME"), "p");
+            assert_eq!(cell(&t, "PARAMREF"), want);
+        }
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub(crate) enum Layout {
     PodDisruptionBudget,
     PriorityClass,
     StorageClass,
+    WebhookConfiguration,
+    ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
     Other,
 }
 
@@ -72,6 +75,16 @@ impl Layout {
             ("policy", "PodDisruptionBudget") => Layout::PodDisruptionBudget,
             ("scheduling.k8s.io", "PriorityClass") => Layout::PriorityClass,
             ("storage.k8s.io", "StorageClass") => Layout::StorageClass,
+            (
+                "admissionregistration.k8s.io",
+                "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration",
+            ) => Layout::WebhookConfiguration,
+            ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+                Layout::ValidatingAdmissionPolicy
+            }
+            ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
+                Layout::ValidatingAdmissionPolicyBinding
+            }
             _ => Layout::Other,
         }
     }
@@ -158,6 +171,9 @@ impl Layout {
                 "ALLOWVOLUMEEXPANSION",
                 "AGE",
             ],
+            Layout::WebhookConfiguration => &["WEBHOOKS", "AGE"],
+            Layout::ValidatingAdmissionPolicy => &["VALIDATIONS", "PARAMKIND", "AGE"],
+            Layout::ValidatingAdmissionPolicyBinding => &["POLICYNAME", "PARAMREF", "AGE"],
             Layout::Other => &["AGE"],
         }
     }
