@@ -743,9 +743,10 @@ async fn kube_rs_crd_derive_schema_example_up_to_its_cel_rules() {
         "spec": {}});
     let (code, refused) = call(addr, "POST", foos, json, &serde_json::to_vec(&qux).unwrap());
     assert_eq!(code, 422, "{refused}");
+    // Kubernetes' words: a required field missing blocks the CRD's rules, and says so.
     assert_eq!(
         refused["message"],
-        "Foo.clux.dev \"qux\" is invalid: spec.nonNullable: Required value"
+        "Foo.clux.dev \"qux\" is invalid: [spec.nonNullable: Required value, <nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]"
     );
 
     // Server-side apply: the atomic list is replaced, the set gains the applied item.
