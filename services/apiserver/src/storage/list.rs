@@ -43,6 +43,10 @@ pub struct ListResult {
 struct ContinueToken {
     rv: i64,
     start: String,
+    /// How many objects the list holds from `start` on (an unfiltered list's, counted once, on
+    /// its first page): each page's `remainingItemCount` without counting the rest again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    left: Option<i64>,
 }
 
 /// Items read from etcd per round trip while filling a page.
@@ -77,17 +81,17 @@ impl Store {
                 remaining: -1,
             });
         }
-        let (mut start, mut revision) = if q.continue_token.is_empty() {
+        let (mut start, mut revision, left) = if q.continue_token.is_empty() {
             let at = if q.exact {
                 q.resource_version.unwrap_or(0)
             } else {
                 0
             };
-            (prefix.as_bytes().to_vec(), at)
+            (prefix.as_bytes().to_vec(), at, None)
         } else {
             let tok = decode_continue(&q.continue_token, &prefix)
                 .map_err(|m| ApiError::bad_request(t.clone(), m))?;
-            (tok.start.into_bytes(), tok.rv)
+            (tok.start.into_bytes(), tok.rv, tok.left)
         };
         let end = prefix_end(&prefix);
         let unfiltered = filter.selects_all();
@@ -129,20 +133,23 @@ impl Store {
                     let more = i + 1 < n || page.more || part_end.is_some();
                     let mut next = kv.key.clone().into_bytes();
                     next.push(0);
-                    let token = if more {
-                        encode_continue(revision, &next)
-                    } else {
-                        String::new()
-                    };
-                    // Exact from etcd's count of the whole rest; else the cache's count
-                    // (Kubernetes: an estimate, which clients must not rely on).
-                    let remaining = match (more, unfiltered, &part_end) {
-                        (false, _, _) => 0,
-                        (true, false, _) => -1,
-                        (true, true, None) => page.count - (i as i64 + 1),
-                        (true, true, Some(_)) => cache
+                    // Exact from etcd's count of the whole rest; else what the first page
+                    // counted, carried in the token, less what the pages since returned; on
+                    // a first page, the cache's count, once (Kubernetes: an estimate, which
+                    // clients must not rely on). No later page counts the rest again.
+                    let remaining = match (more, unfiltered, &part_end, left) {
+                        (false, ..) => 0,
+                        (true, false, ..) => -1,
+                        (true, true, None, _) => page.count - (i as i64 + 1),
+                        (true, true, Some(_), Some(left)) => (left - items.len() as i64).max(0),
+                        (true, true, Some(_), None) => cache
                             .count_between(&String::from_utf8_lossy(&next), &end_text)
                             .unwrap_or(-1),
+                    };
+                    let token = if more {
+                        encode_continue(revision, &next, (remaining >= 0).then_some(remaining))
+                    } else {
+                        String::new()
                     };
                     return Ok(ListResult {
                         items,
@@ -172,10 +179,11 @@ impl Store {
     }
 }
 
-fn encode_continue(rv: i64, start: &[u8]) -> String {
+fn encode_continue(rv: i64, start: &[u8], left: Option<i64>) -> String {
     let tok = ContinueToken {
         rv,
         start: String::from_utf8_lossy(start).into_owned(),
+        left,
     };
     let json = serde_json::to_vec(&tok).unwrap_or_default();
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
@@ -269,6 +277,37 @@ mod tests {
         );
     }
 
+    /// `remainingItemCount` is counted once, on the first page, and carried in the continue
+    /// token: later pages neither count the rest again (at a million objects, about 5 ms a
+    /// page under the cache's lock) nor see objects written since, as the list does not.
+    #[tokio::test]
+    async fn remaining_item_count_is_counted_once_and_carried_in_the_continue_token() {
+        let f = Fixture::new();
+        for name in ["a", "b", "c", "d", "e", "f", "g", "h"] {
+            f.create(name, json!({"v": "1"})).await;
+        }
+        f.wait_for_cache(f.mem.revision()).await;
+        let first = f.store.list(&f.info, &page(2, ""), far()).await.unwrap();
+        assert_eq!(first.remaining, 6);
+        // Written after the first page: in the cache, not in the list.
+        f.create("dz", json!({"v": "new"})).await;
+        f.wait_for_cache(f.mem.revision()).await;
+        let second = f
+            .store
+            .list(&f.info, &page(2, &first.continue_token), far())
+            .await
+            .unwrap();
+        assert_eq!(names(&second), pairs(&[("c", "1"), ("d", "1")]));
+        assert_eq!(second.remaining, 4);
+        let third = f
+            .store
+            .list(&f.info, &page(2, &second.continue_token), far())
+            .await
+            .unwrap();
+        assert_eq!(names(&third), pairs(&[("e", "1"), ("f", "1")]));
+        assert_eq!(third.remaining, 2);
+    }
+
     #[tokio::test]
     async fn a_continue_token_older_than_the_compaction_is_expired_and_says_to_list_again() {
         let f = Fixture::new();
@@ -323,7 +362,7 @@ mod tests {
 
     #[test]
     fn continue_tokens_round_trip_and_stay_in_their_list() {
-        let t = encode_continue(42, b"/registry/core/pods/a/b\0");
+        let t = encode_continue(42, b"/registry/core/pods/a/b\0", None);
         let back = decode_continue(&t, "/registry/core/pods/").unwrap();
         assert_eq!(
             (back.rv, back.start.as_str()),

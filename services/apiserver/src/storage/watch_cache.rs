@@ -22,6 +22,24 @@ use tokio::time::Instant;
 use super::cached::CachedObject;
 use crate::etcd::{self, EventKind, KeyValue, WatchEnd, prefix_end};
 
+/// The objects a relist's first page asks for.
+const FIRST_PAGE: i64 = 10_000;
+/// About how many bytes of objects each later page of a relist asks for. etcd 3.4 walks every
+/// key from a page's start to the range's end to answer it, so a relist costs about the square
+/// of a resource's size over the page's: few large pages (halved by `Etcd::range` if an answer
+/// is over the size it decodes), but not so large that a page's objects and their decoded
+/// copies crowd the memory of a replica that is loading.
+const PAGE_BYTES: usize = 32 << 20;
+
+/// A relist's next page, in objects: about [`PAGE_BYTES`] at the size of the `objects` read so
+/// far (`bytes` in all), between a thousand and a million.
+fn page_limit(bytes: usize, objects: usize) -> i64 {
+    let average = (bytes / objects.max(1)).max(1);
+    i64::try_from(PAGE_BYTES / average)
+        .unwrap_or(i64::MAX)
+        .clamp(1_000, 1_000_000)
+}
+
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
@@ -306,19 +324,22 @@ impl WatchCache {
 
     /// Loads every object at one revision and swaps the store in whole.
     async fn relist(&self, kv: &dyn KeyValue) -> Result<(), ApiError> {
-        // etcd 3.4 walks every key from a page's start to the prefix's end to answer it: few
-        // large pages (halved by `Etcd::range` when an answer is over its size limit).
-        const PAGE: i64 = 10_000;
         let end = prefix_end(&self.prefix);
         let mut start = self.prefix.as_bytes().to_vec();
         let mut revision = 0;
         let mut store = BTreeMap::new();
+        let mut limit = FIRST_PAGE;
+        let (mut bytes, mut objects) = (0usize, 0usize);
         loop {
             let deadline = Instant::now() + Duration::from_secs(30);
             let page = kv
-                .range(&start, end.clone(), revision, PAGE, deadline)
+                .range(&start, end.clone(), revision, limit, deadline)
                 .await?;
             revision = page.revision;
+            // Pages of about PAGE_BYTES, by the objects' size so far.
+            bytes += page.kvs.iter().map(|kv| kv.value.len()).sum::<usize>();
+            objects += page.kvs.len();
+            limit = page_limit(bytes, objects);
             for kv in &page.kvs {
                 match CachedObject::from_storage(&self.info, &kv.value, kv.mod_revision) {
                     Ok(o) => {
@@ -486,6 +507,16 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn relist_pages_hold_about_32_mib_of_objects() {
+        // ConfigMaps of about 560 bytes (data and managedFields): 59,918 a page.
+        assert_eq!(page_limit(560 * 10_000, 10_000), 59_918);
+        // Large objects: fewer, never under a thousand; tiny ones: at most a million.
+        assert_eq!(page_limit(100_000 * 10, 10), 1_000);
+        assert_eq!(page_limit(10, 10), 1_000_000);
+        assert_eq!(page_limit(0, 0), 1_000_000);
+    }
 
     const PREFIX: &str = "/registry/core/configmaps/";
 
