@@ -937,3 +937,24 @@ pub async fn create_envoy_initializer_configuration(c: &Client) -> serde_json::V
         .await
         .expect("create the seeds' InitializerConfiguration")
 }
+
+/// Runs kubectl (v1.32, or `$KUBECTL`) against `api` with `args`, in a home of its own (no
+/// kubeconfig): whether it succeeded, its stdout and its stderr.
+pub fn kubectl(api: &ApiServer, home: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let bin = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let out = std::process::Command::new(bin)
+        .arg("--server")
+        .arg(api.endpoint())
+        .args(args)
+        .env("HOME", home)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run kubectl (install kubectl v1.32 or set KUBECTL): {e}")
+        });
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use keel_client::{Client, GroupVersionResource, gvr};
-use keel_tests::{ApiServer, Etcd, eventually};
+use keel_tests::{ApiServer, Etcd, eventually, kubectl};
 use serde_json::Value;
 
 fn data() -> PathBuf {
@@ -21,25 +21,6 @@ fn data() -> PathBuf {
 
 fn cases_file() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("data/gateway-api-v1.5.1-cel-cases.json")
-}
-
-fn kubectl(api: &ApiServer, home: &Path, args: &[&str]) -> (bool, String, String) {
-    let bin = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
-    let out = std::process::Command::new(bin)
-        .arg("--server")
-        .arg(api.endpoint())
-        .args(args)
-        .env("HOME", home)
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("cannot run kubectl (install kubectl v1.32 or set KUBECTL): {e}")
-        });
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
 }
 
 /// The resource of a Gateway API object (`HTTPRoute` → `httproutes`).

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use keel_client::{Client, GroupVersionResource, Reason, gvr};
-use keel_tests::{ApiServer, Etcd, eventually};
+use keel_tests::{ApiServer, Etcd, eventually, kubectl};
 use serde_json::{Value, json};
 
 fn policies() -> GroupVersionResource {
@@ -292,25 +292,6 @@ async fn bindings_choose_resources_and_failure_policy_decides_errors() {
         "{}",
         e.message
     );
-}
-
-fn kubectl(api: &ApiServer, home: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let bin = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
-    let out = std::process::Command::new(bin)
-        .arg("--server")
-        .arg(api.endpoint())
-        .args(args)
-        .env("HOME", home)
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("cannot run kubectl (install kubectl v1.32 or set KUBECTL): {e}")
-        });
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
 }
 
 #[tokio::test]

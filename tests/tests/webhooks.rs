@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use keel_client::{Client, DeleteParams, GroupVersionResource, PatchType, Reason, gvr};
 use keel_tests::webhook::{Reply, TestCa, WebhookServer};
-use keel_tests::{ApiServer, Etcd, eventually, free_port};
+use keel_tests::{ApiServer, Etcd, eventually, free_port, kubectl};
 use serde_json::{Value, json};
 
 fn configmaps() -> GroupVersionResource {
@@ -1140,24 +1140,6 @@ async fn bad_configurations_are_refused_naming_the_field() {
 }
 
 /// Runs kubectl (v1.32, or `KUBECTL`) against `api` over REST; its output, status first.
-fn kubectl(api: &ApiServer, home: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let bin = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
-    let out = std::process::Command::new(bin)
-        .arg("--server")
-        .arg(api.endpoint())
-        .args(args)
-        .env("HOME", home)
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("cannot run kubectl (install kubectl v1.32 or set KUBECTL): {e}")
-        });
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
-}
 
 // kubectl blocks its thread: the webhook server needs another.
 #[tokio::test(flavor = "multi_thread")]

@@ -95,29 +95,6 @@ struct ResourceCheck(Authorizer, Request);
 #[derive(Debug, Clone, PartialEq)]
 struct Checked(Decision);
 
-macro_rules! opaque {
-    ($t:ty, $static:ident) => {
-        impl Val for $t {
-            fn get_type(&self) -> &Type {
-                <Self as Val>::cel_type()
-            }
-            fn cel_type() -> &'static Type {
-                &$static
-            }
-            fn equals(&self, other: &dyn Val) -> bool {
-                other.downcast_ref::<$t>().is_some_and(|o| o == self)
-            }
-            fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
-                Box::new(self.clone())
-            }
-            fn as_any(&self) -> Option<&dyn Any> {
-                Some(self)
-            }
-        }
-        impl StaticVal for $t {}
-    };
-}
-
 opaque!(PathCheck, PATH_CHECK);
 opaque!(GroupCheck, GROUP_CHECK);
 opaque!(ResourceCheck, RESOURCE_CHECK);

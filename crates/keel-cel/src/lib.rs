@@ -9,6 +9,31 @@
 //! cost limits (`cost.rs`); evaluation on every write, charged to Kubernetes' runtime cost
 //! budget ([`CostBudget`]); Kubernetes' words and libraries (docs/cel.md, the research).
 
+/// `Val` for a type of Kubernetes' libraries held as an opaque CEL value (`net.IP`,
+/// `kubernetes.authorization.Decision`): its type, equality by `PartialEq`, and cloning.
+macro_rules! opaque {
+    ($t:ty, $static:ident) => {
+        impl cel::common::value::Val for $t {
+            fn get_type(&self) -> &cel::common::types::Type {
+                <Self as cel::common::value::Val>::cel_type()
+            }
+            fn cel_type() -> &'static cel::common::types::Type {
+                &$static
+            }
+            fn equals(&self, other: &dyn cel::common::value::Val) -> bool {
+                other.downcast_ref::<$t>().is_some_and(|o| o == self)
+            }
+            fn clone_as_boxed<'v>(&self) -> Box<dyn cel::common::value::Val + 'v> {
+                Box::new(self.clone())
+            }
+            fn as_any(&self) -> Option<&dyn std::any::Any> {
+                Some(self)
+            }
+        }
+        impl cel::common::value::StaticVal for $t {}
+    };
+}
+
 mod authz;
 mod check;
 mod cost;
@@ -29,3 +54,4 @@ pub use env::{Activation, Binding, CompileError, Compiled, EvalError, compile, c
 pub use rule::{
     CostBudget, CostTotal, Reason, Rule, RuleError, RuleErrorKind, RuleScope, Violation,
 };
+pub use types::is_identifier;

@@ -2,13 +2,12 @@
 //! library (`kubernetes.urls`), as opaque CEL values: `ip('10.0.0.1').family()`,
 //! `cidr('10.0.0.0/8').containsIP('10.1.2.3')`, `url('https://a.example/x').getHost()`.
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use cel::common::types::{CelBool, CelInt, CelString, Type};
-use cel::common::value::{CowVal, StaticVal, Val};
+use cel::common::value::{CowVal, Val};
 use cel::{Env, ExecutionError, Value};
 
 static IP: Type = Type::new_unspecified_type("net.IP");
@@ -31,29 +30,6 @@ pub struct Url {
     host: String,
     path: String,
     query: String,
-}
-
-macro_rules! opaque {
-    ($t:ty, $static:ident) => {
-        impl Val for $t {
-            fn get_type(&self) -> &Type {
-                <Self as Val>::cel_type()
-            }
-            fn cel_type() -> &'static Type {
-                &$static
-            }
-            fn equals(&self, other: &dyn Val) -> bool {
-                other.downcast_ref::<$t>().is_some_and(|o| o == self)
-            }
-            fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
-                Box::new(self.clone())
-            }
-            fn as_any(&self) -> Option<&dyn Any> {
-                Some(self)
-            }
-        }
-        impl StaticVal for $t {}
-    };
 }
 
 opaque!(Ip, IP);

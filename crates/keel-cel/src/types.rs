@@ -242,6 +242,17 @@ pub(crate) const RESERVED: &[&str] = &[
     "while",
 ];
 
+/// Whether `name` is a CEL identifier that is not a reserved word (what a policy's variable
+/// may be named).
+pub fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+        && !RESERVED.contains(&name)
+}
+
 /// A property name as CEL spells it (Kubernetes' `Escape`), or `None` if CEL cannot name it.
 pub(crate) fn escape(name: &str) -> Option<String> {
     let mut chars = name.chars();

@@ -57,6 +57,20 @@ fn variables_of(has_params: bool) -> &'static [&'static str] {
     if has_params { WITH } else { WITHOUT }
 }
 
+/// An empty object, for what is absent.
+fn empty() -> &'static Map<String, Value> {
+    static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
+    &EMPTY
+}
+
+/// An object's `spec` (empty when it has none).
+fn spec_of(obj: &Object) -> &Map<String, Value> {
+    obj.as_map()
+        .get("spec")
+        .and_then(Value::as_object)
+        .unwrap_or(empty())
+}
+
 fn spec_mut(obj: &mut Object) -> Option<&mut Map<String, Value>> {
     obj.as_map_mut()
         .entry("spec")
@@ -148,39 +162,6 @@ fn compiles(expression: &str, at: String, variables: &[&str], causes: &mut Vec<F
     }
 }
 
-/// Whether `name` is a CEL identifier that is not a reserved word.
-fn is_cel_identifier(name: &str) -> bool {
-    const RESERVED: &[&str] = &[
-        "true",
-        "false",
-        "null",
-        "in",
-        "as",
-        "break",
-        "const",
-        "continue",
-        "else",
-        "for",
-        "function",
-        "if",
-        "import",
-        "let",
-        "loop",
-        "package",
-        "namespace",
-        "return",
-        "var",
-        "void",
-        "while",
-    ];
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
-        && !RESERVED.contains(&name)
-}
-
 fn list<'a>(m: &'a Map<String, Value>, k: &str) -> &'a [Value] {
     m.get(k)
         .and_then(Value::as_array)
@@ -190,12 +171,7 @@ fn list<'a>(m: &'a Map<String, Value>, k: &str) -> &'a [Value] {
 /// Kubernetes' validation of a ValidatingAdmissionPolicy
 /// (`ValidateValidatingAdmissionPolicy`).
 pub fn validate_policy(obj: &Object, causes: &mut Vec<FieldCause>) {
-    let empty = Map::new();
-    let spec = obj
-        .as_map()
-        .get("spec")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
+    let spec = spec_of(obj);
     let has_params = match spec.get("paramKind") {
         None | Some(Value::Null) => false,
         Some(k) => {
@@ -235,7 +211,7 @@ pub fn validate_policy(obj: &Object, causes: &mut Vec<FieldCause>) {
     }
     for (i, v) in validations.iter().enumerate() {
         let at = format!("spec.validations[{i}]");
-        let v = v.as_object().unwrap_or(&empty);
+        let v = v.as_object().unwrap_or(empty());
         let expression = str_of(v, "expression");
         if expression.trim().is_empty() {
             causes.push(FieldCause {
@@ -281,7 +257,7 @@ pub fn validate_policy(obj: &Object, causes: &mut Vec<FieldCause>) {
     let mut keys: Vec<&str> = Vec::new();
     for (i, a) in audits.iter().enumerate() {
         let at = format!("spec.auditAnnotations[{i}]");
-        let a = a.as_object().unwrap_or(&empty);
+        let a = a.as_object().unwrap_or(empty());
         let key = str_of(a, "key");
         if key.is_empty() {
             causes.push(FieldCause::required(format!("{at}.key")));
@@ -310,11 +286,11 @@ pub fn validate_policy(obj: &Object, causes: &mut Vec<FieldCause>) {
     let mut names: Vec<&str> = Vec::new();
     for (i, v) in list(spec, "variables").iter().enumerate() {
         let at = format!("spec.variables[{i}]");
-        let v = v.as_object().unwrap_or(&empty);
+        let v = v.as_object().unwrap_or(empty());
         let name = str_of(v, "name");
         if name.is_empty() {
             causes.push(FieldCause::required(format!("{at}.name")));
-        } else if !is_cel_identifier(name) {
+        } else if !keel_cel::is_identifier(name) {
             causes.push(FieldCause::invalid(
                 format!("{at}.name"),
                 name,
@@ -341,12 +317,7 @@ pub fn validate_policy(obj: &Object, causes: &mut Vec<FieldCause>) {
 
 /// Kubernetes' validation of a ValidatingAdmissionPolicyBinding.
 pub fn validate_binding(obj: &Object, causes: &mut Vec<FieldCause>) {
-    let empty = Map::new();
-    let spec = obj
-        .as_map()
-        .get("spec")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
+    let spec = spec_of(obj);
     if str_of(spec, "policyName").is_empty() {
         causes.push(FieldCause::required("spec.policyName"));
     }
@@ -484,12 +455,7 @@ pub struct PolicyBinding {
 
 /// Reads a stored policy (validated on its way in).
 pub fn read_policy(obj: &Object) -> Policy {
-    let empty = Map::new();
-    let spec = obj
-        .as_map()
-        .get("spec")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
+    let spec = spec_of(obj);
     let param_kind = spec.get("paramKind").and_then(Value::as_object).map(|k| {
         (
             str_of(k, "apiVersion").to_string(),
@@ -546,12 +512,7 @@ pub fn read_policy(obj: &Object) -> Policy {
 
 /// Reads a stored binding.
 pub fn read_binding(obj: &Object) -> PolicyBinding {
-    let empty = Map::new();
-    let spec = obj
-        .as_map()
-        .get("spec")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
+    let spec = spec_of(obj);
     let actions = strings(spec.get("validationActions"));
     let has = |a: &str| actions.iter().any(|x| x == a);
     PolicyBinding {
