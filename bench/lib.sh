@@ -146,3 +146,16 @@ stop_replicas() {
   kill -TERM "${pids[@]}"
   wait "${pids[@]}" 2>/dev/null || true
 }
+
+# Creates throughput runs (bench/webhooks.sh, bench/policies.sh): `fill NS` creates $OBJECTS
+# ConfigMaps in NS with $WRITERS writers, its JSON summary in $work/NS.json; `row NS LABEL`
+# prints it as a Markdown row (created, throughput, p50, p99, errors).
+fill() {
+  ./target/release/keel-loadtest --server http://127.0.0.1:36443 --namespace "$1" --json \
+    fill --objects "$OBJECTS" --writers "$WRITERS" >"$work/$1.json"
+}
+field() { grep -o "\"$2\":[0-9.]*" "$work/$1.json" | head -1 | cut -d: -f2; }
+row() {
+  printf '| %s | %s | %.0f/s | %.1f ms | %.1f ms | %s |\n' "$2" "$(field "$1" ok)" \
+    "$(field "$1" ok_per_s)" "$(field "$1" p50_ms)" "$(field "$1" p99_ms)" "$(field "$1" errors)"
+}

@@ -12,16 +12,6 @@ WRITERS=${WRITERS:-64}
 source "$(dirname "$0")/lib.sh"
 kc() { ./target/release/keelctl --server http://127.0.0.1:36443 "$@"; }
 
-fill() {
-  ./target/release/keel-loadtest --server http://127.0.0.1:36443 --namespace "$1" --json \
-    fill --objects "$OBJECTS" --writers "$WRITERS" >"$work/$1.json"
-}
-field() { grep -o "\"$2\":[0-9.]*" "$work/$1.json" | head -1 | cut -d: -f2; }
-row() {
-  printf '| %s | %s | %.0f/s | %.1f ms | %.1f ms | %s |\n' "$2" "$(field "$1" ok)" \
-    "$(field "$1" ok_per_s)" "$(field "$1" p50_ms)" "$(field "$1" p99_ms)" "$(field "$1" errors)"
-}
-
 echo "==> $OBJECTS ConfigMaps, no policy" >&2
 fill bench-none
 

@@ -14,16 +14,6 @@ source "$(dirname "$0")/lib.sh"
 kc() { ./target/release/keelctl --server http://127.0.0.1:36443 "$@"; }
 ./target/release/keel-certs --dir "$work/certs" >/dev/null
 
-fill() {
-  ./target/release/keel-loadtest --server http://127.0.0.1:36443 --namespace "$1" --json \
-    fill --objects "$OBJECTS" --writers "$WRITERS" >"$work/$1.json"
-}
-field() { grep -o "\"$2\":[0-9.]*" "$work/$1.json" | head -1 | cut -d: -f2; }
-row() {
-  printf '| %s | %s | %.0f/s | %.1f ms | %.1f ms | %s |\n' "$2" "$(field "$1" ok)" \
-    "$(field "$1" ok_per_s)" "$(field "$1" p50_ms)" "$(field "$1" p99_ms)" "$(field "$1" errors)"
-}
-
 echo "==> $OBJECTS ConfigMaps, no webhook" >&2
 fill bench-none
 

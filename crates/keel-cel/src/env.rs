@@ -242,10 +242,10 @@ pub(crate) fn unescape(name: &str) -> Option<String> {
 /// field selection by an escaped name to the name it stands for; whether anything changed.
 fn rewrite(expr: &mut cel::common::ast::IdedExpr, unescape_names: bool) -> bool {
     use cel::common::ast::{EntryExpr, Expr};
-    let unescape_selects = |e: &mut cel::common::ast::IdedExpr| rewrite(e, unescape_names);
+    let rewrite_child = |e: &mut cel::common::ast::IdedExpr| rewrite(e, unescape_names);
     match &mut expr.expr {
         Expr::Select(select) => {
-            let mut changed = unescape_selects(&mut select.operand);
+            let mut changed = rewrite_child(&mut select.operand);
             if unescape_names && let Some(plain) = unescape(&select.field) {
                 select.field = plain;
                 changed = true;
@@ -255,10 +255,10 @@ fn rewrite(expr: &mut cel::common::ast::IdedExpr, unescape_names: bool) -> bool 
         Expr::Call(call) => {
             let mut changed = false;
             if let Some(t) = call.target.as_deref_mut() {
-                changed |= unescape_selects(t);
+                changed |= rewrite_child(t);
             }
             for a in &mut call.args {
-                changed |= unescape_selects(a);
+                changed |= rewrite_child(a);
             }
             let arity = call.args.len() + usize::from(call.target.is_some());
             if call.func_name == "matches" && arity == 2 {
@@ -270,19 +270,17 @@ fn rewrite(expr: &mut cel::common::ast::IdedExpr, unescape_names: bool) -> bool 
         Expr::List(list) => list
             .elements
             .iter_mut()
-            .fold(false, |c, e| unescape_selects(e) | c),
+            .fold(false, |c, e| rewrite_child(e) | c),
         Expr::Map(map) => map.entries.iter_mut().fold(false, |c, e| {
             c | match &mut e.expr {
-                EntryExpr::MapEntry(m) => {
-                    unescape_selects(&mut m.key) | unescape_selects(&mut m.value)
-                }
-                EntryExpr::StructField(f) => unescape_selects(&mut f.value),
+                EntryExpr::MapEntry(m) => rewrite_child(&mut m.key) | rewrite_child(&mut m.value),
+                EntryExpr::StructField(f) => rewrite_child(&mut f.value),
             }
         }),
         Expr::Struct(st) => st.entries.iter_mut().fold(false, |c, e| {
             c | match &mut e.expr {
-                EntryExpr::MapEntry(m) => unescape_selects(&mut m.value),
-                EntryExpr::StructField(f) => unescape_selects(&mut f.value),
+                EntryExpr::MapEntry(m) => rewrite_child(&mut m.value),
+                EntryExpr::StructField(f) => rewrite_child(&mut f.value),
             }
         }),
         Expr::Comprehension(c) => [
@@ -293,7 +291,7 @@ fn rewrite(expr: &mut cel::common::ast::IdedExpr, unescape_names: bool) -> bool 
             &mut c.result,
         ]
         .into_iter()
-        .fold(false, |changed, e| unescape_selects(e) | changed),
+        .fold(false, |changed, e| rewrite_child(e) | changed),
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => false,
     }
 }

@@ -105,8 +105,6 @@ pub struct CrdSchema {
     validator: Validator,
     /// Whether any node has a `default`: reads default only then.
     has_defaults: bool,
-    /// Whether any node has validation rules.
-    has_rules: bool,
     /// The Draft 4 translation the validator was built from: how many branches an `allOf` has.
     translated: Value,
 }
@@ -332,12 +330,11 @@ impl CrdSchema {
             .build(&translated)
             .map_err(|e| vec![schema_cause(field, &translated, &e)])?;
         let has_defaults = root.has_defaults();
-        let has_rules = root.mark_rules();
+        root.mark_rules();
         Ok(CrdSchema {
             root,
             validator,
             has_defaults,
-            has_rules,
             translated,
         })
     }
@@ -395,7 +392,7 @@ impl CrdSchema {
         mut budget: keel_cel::CostBudget,
     ) -> Vec<FieldCause> {
         let mut out = Vec::new();
-        if !self.has_rules {
+        if !self.root.rules_below {
             return out;
         }
         let mut walk = RuleWalk {
@@ -423,7 +420,7 @@ impl CrdSchema {
 
     /// Whether any node has validation rules (`x-kubernetes-validations`).
     pub fn has_rules(&self) -> bool {
-        self.has_rules
+        self.root.rules_below
     }
 
     /// Whether [`CrdSchema::default`] can add anything: some node has a `default`.

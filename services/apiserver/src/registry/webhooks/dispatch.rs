@@ -90,10 +90,10 @@ impl Registry {
         a: &Attributes<'_>,
         obj: Option<&Object>,
         old: Option<&Object>,
+        namespace: Option<&Object>,
         deadline: Instant,
     ) -> Result<(), ApiError> {
-        let namespace = self.namespace_object(a, deadline).await?;
-        let labels = namespace.as_ref().map(labels_of);
+        let labels = namespace.map(labels_of);
         let name = if !a.name.is_empty() {
             a.name.to_string()
         } else {
@@ -113,7 +113,8 @@ impl Registry {
                 .unwrap_or_else(|| "Unknown".into())
         };
         let target = Target::new(&a.info.gvr.group, &a.info.gvr.resource, &name);
-        let namespace_object = namespace.map_or(Value::Null, Object::into_value);
+        let namespace_object =
+            namespace.map_or(Value::Null, |ns| Value::Object(ns.as_map().clone()));
         let mut denied: Option<ApiError> = None;
         let mut deny = |e: ApiError| {
             if denied.is_none() {

@@ -177,6 +177,14 @@ impl Snapshot {
             })
     }
 
+    /// Whether any webhook chooses writes by their namespace's labels.
+    fn selects_namespaces(&self) -> bool {
+        self.mutating
+            .iter()
+            .chain(&self.validating)
+            .any(|h| !h.when.namespace_selector.is_empty())
+    }
+
     pub fn has_mutating(&self) -> bool {
         !self.mutating.is_empty()
     }
@@ -396,7 +404,14 @@ impl Registry {
         with_mutating: bool,
         deadline: Instant,
     ) -> Result<(), ApiError> {
-        let labels = self.namespace_labels(snapshot, a, deadline).await?;
+        // The namespace, read once for the webhooks' selectors and the policies (their
+        // selectors and `namespaceObject`).
+        let namespace = if snapshot.selects_namespaces() || !snapshot.policies.is_empty() {
+            self.namespace_object(a, deadline).await?
+        } else {
+            None
+        };
+        let labels = namespace.as_ref().map(labels_of);
         if with_mutating {
             for (i, hook) in snapshot.mutating.iter().enumerate() {
                 if let Some(matched) = self.matched(&hook.when, a, obj, old, labels.as_ref()) {
@@ -406,7 +421,7 @@ impl Registry {
             }
         }
         if !snapshot.policies.is_empty() {
-            self.validate_by_policies(snapshot, a, obj, old, deadline)
+            self.validate_by_policies(snapshot, a, obj, old, namespace.as_ref(), deadline)
                 .await?;
         }
         let calls = snapshot
@@ -483,12 +498,7 @@ impl Registry {
         a: &Attributes<'_>,
         deadline: Instant,
     ) -> Result<Option<BTreeMap<String, String>>, ApiError> {
-        let selects = snapshot
-            .mutating
-            .iter()
-            .chain(&snapshot.validating)
-            .any(|h| !h.when.namespace_selector.is_empty());
-        if !selects {
+        if !snapshot.selects_namespaces() {
             return Ok(None);
         }
         Ok(self
