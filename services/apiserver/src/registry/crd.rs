@@ -29,6 +29,8 @@ pub struct CustomResource {
     pub info: Arc<ResourceInfo>,
     /// The CRD's name (`<plural>.<group>`).
     pub crd: String,
+    /// The `resourceVersion` of the CRD it was made from.
+    pub crd_version: String,
     /// The version objects are stored at; reads of another version change only `apiVersion`.
     pub storage_version: String,
     /// Validation and pruning; `None` when the version has no schema (anything goes).
@@ -434,6 +436,7 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
                     selectable_fields: selectable_field_labels(&v["selectableFields"]),
                 }),
                 crd: crd.name().to_string(),
+                crd_version: crd.resource_version().to_string(),
                 storage_version: storage_version.clone(),
                 schema,
                 merge: Arc::new(keel_patch::OpenApiSchema::new(schema_value.clone())),

@@ -40,12 +40,27 @@ impl Resources {
             .cloned()
     }
 
+    /// The custom resources served now, by the name of their CRD.
+    pub fn custom_by_crd(&self) -> HashMap<String, Vec<Arc<CustomResource>>> {
+        let mut by_crd: HashMap<String, Vec<Arc<CustomResource>>> = HashMap::new();
+        for r in self
+            .custom
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .values()
+        {
+            by_crd.entry(r.crd.clone()).or_default().push(r.clone());
+        }
+        by_crd
+    }
+
     /// Serves exactly these custom resources from now on (those of the CRDs that exist at
     /// etcd revision `revision`), unless what is served comes from a newer revision; built-in
     /// resources are never replaced. Returns the resources added and removed.
     pub fn set_custom(
         &self,
-        resources: Vec<CustomResource>,
+        resources: Vec<Arc<CustomResource>>,
         revision: i64,
     ) -> (Vec<GroupVersionResource>, Vec<GroupVersionResource>) {
         let mut by_gvr = self.by_gvr.write().unwrap_or_else(|e| e.into_inner());
@@ -61,7 +76,7 @@ impl Resources {
             // its version: they would share keys in etcd (CRD validation refuses such groups;
             // this keeps out any stored before it did).
             .filter(|r| !kinds::builtin_group(&r.info.gvr.group, Some(&r.info.gvr.resource)))
-            .map(|r| (r.info.gvr.clone(), Arc::new(r)))
+            .map(|r| (r.info.gvr.clone(), r))
             .collect();
         let removed: Vec<GroupVersionResource> = custom
             .keys()
@@ -170,7 +185,7 @@ mod tests {
         ));
         served.extend(crate::registry::crd::resources(&crd("ex.com", "things")));
         assert_eq!(served.len(), 2);
-        let (added, _) = r.set_custom(served, 1);
+        let (added, _) = r.set_custom(served.into_iter().map(Arc::new).collect(), 1);
         let added: Vec<String> = added.iter().map(|g| g.to_string()).collect();
         assert_eq!(added.len(), 1, "{added:?}");
         assert!(added[0].contains("ex.com"), "{added:?}");

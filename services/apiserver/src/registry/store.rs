@@ -390,7 +390,16 @@ impl Registry {
     /// Serves the custom resources of `crds`, the CRDs at etcd revision `revision` as `from`
     /// saw them (unless what is served comes from a newer revision).
     pub(super) fn serve_crds(&self, crds: &[Object], revision: i64, from: &str) {
-        let resources = crds.iter().flat_map(crd::resources).collect();
+        // A CRD unchanged since it was served keeps its compiled resources: a change of one
+        // CRD compiles that one, not all of them.
+        let served = self.resources.custom_by_crd();
+        let resources = crds
+            .iter()
+            .flat_map(|c| match served.get(c.name()) {
+                Some(rs) if rs.iter().all(|r| r.crd_version == c.resource_version()) => rs.clone(),
+                _ => crd::resources(c).into_iter().map(Arc::new).collect(),
+            })
+            .collect();
         let (added, removed) = self.resources.set_custom(resources, revision);
         for gvr in &added {
             tracing::info!(resource = %gvr, from, "serving a custom resource");

@@ -40,7 +40,7 @@ impl Store {
             shutdown: self.shutdown.clone(),
         };
         Ok(match cache.register(from) {
-            Ok(reg) => watcher::serve_from_cache(reg, params),
+            Ok(reg) => watcher::serve_from_cache(cache.clone(), reg, params),
             Err(_) => watcher::serve_from_etcd(self.kv.clone(), prefix, from.unwrap_or(0), params),
         })
     }

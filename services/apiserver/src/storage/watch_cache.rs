@@ -40,6 +40,11 @@ fn page_limit(bytes: usize, objects: usize) -> i64 {
         .clamp(1_000, 1_000_000)
 }
 
+/// The live feed's buffer, in events. tokio's broadcast allocates its whole buffer up front,
+/// for every resource (a CRD's too), watched or not; a watcher that falls further behind
+/// catches up from the window (up to `capacity` events) instead.
+const LIVE_BUFFER: usize = 256;
+
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
@@ -148,7 +153,7 @@ impl WatchCache {
         capacity: usize,
         new_waiting: Arc<watch::Sender<u64>>,
     ) -> Arc<WatchCache> {
-        let (tx, _) = broadcast::channel(capacity.max(16));
+        let (tx, _) = broadcast::channel(capacity.clamp(16, LIVE_BUFFER));
         Arc::new(WatchCache {
             info,
             prefix,
@@ -380,7 +385,7 @@ impl WatchCache {
         st.changed = revision;
         if !first {
             // Watchers of the old feed missed what happened between the lists.
-            st.tx = broadcast::channel(self.capacity).0;
+            st.tx = broadcast::channel(self.capacity.clamp(16, LIVE_BUFFER)).0;
         }
         drop(st);
         self.ready.send_replace(true);

@@ -3,9 +3,10 @@
 //!
 //! A watch served from the cache is a stream the transport polls directly: no task and no
 //! channel per watcher, so a delivery costs one broadcast receive. The transport polls only
-//! while the client can take more (HTTP/2 flow control), so a client that stops reading falls
-//! behind the cache's bounded broadcast and is closed with `Expired` instead of buffering
-//! without bound.
+//! while the client can take more (HTTP/2 flow control). A watcher that falls behind the
+//! cache's small broadcast buffer catches up from the cache's window of recent events; one
+//! that falls behind the window too is closed with `Expired` instead of buffering without
+//! bound.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -20,7 +21,7 @@ use tokio::time::Interval;
 
 use super::cached::CachedObject;
 use super::filter::Filter;
-use super::watch_cache::{Broadcast, CacheEvent, EventType, Registration};
+use super::watch_cache::{Broadcast, CacheEvent, EventType, Registration, WatchCache};
 use crate::etcd::{self, EventKind, KeyValue, WatchEnd};
 use crate::metrics::Metrics;
 
@@ -162,6 +163,7 @@ impl Progress {
 /// A watch served from the cache.
 struct CacheWatch {
     params: WatchParams,
+    cache: Arc<WatchCache>,
     rx: broadcast::Receiver<Broadcast>,
     /// The initial state or the backlog, converted up front.
     pending: VecDeque<WatchEvent>,
@@ -188,12 +190,26 @@ impl CacheWatch {
                         }
                     }
                     Ok(Broadcast::Progress(rv)) => self.progress.seen = self.progress.seen.max(rv),
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
-                        self.done = true;
-                        return Some(Err(ApiError::expired(format!(
-                            "the watcher fell {n} events behind and was closed; resume from the last resourceVersion or relist"
-                        ))));
-                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => match self.cache.register(Some(self.progress.seen)) {
+                        // The window still holds what the broadcast dropped: catch up from it.
+                        Ok(reg) => {
+                            self.rx = reg.rx;
+                            for ev in &reg.backlog {
+                                if let Some(e) = self.progress.consider(ev, &self.params.filter) {
+                                    self.pending.push_back(e);
+                                }
+                            }
+                            if let Some(e) = self.pending.pop_front() {
+                                return Some(Ok(e));
+                            }
+                        }
+                        Err(_) => {
+                            self.done = true;
+                            return Some(Err(ApiError::expired(format!(
+                                "the watcher fell {n} events behind, past the watch cache's window, and was closed; resume from the last resourceVersion or relist"
+                            ))));
+                        }
+                    },
                     Err(broadcast::error::RecvError::Closed) => {
                         self.done = true;
                         return Some(Err(ApiError::expired("the watch cache was reloaded; relist and watch again")));
@@ -221,8 +237,13 @@ fn bookmark_interval(every: Option<Duration>) -> Option<Interval> {
     })
 }
 
-/// Serves a watcher from the cache: the initial state or backlog, then the live feed.
-pub fn serve_from_cache(reg: Registration, params: WatchParams) -> WatchStream {
+/// Serves a watcher from the cache: the initial state or backlog (`reg`, registered with
+/// `cache`), then the live feed.
+pub fn serve_from_cache(
+    cache: Arc<WatchCache>,
+    reg: Registration,
+    params: WatchParams,
+) -> WatchStream {
     let mut progress = Progress {
         seen: reg.after,
         bookmarked: reg.after,
@@ -248,6 +269,7 @@ pub fn serve_from_cache(reg: Registration, params: WatchParams) -> WatchStream {
         }
     }
     let watch = CacheWatch {
+        cache,
         rx: reg.rx,
         pending,
         progress,
@@ -444,7 +466,11 @@ mod tests {
                 metrics: Metrics::new(),
                 shutdown: self.shutdown.subscribe(),
             };
-            serve_from_cache(self.cache.register(from).unwrap(), params)
+            serve_from_cache(
+                self.cache.clone(),
+                self.cache.register(from).unwrap(),
+                params,
+            )
         }
 
         fn put(&self, name: &str, app: &str, rv: i64) {
@@ -544,6 +570,21 @@ mod tests {
         s.put("c", "web", 103);
         assert_eq!(next(&mut w).await, ev(Added, "b", 102));
         assert_eq!(next(&mut w).await, ev(Added, "c", 103));
+    }
+
+    /// The broadcast holds 256 events; the window, 1,000: a watcher 400 behind misses none.
+    #[tokio::test(start_paused = true)]
+    async fn a_watcher_behind_the_live_feed_catches_up_from_the_window() {
+        let s = setup(1000, &[]);
+        let mut w = s.watch(Some(100), Filter::default(), None);
+        for rv in 101..=500 {
+            s.put(&format!("o{rv}"), "web", rv);
+        }
+        for rv in 101..=500 {
+            assert_eq!(next(&mut w).await, ev(Added, &format!("o{rv}"), rv));
+        }
+        s.put("last", "web", 501);
+        assert_eq!(next(&mut w).await, ev(Added, "last", 501));
     }
 
     #[tokio::test(start_paused = true)]

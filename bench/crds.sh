@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# CRDs at scale (issue 45): what a CRD costs the API server's memory, and how fast discovery and
+# OpenAPI answer with thousands of them. One etcd, one release API server (bench/lib.sh).
+#
+#   bench/crds.sh                                   # 2,000 small CRDs
+#   PROM_CRDS=<dir of YAML> bench/crds.sh           # first a set of large CRDs, e.g. the
+#                                                   # Prometheus Operator's example/prometheus-operator-crd
+#   CRDS=300 APISERVER=/tmp/old/keel-apiserver bench/crds.sh   # another build's figures
+#
+# Each set is created on a freshly started API server (the previous set deleted first), and
+# measured once every CRD is Established and its resource served: RSS growth (VmRSS from
+# /proc) per CRD and over the CRDs' own JSON. Then the median and worst of 20 requests for
+# discovery (/apis, aggregated and not; one group) and OpenAPI v3 (the index; one group-version).
+# Prints one line per figure; raw JSON lines in bench/results/.
+CRDS=${CRDS:-2000}
+source "$(dirname "$0")/lib.sh"
+
+mkdir -p bench/results
+out="bench/results/crds-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
+mb() { awk '$1 == "VmRSS:" {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
+figure() { # set name value unit: one line for people, one JSON line for the record
+  printf '%-10s %-52s %12s %s\n' "$1" "$2" "$3" "$4"
+  printf '{"mode":"crds","set":"%s","figure":"%s","value":%s,"unit":"%s"}\n' \
+    "$1" "$2" "$3" "$4" >>"$out"
+}
+restart() {
+  kill "$apiserver_pid"
+  wait "$apiserver_pid" 2>/dev/null || true
+  "$APISERVER" --listen 127.0.0.1:36443 --http-listen 127.0.0.1:36080 \
+    --etcd-servers http://127.0.0.1:32379 >/dev/null 2>>"$work/apiserver.log" &
+  apiserver_pid=$!
+  for _ in $(seq 1 300); do curl -fsS http://127.0.0.1:36080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
+}
+# Waits until every CRD in $work/crds.json is Established and its resource listed.
+wait_served() {
+  python3 - "$work/crds.json" <<'EOF'
+import json, sys, time, urllib.request
+crds = json.load(open(sys.argv[1]))
+left = {c["metadata"]["name"]: c for c in crds}
+while left:
+    for name, c in list(left.items()):
+        v = next(v["name"] for v in c["spec"]["versions"] if v.get("served"))
+        url = f"http://127.0.0.1:36443/apis/{c['spec']['group']}/{v}/{c['spec']['names']['plural']}?limit=1"
+        try:
+            urllib.request.urlopen(url).read()
+            del left[name]
+        except Exception:
+            pass
+    print(f"\r    {len(crds) - len(left)}/{len(crds)} served", end="", file=sys.stderr)
+    if left:
+        time.sleep(0.5)
+print(file=sys.stderr)
+EOF
+}
+# Creates the CRDs of $work/crds.json and measures them as set $1.
+measure() {
+  local set=$1 before after n json_bytes
+  restart
+  sleep 2
+  before=$(mb "$apiserver_pid")
+  n=$(python3 -c "import json; print(len(json.load(open('$work/crds.json'))))")
+  json_bytes=$(python3 -c "import json; print(sum(len(json.dumps(c, separators=(',', ':'))) for c in json.load(open('$work/crds.json'))))")
+  echo "==> $set: creating $n CRDs" >&2
+  python3 - "$work/crds.json" <<'EOF'
+import json, sys, urllib.request
+crds = json.load(open(sys.argv[1]))
+for i, c in enumerate(crds):
+    req = urllib.request.Request(
+        "http://127.0.0.1:36443/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        data=json.dumps(c).encode(), headers={"Content-Type": "application/json"}, method="POST")
+    urllib.request.urlopen(req).read()
+    if (i + 1) % 100 == 0 or i + 1 == len(crds):
+        print(f"\r    {i + 1}/{len(crds)} created", end="", file=sys.stderr)
+print(file=sys.stderr)
+EOF
+  wait_served
+  sleep 2
+  after=$(mb "$apiserver_pid")
+  figure "$set" "CRDs" "$n" ""
+  figure "$set" "their JSON" "$(python3 -c "print(f'{$json_bytes / 1048576:.2f}')")" MB
+  figure "$set" "RSS before" "$before" MB
+  figure "$set" "RSS after" "$after" MB
+  figure "$set" "RSS growth per CRD" "$(python3 -c "print(round(($after - $before) * 1024 / $n))")" KiB
+  figure "$set" "RSS growth per CRD beyond its JSON" \
+    "$(python3 -c "print(round((($after - $before) * 1048576 - $json_bytes) / 1024 / $n))")" KiB
+  figure "$set" "RSS growth / JSON" "$(python3 -c "print(f'{($after - $before) * 1048576 / $json_bytes:.2f}')")" x
+  local group version
+  group=$(python3 -c "import json; print(json.load(open('$work/crds.json'))[0]['spec']['group'])")
+  version=$(python3 -c "import json; c = json.load(open('$work/crds.json'))[0]; print(next(v['name'] for v in c['spec']['versions'] if v.get('served')))")
+  timed "$set" "GET /apis" /apis
+  timed "$set" "GET /apis (aggregated discovery)" /apis \
+    'application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList'
+  timed "$set" "GET /apis/<group>/<version>" "/apis/$group/$version"
+  timed "$set" "GET /openapi/v3" /openapi/v3
+  timed "$set" "GET /openapi/v3/apis/<group>/<version>" "/openapi/v3/apis/$group/$version"
+}
+# The median and worst of 20 GETs of path $3 (Accept $4), as set $1's figure $2.
+timed() {
+  local times
+  times=$(for _ in $(seq 1 20); do
+    curl -fsS -o /dev/null -w '%{time_total}\n' -H "Accept: ${4:-application/json}" "http://127.0.0.1:36443$3"
+  done | sort -n)
+  figure "$1" "$2, median" "$(echo "$times" | awk '{a[NR] = $1} END {printf "%.2f", a[int((NR + 1) / 2)] * 1000}')" ms
+  figure "$1" "$2, worst" "$(echo "$times" | tail -1 | awk '{printf "%.2f", $1 * 1000}')" ms
+}
+delete_all() {
+  python3 - "$work/crds.json" <<'EOF'
+import json, sys, urllib.request
+for c in json.load(open(sys.argv[1])):
+    req = urllib.request.Request(
+        "http://127.0.0.1:36443/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + c["metadata"]["name"],
+        method="DELETE")
+    urllib.request.urlopen(req).read()
+EOF
+  while [ "$(curl -fsS http://127.0.0.1:36443/apis/apiextensions.k8s.io/v1/customresourcedefinitions |
+    python3 -c 'import json, sys; print(len(json.load(sys.stdin)["items"]))')" != 0 ]; do sleep 0.5; done
+}
+
+if [ -n "${PROM_CRDS:-}" ]; then
+  python3 - "$PROM_CRDS" "$work/crds.json" <<'EOF'
+import glob, json, sys, yaml
+# "=" as a key is YAML 1.1's value tag to PyYAML: a plain string, as to every other parser.
+yaml.SafeLoader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: node.value)
+crds = []
+for path in sorted(glob.glob(sys.argv[1] + "/*.yaml")):
+    for doc in yaml.safe_load_all(open(path)):
+        if doc and doc.get("kind") == "CustomResourceDefinition":
+            crds.append(doc)
+json.dump(crds, open(sys.argv[2], "w"))
+EOF
+  measure large
+  delete_all
+fi
+
+# Small CRDs, 20 to a group: a spec of a few typed fields, a status with conditions.
+CRDS=$CRDS python3 - "$work/crds.json" <<'EOF'
+import json, os, sys
+n = int(os.environ["CRDS"])
+def crd(i):
+    group, plural, kind = f"g{i // 20}.bench.keel.dev", f"widget{i}s", f"Widget{i}"
+    spec = {"type": "object", "properties": {
+        "size": {"type": "integer", "minimum": 0},
+        "image": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "mode": {"type": "string", "enum": ["fast", "safe"]},
+        "ports": {"type": "array", "items": {"type": "object", "required": ["port"], "properties": {
+            "name": {"type": "string"}, "port": {"type": "integer"}}},
+            "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["port"]},
+    }}
+    status = {"type": "object", "properties": {
+        "phase": {"type": "string"},
+        "conditions": {"type": "array", "items": {"type": "object", "properties": {
+            "type": {"type": "string"}, "status": {"type": "string"},
+            "lastTransitionTime": {"type": "string", "format": "date-time"},
+            "reason": {"type": "string"}, "message": {"type": "string"}}}},
+    }}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{group}"},
+            "spec": {"group": group, "scope": "Namespaced",
+                     "names": {"plural": plural, "singular": f"widget{i}", "kind": kind,
+                               "listKind": f"{kind}List"},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "subresources": {"status": {}},
+                                   "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                       "spec": spec, "status": status}}}}]}}
+json.dump([crd(i) for i in range(n)], open(sys.argv[1], "w"))
+EOF
+measure small
+echo "results: $out" >&2
