@@ -645,6 +645,71 @@ async fn openapi_documents_carry_kubernetes_list_and_map_types() {
     );
 }
 
+/// `/openapi/v3` names each group version's document with a hash that clients cache it by
+/// (kubectl does): a CRD's change of schema changes its group version's hash, and only that
+/// one, so a client sees the new schema and keeps what it cached of the rest.
+#[tokio::test]
+async fn openapi_v3_hashes_change_with_a_crds_schema_and_only_its_own() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let addr = api.grpc;
+    let crd = |field: &str| {
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.ex.com"},
+            "spec": {"group": "ex.com", "names": {"kind": "Widget", "plural": "widgets"},
+                "scope": "Namespaced",
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "properties": {field: {"type": "string"}}}}}}}]}})
+    };
+    let url = |gv: &str| {
+        let (code, root) = call(addr, "GET", "/openapi/v3", "application/json", b"");
+        assert_eq!(code, 200, "{root}");
+        root["paths"][gv]["serverRelativeURL"]
+            .as_str()
+            .map(str::to_string)
+    };
+    let spec_fields = |url: &str| {
+        let (code, doc) = call(addr, "GET", url, "application/json", b"");
+        assert_eq!(code, 200, "{doc}");
+        let spec = &doc["components"]["schemas"]["com.ex.v1.Widget"]["properties"]["spec"];
+        spec["properties"]
+            .as_object()
+            .map(|p| p.keys().cloned().collect::<Vec<_>>())
+    };
+    let (code, v) = call(
+        addr,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "application/json",
+        &serde_json::to_vec(&crd("size")).unwrap(),
+    );
+    assert_eq!(code, 201, "{v}");
+    let first = keel_tests::eventually(Duration::from_secs(10), "the CRD in /openapi/v3", || {
+        std::future::ready(url("apis/ex.com/v1"))
+    })
+    .await;
+    assert_eq!(spec_fields(&first), Some(vec!["size".to_string()]));
+    let core = url("api/v1");
+
+    let mut changed = crd("color");
+    changed["metadata"]["resourceVersion"] = v["metadata"]["resourceVersion"].clone();
+    let (code, v) = call(
+        addr,
+        "PUT",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.ex.com",
+        "application/json",
+        &serde_json::to_vec(&changed).unwrap(),
+    );
+    assert_eq!(code, 200, "{v}");
+    let second = keel_tests::eventually(Duration::from_secs(10), "a new hash", || {
+        std::future::ready(url("apis/ex.com/v1").filter(|u| *u != first))
+    })
+    .await;
+    assert_eq!(spec_fields(&second), Some(vec!["color".to_string()]));
+    assert_eq!(url("api/v1"), core);
+}
+
 /// What kube-rs's `crd_derive_schema` example does over HTTP, up to its CEL rules (issue 44),
 /// with the CRD its derive generates and the requests it sends, as captured on the wire when
 /// the example ran unchanged against keel: defaults at every kind of field, `null`s kept

@@ -300,6 +300,11 @@ impl Registry {
         self.resources.custom(gvr).is_some()
     }
 
+    /// The `resourceVersion` of the CRD a custom resource is served from (`None`: built in).
+    pub fn custom_version(&self, gvr: &GroupVersionResource) -> Option<String> {
+        self.resources.custom(gvr).map(|c| c.crd_version.clone())
+    }
+
     /// A custom resource's `additionalPrinterColumns` (none for a built-in one).
     pub fn printer_columns(&self, gvr: &GroupVersionResource) -> Vec<Value> {
         self.resources.kind(gvr).printer_columns().to_vec()

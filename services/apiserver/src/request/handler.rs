@@ -509,6 +509,11 @@ impl Handler {
         self.registry.is_custom(gvr)
     }
 
+    /// The `resourceVersion` of the CRD a custom resource is served from (`None`: built in).
+    pub fn custom_version(&self, gvr: &GroupVersionResource) -> Option<String> {
+        self.registry.custom_version(gvr)
+    }
+
     /// A custom resource's `additionalPrinterColumns` (none for a built-in one).
     pub fn printer_columns(&self, gvr: &GroupVersionResource) -> Vec<serde_json::Value> {
         self.registry.printer_columns(gvr)

@@ -189,9 +189,22 @@ fn document(handler: &Handler, resources: &[std::sync::Arc<ResourceInfo>]) -> Va
     })
 }
 
-fn hash(v: &Value) -> String {
+/// A hash of what a group version's document is made from: its resources, the CRD version
+/// each custom one is served from, and the built-in schemas (this build's). It changes when the
+/// document does (and, at worst, when a CRD changes without changing it), without building
+/// every document for every request of the root.
+fn hash(handler: &Handler, resources: &[std::sync::Arc<ResourceInfo>]) -> String {
+    static BUILTIN: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        Handler::builtin_openapi().to_string().hash(&mut h);
+        h.finish()
+    });
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    v.to_string().hash(&mut h);
+    BUILTIN.hash(&mut h);
+    for r in resources {
+        format!("{r:?}").hash(&mut h);
+        handler.custom_version(&r.gvr).hash(&mut h);
+    }
     format!("{:016X}", h.finish())
 }
 
@@ -201,10 +214,7 @@ pub fn root(handler: &Handler) -> Value {
     let paths: Map<String, Value> = by_group_version(handler)
         .into_iter()
         .map(|(gv, resources)| {
-            let url = format!(
-                "/openapi/v3/{gv}?hash={}",
-                hash(&document(handler, &resources))
-            );
+            let url = format!("/openapi/v3/{gv}?hash={}", hash(handler, &resources));
             (gv, json!({"serverRelativeURL": url}))
         })
         .collect();
