@@ -131,6 +131,7 @@ conformance!(
     a_delete_against_a_stale_revision_fails_with_the_current_value,
     a_range_pages_by_limit_at_one_revision,
     a_range_at_the_newest_revision_says_which,
+    revisions_name_each_live_key_of_a_range_with_its_last_change,
     a_read_at_a_compacted_revision_is_expired,
     a_read_at_a_future_revision_is_expired,
     compacting_twice_at_one_revision_fails,
@@ -339,6 +340,21 @@ async fn a_range_at_the_newest_revision_says_which(kv: &dyn KeyValue) {
     let page = range(kv, "/p/", "/p0", 0, 0).await;
     assert_eq!(page.kvs.len(), 2);
     assert_eq!((page.revision, page.more, page.count), (r + 1, false, 2));
+}
+
+async fn revisions_name_each_live_key_of_a_range_with_its_last_change(kv: &dyn KeyValue) {
+    create(kv, "/o", "outside").await;
+    let ra = create(kv, "/p/a", "a").await;
+    let rb = create(kv, "/p/b", "b").await;
+    let rc = create(kv, "/p/c", "c").await;
+    let ra2 = put(kv, "/p/a", ra, "a2").await;
+    delete(kv, "/p/c", rc).await;
+    create(kv, "/q", "outside").await;
+    let got = kv
+        .revisions(b"/p/", b"/p0".to_vec(), deadline())
+        .await
+        .unwrap();
+    assert_eq!(got, [("/p/a".to_string(), ra2), ("/p/b".to_string(), rb)]);
 }
 
 async fn a_read_at_a_compacted_revision_is_expired(kv: &dyn KeyValue) {

@@ -38,6 +38,16 @@ pub trait KeyValue: Send + Sync {
         deadline: Instant,
     ) -> BoxFuture<'a, Result<Page, ApiError>>;
 
+    /// Every key of `[start, end)` with the revision that last changed it, newest, without
+    /// the values (etcd's keys-only read): what a caller that holds most of the values
+    /// already compares against.
+    fn revisions<'a>(
+        &'a self,
+        start: &'a [u8],
+        end: Vec<u8>,
+        deadline: Instant,
+    ) -> BoxFuture<'a, Result<Vec<(String, i64)>, ApiError>>;
+
     /// The store's current revision.
     fn current_revision(&self, deadline: Instant) -> BoxFuture<'_, Result<i64, ApiError>>;
 
@@ -109,6 +119,15 @@ impl KeyValue for Etcd {
         deadline: Instant,
     ) -> BoxFuture<'a, Result<Page, ApiError>> {
         Box::pin(Etcd::range(self, start, end, revision, limit, deadline))
+    }
+
+    fn revisions<'a>(
+        &'a self,
+        start: &'a [u8],
+        end: Vec<u8>,
+        deadline: Instant,
+    ) -> BoxFuture<'a, Result<Vec<(String, i64)>, ApiError>> {
+        Box::pin(Etcd::revisions(self, start, end, deadline))
     }
 
     fn current_revision(&self, deadline: Instant) -> BoxFuture<'_, Result<i64, ApiError>> {

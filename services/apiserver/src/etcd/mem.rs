@@ -416,6 +416,25 @@ impl KeyValue for MemEtcd {
         })
     }
 
+    fn revisions<'a>(
+        &'a self,
+        start: &'a [u8],
+        end: Vec<u8>,
+        deadline: Instant,
+    ) -> BoxFuture<'a, Result<Vec<(String, i64)>, ApiError>> {
+        Box::pin(async move {
+            self.answer(deadline).await?;
+            let st = self.lock();
+            Ok(st
+                .range_of(start, &end)
+                .filter_map(|(key, versions)| {
+                    let v = versions.last().filter(|v| v.value.is_some())?;
+                    Some((String::from_utf8_lossy(key).into_owned(), v.mod_revision))
+                })
+                .collect())
+        })
+    }
+
     fn current_revision(&self, deadline: Instant) -> BoxFuture<'_, Result<i64, ApiError>> {
         Box::pin(async move {
             self.answer(deadline).await?;

@@ -337,6 +337,37 @@ impl Etcd {
         })
     }
 
+    /// Every key of `[start, end)` with its `mod_revision`, newest, values left out.
+    pub async fn revisions(
+        &self,
+        start: &[u8],
+        end: Vec<u8>,
+        deadline: Instant,
+    ) -> Result<Vec<(String, i64)>, ApiError> {
+        let opts = GetOptions::new().with_range(end).with_keys_only();
+        let (resp, _) = self
+            .call("range", deadline, |c| {
+                let opts = opts.clone();
+                async move {
+                    c.kv_client()
+                        .max_decoding_message_size(MAX_ANSWER_BYTES)
+                        .get(start, Some(opts))
+                        .await
+                }
+            })
+            .await?;
+        Ok(resp
+            .kvs()
+            .iter()
+            .map(|kv| {
+                (
+                    String::from_utf8_lossy(kv.key()).into_owned(),
+                    kv.mod_revision(),
+                )
+            })
+            .collect())
+    }
+
     /// The current revision of the store.
     pub async fn current_revision(&self, deadline: Instant) -> Result<i64, ApiError> {
         let (resp, _) = self

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use super::Store;
 use super::codec::from_storage;
 use super::keys::ObjectKey;
-use crate::etcd::Stored;
+use crate::etcd::{Stored, prefix_end};
 
 /// Where a Get reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +67,27 @@ impl Store {
             Some(c) => Ok(c.obj),
             None => Err(ApiError::not_found(t)),
         }
+    }
+
+    /// The names of a cluster-scoped resource's objects with their `resourceVersion`s, newest,
+    /// from etcd without reading the objects.
+    pub async fn versions(
+        &self,
+        info: &ResourceInfo,
+        deadline: Instant,
+    ) -> Result<Vec<(String, String)>, ApiError> {
+        let prefix = self.keys.resource_prefix(info);
+        let keys = self
+            .kv
+            .revisions(prefix.as_bytes(), prefix_end(&prefix), deadline)
+            .await?;
+        Ok(keys
+            .into_iter()
+            .map(|(key, rv)| {
+                let name = key.strip_prefix(&prefix).unwrap_or(&key);
+                (name.to_string(), rv.to_string())
+            })
+            .collect())
     }
 
     /// The state a write starts from: with `allow_cache`, the newer of the watch cache's copy
