@@ -4,7 +4,7 @@
 //! Pure functions; the registry serves what they derive (its CRD serving loop).
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use keel_api::validation::{dns1123_label, dns1123_subdomain};
@@ -33,10 +33,9 @@ pub struct CustomResource {
     pub crd_version: String,
     /// The version objects are stored at; reads of another version change only `apiVersion`.
     pub storage_version: String,
-    /// Validation and pruning; `None` when the version has no schema (anything goes).
-    pub schema: Option<CrdSchema>,
-    /// Merge keys for strategic merge patch (`x-kubernetes-list-map-keys`).
-    pub merge: Arc<keel_patch::OpenApiSchema>,
+    /// What the schema compiles to, on first use: a CRD whose objects nobody writes or reads
+    /// costs its schema, not its compiled validators too.
+    compiled: OnceLock<Compiled>,
     /// `additionalPrinterColumns`, as the CRD has them.
     pub printer_columns: Vec<Value>,
     /// The version's `openAPIV3Schema` as the CRD has it (`Null`: none), for OpenAPI.
@@ -48,6 +47,37 @@ pub struct CustomResource {
     /// `spec.conversion.strategy: Webhook`: where objects are converted between versions
     /// (`None`: only `apiVersion` changes).
     pub conversion: Option<Arc<ConversionWebhook>>,
+}
+
+/// What a version's schema compiles to.
+struct Compiled {
+    /// Validation and pruning; `None` when the version has no schema (anything goes).
+    schema: Option<CrdSchema>,
+    /// Merge keys for strategic merge patch (`x-kubernetes-list-map-keys`).
+    merge: Arc<keel_patch::OpenApiSchema>,
+}
+
+impl CustomResource {
+    fn compiled(&self) -> &Compiled {
+        self.compiled.get_or_init(|| Compiled {
+            schema: if self.openapi_schema.is_object() {
+                CrdSchema::new(&self.openapi_schema, "").ok()
+            } else {
+                None
+            },
+            merge: Arc::new(keel_patch::OpenApiSchema::new(self.openapi_schema.clone())),
+        })
+    }
+
+    /// Validation and pruning; `None` when the version has no schema (anything goes).
+    pub fn schema(&self) -> Option<&CrdSchema> {
+        self.compiled().schema.as_ref()
+    }
+
+    /// Merge keys for strategic merge patch (`x-kubernetes-list-map-keys`).
+    pub fn merge(&self) -> Arc<keel_patch::OpenApiSchema> {
+        self.compiled().merge.clone()
+    }
 }
 
 fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
@@ -411,11 +441,6 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
         .map(|v| {
             let version = str_at(v, &["name"]);
             let schema_value = v["schema"]["openAPIV3Schema"].clone();
-            let schema = if schema_value.is_object() {
-                CrdSchema::new(&schema_value, "").ok()
-            } else {
-                None
-            };
             let scale = keel_api::scale::ScalePaths::from_crd(&v["subresources"]["scale"]);
             CustomResource {
                 info: Arc::new(ResourceInfo {
@@ -438,8 +463,7 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
                 crd: crd.name().to_string(),
                 crd_version: crd.resource_version().to_string(),
                 storage_version: storage_version.clone(),
-                schema,
-                merge: Arc::new(keel_patch::OpenApiSchema::new(schema_value.clone())),
+                compiled: OnceLock::new(),
                 openapi_schema: schema_value,
                 printer_columns: v["additionalPrinterColumns"]
                     .as_array()
@@ -539,7 +563,7 @@ pub fn prune_and_validate_update(
     old: Option<&Object>,
     status: bool,
 ) -> Vec<FieldCause> {
-    let Some(schema) = &custom.schema else {
+    let Some(schema) = custom.schema() else {
         return Vec::new();
     };
     let mut value = Value::Object(std::mem::take(obj.as_map_mut()));
@@ -590,7 +614,7 @@ pub fn prune_and_validate_update(
 /// defaults what it decodes from etcd, so a default added to a CRD shows on objects written
 /// before it; nothing is written back).
 pub fn default_read(custom: &CustomResource, obj: &mut Value) {
-    if let Some(schema) = &custom.schema {
+    if let Some(schema) = custom.schema() {
         schema.default(obj);
     }
 }
@@ -607,7 +631,7 @@ pub fn default_read_json(custom: &CustomResource, json: Bytes) -> Bytes {
 /// The fields of a custom object (or a merge patch of one) its version's schema would prune;
 /// at most ten.
 pub fn unknown_fields(custom: &CustomResource, obj: &Map<String, Value>) -> Vec<String> {
-    let Some(schema) = &custom.schema else {
+    let Some(schema) = custom.schema() else {
         return Vec::new();
     };
     let mut value = Value::Object(obj.clone());
@@ -694,7 +718,7 @@ mod tests {
         assert_eq!(r.info.short_names, ["net"]);
         assert_eq!(r.info.categories, ["all", "samplecrd"]);
         assert!(r.info.namespaced && r.info.status_subresource);
-        assert!(r.schema.is_some());
+        assert!(r.schema().is_some());
         assert_eq!(r.printer_columns.len(), 1);
     }
 

@@ -704,8 +704,7 @@ impl Registry {
             GroupVersionResource::new(&info.gvr.group, &custom.storage_version, &info.gvr.resource);
         let source = self.resources.custom(&stored).unwrap_or(custom);
         source
-            .schema
-            .as_ref()
+            .schema()
             .is_some_and(|s| s.has_defaults())
             .then_some(source)
     }

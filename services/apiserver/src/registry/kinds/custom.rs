@@ -50,7 +50,7 @@ impl Kind for CustomResource {
     }
 
     fn merge_schema(&self) -> Option<MergeKeys> {
-        Some(self.merge.clone())
+        Some(self.merge())
     }
 
     fn update_needs_resource_version(&self) -> bool {
