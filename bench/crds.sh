@@ -8,8 +8,9 @@
 #   CRDS=300 APISERVER=/tmp/old/keel-apiserver bench/crds.sh   # another build's figures
 #
 # Each set is created on a freshly started API server (the previous set deleted first), and
-# measured once every CRD is Established and its resource served: RSS growth (VmRSS from
-# /proc) per CRD and over the CRDs' own JSON. Then the median and worst of 20 requests for
+# measured once discovery lists every CRD's resource: RSS growth (VmRSS from /proc) per CRD and
+# over the CRDs' own JSON; then again after one List of each resource (its schema compiled,
+# its watch cache started). Then the median and worst of 20 requests for
 # discovery (/apis, aggregated and not; one group) and OpenAPI v3 (the index; one group-version).
 # Prints one line per figure; raw JSON lines in bench/results/.
 CRDS=${CRDS:-2000}
@@ -31,25 +32,37 @@ restart() {
   apiserver_pid=$!
   for _ in $(seq 1 300); do curl -fsS http://127.0.0.1:36080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 }
-# Waits until every CRD in $work/crds.json is Established and its resource listed.
+# Waits until discovery lists every CRD of $work/crds.json (no request reads its resource).
 wait_served() {
   python3 - "$work/crds.json" <<'EOF'
 import json, sys, time, urllib.request
 crds = json.load(open(sys.argv[1]))
-left = {c["metadata"]["name"]: c for c in crds}
-while left:
-    for name, c in list(left.items()):
-        v = next(v["name"] for v in c["spec"]["versions"] if v.get("served"))
-        url = f"http://127.0.0.1:36443/apis/{c['spec']['group']}/{v}/{c['spec']['names']['plural']}?limit=1"
+want = {}
+for c in crds:
+    v = next(v["name"] for v in c["spec"]["versions"] if v.get("served"))
+    want.setdefault(f"{c['spec']['group']}/{v}", set()).add(c["spec"]["names"]["plural"])
+while True:
+    served = 0
+    for gv, plurals in want.items():
         try:
-            urllib.request.urlopen(url).read()
-            del left[name]
+            doc = json.load(urllib.request.urlopen(f"http://127.0.0.1:36443/apis/{gv}"))
+            served += len(plurals & {r["name"] for r in doc["resources"]})
         except Exception:
             pass
-    print(f"\r    {len(crds) - len(left)}/{len(crds)} served", end="", file=sys.stderr)
-    if left:
-        time.sleep(0.5)
+    print(f"\r    {served}/{len(crds)} served", end="", file=sys.stderr)
+    if served == len(crds):
+        break
+    time.sleep(0.5)
 print(file=sys.stderr)
+EOF
+}
+# Lists each CRD's resource once: its schema compiled, its watch cache started.
+list_each() {
+  python3 - "$work/crds.json" <<'EOF'
+import json, sys, urllib.request
+for c in json.load(open(sys.argv[1])):
+    v = next(v["name"] for v in c["spec"]["versions"] if v.get("served"))
+    urllib.request.urlopen(f"http://127.0.0.1:36443/apis/{c['spec']['group']}/{v}/{c['spec']['names']['plural']}").read()
 EOF
 }
 # Creates the CRDs of $work/crds.json and measures them as set $1.
@@ -84,6 +97,12 @@ EOF
   figure "$set" "RSS growth per CRD beyond its JSON" \
     "$(python3 -c "print(round((($after - $before) * 1048576 - $json_bytes) / 1024 / $n))")" KiB
   figure "$set" "RSS growth / JSON" "$(python3 -c "print(f'{($after - $before) * 1048576 / $json_bytes:.2f}')")" x
+  list_each
+  sleep 2
+  used=$(mb "$apiserver_pid")
+  figure "$set" "RSS after a List of each resource" "$used" MB
+  figure "$set" "  growth per CRD" "$(python3 -c "print(round(($used - $before) * 1024 / $n))")" KiB
+  figure "$set" "  growth / JSON" "$(python3 -c "print(f'{($used - $before) * 1048576 / $json_bytes:.2f}')")" x
   local group version
   group=$(python3 -c "import json; print(json.load(open('$work/crds.json'))[0]['spec']['group'])")
   version=$(python3 -c "import json; c = json.load(open('$work/crds.json'))[0]; print(next(v['name'] for v in c['spec']['versions'] if v.get('served')))")
