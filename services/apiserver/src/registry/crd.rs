@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::crd_schema::CrdSchema;
 use super::webhooks::conversion::{self, ConversionWebhook};
+use crate::storage::CachedObject;
 
 pub const GROUP: &str = "apiextensions.k8s.io";
 pub const RESOURCE: &str = "customresourcedefinitions";
@@ -77,6 +78,36 @@ impl CustomResource {
     /// Merge keys for strategic merge patch (`x-kubernetes-list-map-keys`).
     pub fn merge(&self) -> Arc<keel_patch::OpenApiSchema> {
         self.compiled().merge.clone()
+    }
+}
+
+/// A CRD to serve: parsed already (read from etcd), or the watch cache's entry, parsed only if
+/// it changed since it was served.
+pub enum Crd<'a> {
+    Parsed(&'a Object),
+    Cached(&'a CachedObject),
+}
+
+impl Crd<'_> {
+    pub fn name(&self) -> &str {
+        match self {
+            Crd::Parsed(o) => o.name(),
+            Crd::Cached(c) => keel_api::Selectable::name(*c),
+        }
+    }
+
+    pub fn version(&self) -> String {
+        match self {
+            Crd::Parsed(o) => o.resource_version().to_string(),
+            Crd::Cached(c) => c.rv().to_string(),
+        }
+    }
+
+    pub fn object(&self) -> Option<Object> {
+        match self {
+            Crd::Parsed(o) => Some((*o).clone()),
+            Crd::Cached(c) => c.object().ok(),
+        }
     }
 }
 

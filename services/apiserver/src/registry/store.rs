@@ -401,23 +401,47 @@ impl Registry {
             .iter()
             .filter_map(|b| Object::from_slice(b).ok())
             .collect();
+        let crds: Vec<crd::Crd<'_>> = crds.iter().map(crd::Crd::Parsed).collect();
         self.serve_crds(&crds, list.revision, "etcd, for a request");
         Ok(())
     }
 
     /// Serves the custom resources of `crds`, the CRDs at etcd revision `revision` as `from`
-    /// saw them (unless what is served comes from a newer revision).
-    pub(super) fn serve_crds(&self, crds: &[Object], revision: i64, from: &str) {
-        // A CRD unchanged since it was served keeps its compiled resources: a change of one
-        // CRD compiles that one, not all of them.
+    /// saw them (unless what is served comes from a newer revision). Returns the CRDs being
+    /// deleted that still hold the cleanup finalizer.
+    pub(super) fn serve_crds(
+        &self,
+        crds: &[crd::Crd<'_>],
+        revision: i64,
+        from: &str,
+    ) -> Vec<Object> {
+        // A CRD unchanged since it was served keeps its compiled resources and is not even
+        // parsed: a change of one CRD reads that one, not all of them. Terminating ones are
+        // read for their cleanup.
         let served = self.resources.custom_by_crd();
-        let resources = crds
-            .iter()
-            .flat_map(|c| match served.get(c.name()) {
-                Some(rs) if rs.iter().all(|r| r.crd_version == c.resource_version()) => rs.clone(),
-                _ => crd::resources(c).into_iter().map(Arc::new).collect(),
-            })
-            .collect();
+        let mut resources = Vec::new();
+        let mut deleting = Vec::new();
+        for c in crds {
+            let version = c.version();
+            match served.get(c.name()) {
+                Some(rs)
+                    if rs
+                        .iter()
+                        .all(|r| r.crd_version == version && !r.terminating) =>
+                {
+                    resources.extend(rs.iter().cloned());
+                }
+                _ => {
+                    let Some(obj) = c.object() else { continue };
+                    resources.extend(crd::resources(&obj).into_iter().map(Arc::new));
+                    if obj.deletion_timestamp().is_some()
+                        && obj.finalizers().contains(&crd::CLEANUP_FINALIZER)
+                    {
+                        deleting.push(obj);
+                    }
+                }
+            }
+        }
         let (added, removed) = self.resources.set_custom(resources, revision);
         for gvr in &added {
             tracing::info!(resource = %gvr, from, "serving a custom resource");
@@ -425,6 +449,7 @@ impl Registry {
         for gvr in &removed {
             tracing::info!(resource = %gvr, from, "no longer serving a custom resource");
         }
+        deleting
     }
 
     /// The resource a request names; one this replica does not serve yet is looked for in

@@ -138,17 +138,26 @@ impl Store {
         info: &Arc<ResourceInfo>,
         keep: impl Fn(&CachedObject) -> bool,
     ) -> Option<(Vec<Object>, i64)> {
-        let cache = self.cache(info);
-        if !cache.is_ready() {
-            return None;
-        }
-        let (objects, revision) = cache.list(&self.keys.resource_prefix(info));
+        let (objects, revision) = self.cached_entries(info)?;
         let objects = objects
             .iter()
             .filter(|o| keep(o))
             .filter_map(|o| o.object().ok())
             .collect();
         Some((objects, revision))
+    }
+
+    /// The watch cache's own entries of `info`, unparsed, with the revision it holds them at;
+    /// `None` while it loads.
+    pub fn cached_entries(
+        &self,
+        info: &Arc<ResourceInfo>,
+    ) -> Option<(Vec<Arc<CachedObject>>, i64)> {
+        let cache = self.cache(info);
+        if !cache.is_ready() {
+            return None;
+        }
+        Some(cache.list(&self.keys.resource_prefix(info)))
     }
 
     /// The object `namespace/name` of `info` as this replica's watch cache holds it: `None`

@@ -12,7 +12,7 @@ use keel_api::{ApiError, Metadata, Object, Reason};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::registry::crd::{self, CLEANUP_FINALIZER};
+use crate::registry::crd::{self, CLEANUP_FINALIZER, Crd};
 use crate::registry::deletion::DeleteOptions;
 use crate::registry::patch::PatchType;
 use crate::registry::strategy::Subresource;
@@ -56,23 +56,15 @@ impl CrdServing {
                 if !moved && !deleting {
                     break 'step;
                 }
-                let Some((crds, revision)) = self.registry.store().cached_at(&info, |_| true)
-                else {
+                let Some((entries, revision)) = self.registry.store().cached_entries(&info) else {
                     break 'step;
                 };
-                if moved {
-                    self.registry.serve_crds(&crds, revision, "the watch");
-                    served = changed;
-                }
-                let to_clean: Vec<&Object> = crds
-                    .iter()
-                    .filter(|c| {
-                        c.deletion_timestamp().is_some()
-                            && c.finalizers().contains(&CLEANUP_FINALIZER)
-                    })
-                    .collect();
+                let crds: Vec<Crd<'_>> = entries.iter().map(|e| Crd::Cached(e)).collect();
+                // Serving again what is served already parses and compiles nothing.
+                let to_clean = self.registry.serve_crds(&crds, revision, "the watch");
+                served = changed;
                 deleting = !to_clean.is_empty();
-                for c in to_clean {
+                for c in &to_clean {
                     // One cleanup task per CRD at a time, off this loop: a CRD with many objects
                     // or objects held by finalizers must not hold up the serving of others.
                     if !cleaning.insert(c.name().to_string()) {
