@@ -4,8 +4,9 @@
 # client certificates, RBAC; :36444). keel-loadtest fills N ConfigMaps of about B bytes through
 # the secured one; both cache every object, so each line below holds both figures. Then, on
 # the plain server: a full LIST from the watch cache (resourceVersion=0), a LIST paged from etcd
-# (limit 500), a watch from resourceVersion 0 until it has sent every object, and a restart
-# while 64 writers PATCH through the secured server (time to ready, RSS after).
+# (limit 500) and single pages of it at five offsets, a watch from resourceVersion 0 until it
+# has sent every object, and two restarts, alone and while 64 writers PATCH through the
+# secured server (time to ready, RSS after).
 #
 #   bench/scale.sh                          # 100,000 objects of 230 bytes
 #   OBJECTS=1000000 bench/scale.sh
@@ -100,34 +101,59 @@ figure "  peak RSS during it" "$(mb "$plain" VmHWM)" MB
 
 reset_peak "$plain"
 t=$(now)
-python3 - <<'EOF'
-import json, urllib.parse, urllib.request
-token, items = "", 0
+OBJECTS=$OBJECTS python3 - "$work/tokens" <<'EOF'
+import json, os, sys, urllib.parse, urllib.request
+# The continue tokens of the pages at 0, 1/4, 1/2, 3/4 of the list and of its last page, kept
+# for the page timings below.
+pages = -(-int(os.environ["OBJECTS"]) // 500)
+marks = {0: "first", pages // 4: "1/4", pages // 2: "1/2", 3 * pages // 4: "3/4", pages - 1: "last"}
+token, items, n, kept = "", 0, 0, []
 while True:
+    if n in marks:
+        kept.append(f"{marks[n]} {token}")
     url = "http://127.0.0.1:36443/api/v1/configmaps?limit=500"
     if token:
         url += "&continue=" + urllib.parse.quote(token)
     page = json.load(urllib.request.urlopen(url))
     items += len(page["items"])
+    n += 1
     token = page["metadata"].get("continue", "")
     if not token:
         break
+open(sys.argv[1], "w").write("\n".join(kept) + "\n")
 EOF
 figure "LIST paged from etcd (limit 500)" "$(secs "$t")" s
 figure "  peak RSS during it" "$(mb "$plain" VmHWM)" MB
+# One page of 500 at each mark, read again 9 times: the median of curl's time to the last byte
+# (on loopback, about the server's time).
+while read -r mark token; do
+  ms=$(for _ in $(seq 1 9); do
+    curl -fsS -o /dev/null -w '%{time_total}\n' \
+      "http://127.0.0.1:36443/api/v1/configmaps?limit=500${token:+&continue=$token}"
+  done | sort -n | sed -n 5p | awk '{printf "%.2f", $1 * 1000}')
+  figure "  a page of 500, at the $mark page (median of 9)" "$ms" ms
+done <"$work/tokens"
+
+# A restart of the plain replica with nothing else going on.
+restart_plain() {
+  kill "$plain"
+  wait "$plain" 2>/dev/null || true
+  t=$(now)
+  "$APISERVER" --listen 127.0.0.1:36443 --http-listen 127.0.0.1:36080 \
+    --etcd-servers http://127.0.0.1:32379 >/dev/null 2>>"$work/apiserver.log" &
+  plain=$!
+  for _ in $(seq 1 6000); do curl -fsS http://127.0.0.1:36080/readyz >/dev/null 2>&1 && break; sleep 0.05; done
+}
+restart_plain
+figure "restart to ready, no load (cache primed)" "$(secs "$t")" s
+figure "  RSS when ready" "$(mb "$plain" VmRSS)" MB
 
 # A restart of the plain replica while 64 writers PATCH through the secured one.
 ./target/release/keel-loadtest "${secured_flags[@]}" --namespace scale-load --duration 60s \
   --json patch --writers 64 --objects 64 >>"$out" &
 load=$!
 sleep 5
-kill "$plain"
-wait "$plain" 2>/dev/null || true
-t=$(now)
-"$APISERVER" --listen 127.0.0.1:36443 --http-listen 127.0.0.1:36080 \
-  --etcd-servers http://127.0.0.1:32379 >/dev/null 2>>"$work/apiserver.log" &
-plain=$!
-for _ in $(seq 1 6000); do curl -fsS http://127.0.0.1:36080/readyz >/dev/null 2>&1 && break; sleep 0.05; done
+restart_plain
 figure "restart to ready under load (cache primed)" "$(secs "$t")" s
 figure "  RSS when ready" "$(mb "$plain" VmRSS)" MB
 wait "$load"

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::Store;
-use super::codec::{from_storage, target};
+use super::cached::CachedObject;
+use super::codec::target;
 use super::filter::Filter;
 use crate::etcd::prefix_end;
 
@@ -125,9 +126,11 @@ impl Store {
             revision = page.revision;
             let n = page.kvs.len();
             for (i, kv) in page.kvs.iter().enumerate() {
-                let obj = from_storage(info, &kv.value, kv.mod_revision)?;
+                // As the watch cache reads an object: `resourceVersion` written into the JSON
+                // in place, and only the fields selectors read taken out.
+                let obj = CachedObject::from_storage(info, &kv.value, kv.mod_revision)?;
                 if filter.matches(&obj) {
-                    items.push(Bytes::from(obj.to_vec()));
+                    items.push(obj.json().clone());
                 }
                 if q.limit > 0 && items.len() as i64 >= q.limit {
                     let more = i + 1 < n || page.more || part_end.is_some();
