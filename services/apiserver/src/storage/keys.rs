@@ -46,6 +46,11 @@ impl Keys {
         format!("{}/{}/{}/", self.prefix, group, info.gvr.resource)
     }
 
+    /// The prefix of the Namespaces' own keys.
+    pub fn namespaces_prefix(&self) -> String {
+        format!("{}/core/namespaces/", self.prefix)
+    }
+
     /// The objects of one namespace, or of the whole resource when `namespace` is empty or the
     /// resource is cluster-scoped.
     pub fn scope_prefix(&self, info: &ResourceInfo, namespace: &str) -> String {

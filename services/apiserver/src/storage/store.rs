@@ -114,6 +114,9 @@ impl Store {
                     self.config.watch_cache_size,
                     self.new_waiting.clone(),
                 );
+                if info.namespaced {
+                    cache.split_relists_at(self.keys.namespaces_prefix());
+                }
                 tokio::spawn(cache.clone().run(self.kv.clone()));
                 cache
             })

@@ -11,10 +11,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
 use keel_api::{ApiError, ResourceInfo, Selectable};
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
@@ -30,6 +31,12 @@ const FIRST_PAGE: i64 = 10_000;
 /// is over the size it decodes), but not so large that a page's objects and their decoded
 /// copies crowd the memory of a replica that is loading.
 const PAGE_BYTES: usize = 32 << 20;
+
+/// At most this many key ranges in a relist of a namespaced resource (consecutive namespaces
+/// share one when there are more).
+const RELIST_RANGES: usize = 64;
+/// Key ranges a relist reads at once.
+const RELIST_READS: usize = 2;
 
 /// A relist's next page, in objects: about [`PAGE_BYTES`] at the size of the `objects` read so
 /// far (`bytes` in all), between a thousand and a million.
@@ -135,6 +142,8 @@ pub struct WatchCache {
     /// Bumped when an object starts waiting for initializers, shared by every cache of the
     /// store: the initializer timeouts wake on it.
     new_waiting: Arc<watch::Sender<u64>>,
+    /// For a namespaced resource, the namespaces' key prefix: a relist splits its keys at them.
+    namespaces: OnceLock<String>,
 }
 
 /// Why the cache's etcd watch ended.
@@ -170,7 +179,13 @@ impl WatchCache {
             ready: watch::channel(false).0,
             changes: watch::channel(0).0,
             new_waiting,
+            namespaces: OnceLock::new(),
         })
+    }
+
+    /// Splits this (namespaced) resource's relists at the namespaces under `prefix`.
+    pub fn split_relists_at(&self, namespaces_prefix: String) {
+        let _ = self.namespaces.set(namespaces_prefix);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -327,12 +342,49 @@ impl WatchCache {
         }
     }
 
-    /// Loads every object at one revision and swaps the store in whole.
+    /// Loads every object at one revision and swaps the store in whole. A namespaced
+    /// resource is read in key ranges split at its namespaces, [`RELIST_READS`] at a time:
+    /// etcd reads the objects on every core, and each page's walk ends at its range's end.
     async fn relist(&self, kv: &dyn KeyValue) -> Result<(), ApiError> {
-        let end = prefix_end(&self.prefix);
-        let mut start = self.prefix.as_bytes().to_vec();
-        let mut revision = 0;
-        let mut store = BTreeMap::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let revision = kv.current_revision(deadline).await?;
+        let mut bounds = vec![self.prefix.as_bytes().to_vec()];
+        if let Some(namespaces) = self.namespaces.get() {
+            let names = kv
+                .revisions(namespaces.as_bytes(), prefix_end(namespaces), deadline)
+                .await?;
+            let mut starts: Vec<Vec<u8>> = names
+                .iter()
+                .filter_map(|(key, _)| key.strip_prefix(namespaces.as_str()))
+                .map(|ns| format!("{}{ns}/", self.prefix).into_bytes())
+                .collect();
+            starts.sort();
+            let every = starts.len().div_ceil(RELIST_RANGES).max(1);
+            bounds.extend(starts.into_iter().step_by(every));
+        }
+        bounds.push(prefix_end(&self.prefix));
+        bounds.dedup();
+        let reads: Vec<_> = bounds
+            .windows(2)
+            .map(|w| self.read_range(kv, w[0].clone(), w[1].clone(), revision))
+            .collect();
+        let parts: Vec<Vec<(Box<str>, Arc<CachedObject>)>> = futures::stream::iter(reads)
+            .buffer_unordered(RELIST_READS)
+            .try_collect()
+            .await?;
+        self.load(parts.into_iter().flatten().collect(), revision);
+        Ok(())
+    }
+
+    /// The objects of `[start, end)` at `revision`, in pages of about [`PAGE_BYTES`].
+    async fn read_range(
+        &self,
+        kv: &dyn KeyValue,
+        mut start: Vec<u8>,
+        end: Vec<u8>,
+        revision: i64,
+    ) -> Result<Vec<(Box<str>, Arc<CachedObject>)>, ApiError> {
+        let mut out = Vec::new();
         let mut limit = FIRST_PAGE;
         let (mut bytes, mut objects) = (0usize, 0usize);
         loop {
@@ -340,16 +392,13 @@ impl WatchCache {
             let page = kv
                 .range(&start, end.clone(), revision, limit, deadline)
                 .await?;
-            revision = page.revision;
             // Pages of about PAGE_BYTES, by the objects' size so far.
             bytes += page.kvs.iter().map(|kv| kv.value.len()).sum::<usize>();
             objects += page.kvs.len();
             limit = page_limit(bytes, objects);
             for kv in &page.kvs {
                 match CachedObject::from_storage(&self.info, &kv.value, kv.mod_revision) {
-                    Ok(o) => {
-                        store.insert(kv.key.as_str().into(), Arc::new(o));
-                    }
+                    Ok(o) => out.push((kv.key.as_str().into(), Arc::new(o))),
                     Err(e) => {
                         tracing::error!(key = %kv.key, error = %e, "skipping unreadable object")
                     }
@@ -360,11 +409,9 @@ impl WatchCache {
                     start = last.key.as_bytes().to_vec();
                     start.push(0);
                 }
-                _ => break,
+                _ => return Ok(out),
             }
         }
-        self.load(store, revision);
-        Ok(())
     }
 
     /// Swaps in a whole new copy of the objects, complete at `revision` (a relist): the window
@@ -692,6 +739,43 @@ mod tests {
         ));
         assert_eq!(c.get(&k).unwrap().rv(), 300);
         assert_eq!(c.register(Some(299)).err(), Some(300));
+    }
+
+    /// A relist split at the namespaces still reads every object once, those of namespaces
+    /// whose keys sort between others' (`a-b/` before `a/`) and of none that exists.
+    #[tokio::test]
+    async fn a_relist_split_at_namespaces_reads_every_object_once() {
+        let mem = crate::etcd::mem::MemEtcd::new();
+        for ns in ["a", "a-b", "b", "c"] {
+            mem.put(&format!("/registry/core/namespaces/{ns}"), b"{}".to_vec());
+        }
+        let mut want = Vec::new();
+        for ns in ["a", "a-b", "b", "c", "gone", "0"] {
+            for i in 0..3 {
+                let name = format!("cm{i}");
+                let key = format!("{PREFIX}{ns}/{name}");
+                let value = serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": ns}}))
+                .unwrap();
+                mem.put(&key, value);
+                want.push(key);
+            }
+        }
+        want.sort();
+        let info = keel_api::builtin_resources()
+            .into_iter()
+            .find(|r| r.kind == "ConfigMap")
+            .unwrap();
+        let c = WatchCache::new(Arc::new(info), PREFIX.into(), 16, Default::default());
+        c.split_relists_at("/registry/core/namespaces/".into());
+        c.relist(&mem).await.unwrap();
+        let (objects, revision) = c.list(PREFIX);
+        assert_eq!(revision, mem.revision());
+        let keys: Vec<String> = objects
+            .iter()
+            .map(|o| format!("{PREFIX}{}/{}", o.namespace(), o.name()))
+            .collect();
+        assert_eq!(keys, want);
     }
 
     #[tokio::test(start_paused = true)]
