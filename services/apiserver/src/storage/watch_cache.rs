@@ -52,6 +52,17 @@ fn page_limit(bytes: usize, objects: usize) -> i64 {
 /// catches up from the window (up to `capacity` events) instead.
 const LIVE_BUFFER: usize = 256;
 
+/// A page read from the cache looks at no more than this many objects per object asked for
+/// (a selective filter may fill less than the page: the client reads on).
+const PAGE_SCAN_FACTOR: usize = 10;
+
+/// A page of a List from the cache ([`WatchCache::page_at`]).
+pub struct CachedPage {
+    pub items: Vec<Arc<CachedObject>>,
+    /// The last key looked at, when keys are left after it.
+    pub last: Option<String>,
+}
+
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
@@ -250,6 +261,47 @@ impl WatchCache {
             .map(|(_, v)| v.clone())
             .collect();
         (items, st.rv)
+    }
+
+    /// A page of a List read at revision `rv`, from the cache, if it holds the objects as they
+    /// were then (nothing changed since): up to `limit` objects of `[start, end)` that `keep`
+    /// selects, looking at no more than [`PAGE_SCAN_FACTOR`] times `limit` objects, and the key of the last one
+    /// looked at when others are left. `None` when the cache cannot answer (loading, or
+    /// changed after `rv`).
+    pub fn page_at(
+        &self,
+        rv: i64,
+        start: &str,
+        end: &str,
+        limit: usize,
+        keep: impl Fn(&CachedObject) -> bool,
+    ) -> Option<CachedPage> {
+        if !self.is_ready() {
+            return None;
+        }
+        let st = self.lock();
+        if st.changed > rv || st.rv < rv {
+            return None;
+        }
+        let mut range = st
+            .store
+            .range::<str, _>((Bound::Included(start), Bound::Excluded(end)));
+        let mut items = Vec::new();
+        let mut last = None;
+        for (key, obj) in range.by_ref().take(limit.max(1) * PAGE_SCAN_FACTOR) {
+            last = Some(key);
+            if keep(obj) {
+                items.push(obj.clone());
+                if items.len() >= limit {
+                    break;
+                }
+            }
+        }
+        let more = range.next().is_some();
+        Some(CachedPage {
+            items,
+            last: last.filter(|_| more).map(|k| k.to_string()),
+        })
     }
 
     /// A key about `n` objects after `start`, below `end`: where a read of etcd from `start`
