@@ -107,10 +107,28 @@ impl Store {
         // parts still cover the whole range, at the list's one revision.
         let cache = self.cache(info);
         let end_text = String::from_utf8_lossy(&end).into_owned();
-        // A later page of a list whose objects have not changed since its first page: the
-        // cache holds them as they were at the list's revision, and answers without etcd.
+        // What an unfiltered list's first page leaves, `returned` objects in, from `next` on:
+        // of a whole resource, the cache's size less those; of a namespace, counted. Once.
+        let whole = prefix == self.keys.resource_prefix(info);
+        let count_rest = |next: &str, returned: usize| {
+            if whole {
+                cache.len().map(|n| (n - returned as i64).max(0))
+            } else {
+                cache.count_between(next, &end_text)
+            }
+            .unwrap_or(-1)
+        };
+        // A page of a list whose objects have not changed since its revision (a later page;
+        // or a first one, when the cache is as new as etcd): the cache holds them as they
+        // were then, and answers without reading etcd.
+        if q.limit > 0 && revision == 0 {
+            revision = self
+                .kv
+                .current_revision(deadline)
+                .await
+                .map_err(|e| e.with_target(&t))?;
+        }
         if q.limit > 0
-            && revision > 0
             && let Ok(start_text) = std::str::from_utf8(&start)
             && let Some(page) =
                 cache.page_at(revision, start_text, &end_text, q.limit as usize, |o| {
@@ -121,11 +139,12 @@ impl Store {
             let (token, remaining) = match &page.last {
                 None => (String::new(), 0),
                 Some(last) => {
-                    let remaining = match left {
-                        Some(left) if unfiltered => (left - items.len() as i64).max(0),
-                        _ => -1,
-                    };
                     let next = format!("{last}\0");
+                    let remaining = match left {
+                        _ if !unfiltered => -1,
+                        Some(left) => (left - items.len() as i64).max(0),
+                        None => count_rest(&next, items.len()),
+                    };
                     let token = encode_continue(
                         revision,
                         next.as_bytes(),
@@ -179,9 +198,9 @@ impl Store {
                         (true, false, ..) => -1,
                         (true, true, None, _) => page.count - (i as i64 + 1),
                         (true, true, Some(_), Some(left)) => (left - items.len() as i64).max(0),
-                        (true, true, Some(_), None) => cache
-                            .count_between(&String::from_utf8_lossy(&next), &end_text)
-                            .unwrap_or(-1),
+                        (true, true, Some(_), None) => {
+                            count_rest(&String::from_utf8_lossy(&next), items.len())
+                        }
                     };
                     let token = if more {
                         encode_continue(revision, &next, (remaining >= 0).then_some(remaining))

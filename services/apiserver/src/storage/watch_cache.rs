@@ -320,6 +320,14 @@ impl WatchCache {
         Some(key.to_string())
     }
 
+    /// How many objects the cache holds (`None` while it loads).
+    pub fn len(&self) -> Option<i64> {
+        if !self.is_ready() {
+            return None;
+        }
+        i64::try_from(self.lock().store.len()).ok()
+    }
+
     /// How many cached objects have keys from `start` up to `end` (an estimate of what a List
     /// has left, for `remainingItemCount`; `None` while the cache loads).
     pub fn count_between(&self, start: &str, end: &str) -> Option<i64> {
