@@ -112,7 +112,7 @@ impl Store {
         let whole = prefix == self.keys.resource_prefix(info);
         let count_rest = |next: &str, returned: usize| {
             if whole {
-                cache.len().map(|n| (n - returned as i64).max(0))
+                cache.size().map(|n| (n - returned as i64).max(0))
             } else {
                 cache.count_between(next, &end_text)
             }

@@ -321,7 +321,7 @@ impl WatchCache {
     }
 
     /// How many objects the cache holds (`None` while it loads).
-    pub fn len(&self) -> Option<i64> {
+    pub fn size(&self) -> Option<i64> {
         if !self.is_ready() {
             return None;
         }
