@@ -313,17 +313,7 @@ impl Etcd {
         if revision > 0 {
             opts = opts.with_revision(revision);
         }
-        let (resp, _) = self
-            .call("range", deadline, |c| {
-                let opts = opts.clone();
-                async move {
-                    c.kv_client()
-                        .max_decoding_message_size(MAX_ANSWER_BYTES)
-                        .get(start, Some(opts))
-                        .await
-                }
-            })
-            .await?;
+        let resp = self.read_range(start, opts, deadline).await?;
         Ok(Page {
             kvs: resp.kvs().iter().map(stored).collect(),
             // A read at a past revision still carries the newest revision in its header.
@@ -337,14 +327,13 @@ impl Etcd {
         })
     }
 
-    /// Every key of `[start, end)` with its `mod_revision`, newest, values left out.
-    pub async fn revisions(
+    /// A range read from `start` as `opts` say, its answer up to [`MAX_ANSWER_BYTES`].
+    async fn read_range(
         &self,
         start: &[u8],
-        end: Vec<u8>,
+        opts: GetOptions,
         deadline: Instant,
-    ) -> Result<Vec<(String, i64)>, ApiError> {
-        let opts = GetOptions::new().with_range(end).with_keys_only();
+    ) -> Result<etcd_client::GetResponse, ApiError> {
         let (resp, _) = self
             .call("range", deadline, |c| {
                 let opts = opts.clone();
@@ -356,6 +345,18 @@ impl Etcd {
                 }
             })
             .await?;
+        Ok(resp)
+    }
+
+    /// Every key of `[start, end)` with its `mod_revision`, newest, values left out.
+    pub async fn revisions(
+        &self,
+        start: &[u8],
+        end: Vec<u8>,
+        deadline: Instant,
+    ) -> Result<Vec<(String, i64)>, ApiError> {
+        let opts = GetOptions::new().with_range(end).with_keys_only();
+        let resp = self.read_range(start, opts, deadline).await?;
         Ok(resp
             .kvs()
             .iter()
