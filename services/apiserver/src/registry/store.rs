@@ -387,11 +387,9 @@ impl Registry {
         let versions = self.store.versions(&info, deadline).await?;
         let served = self.resources.custom_by_crd();
         if versions.len() == served.len()
-            && versions.iter().all(|(name, rv)| {
-                served
-                    .get(name)
-                    .is_some_and(|rs| rs.iter().all(|r| r.crd_version == *rv))
-            })
+            && versions
+                .iter()
+                .all(|(name, rv)| served.get(name).is_some_and(|rs| made_from(rs, rv)))
         {
             return Ok(());
         }
@@ -415,31 +413,36 @@ impl Registry {
         revision: i64,
         from: &str,
     ) -> Vec<Object> {
-        // A CRD unchanged since it was served keeps its compiled resources and is not even
-        // parsed: a change of one CRD reads that one, not all of them. Terminating ones are
-        // read for their cleanup.
+        // A CRD unchanged since it was served keeps its resources and is not even parsed: a
+        // change of one CRD reads that one, not all of them. Terminating ones are parsed for
+        // their cleanup.
         let served = self.resources.custom_by_crd();
         let mut resources = Vec::new();
         let mut deleting = Vec::new();
         for c in crds {
-            let version = c.version();
-            match served.get(c.name()) {
-                Some(rs)
-                    if rs
-                        .iter()
-                        .all(|r| r.crd_version == version && !r.terminating) =>
-                {
+            let obj = match served
+                .get(c.name())
+                .filter(|rs| made_from(rs, &c.version()))
+            {
+                Some(rs) => {
                     resources.extend(rs.iter().cloned());
-                }
-                _ => {
-                    let Some(obj) = c.object() else { continue };
-                    resources.extend(crd::resources(&obj).into_iter().map(Arc::new));
-                    if obj.deletion_timestamp().is_some()
-                        && obj.finalizers().contains(&crd::CLEANUP_FINALIZER)
-                    {
-                        deleting.push(obj);
+                    if !rs.iter().any(|r| r.terminating) {
+                        continue;
                     }
+                    c.object()
                 }
+                None => {
+                    let obj = c.object();
+                    if let Some(o) = &obj {
+                        resources.extend(crd::resources(o).into_iter().map(Arc::new));
+                    }
+                    obj
+                }
+            };
+            if let Some(obj) = obj.filter(|o| {
+                o.deletion_timestamp().is_some() && o.finalizers().contains(&crd::CLEANUP_FINALIZER)
+            }) {
+                deleting.push(obj);
             }
         }
         let (added, removed) = self.resources.set_custom(resources, revision);
@@ -1359,3 +1362,8 @@ mod apply_tests;
 
 #[cfg(test)]
 mod error_words_tests;
+
+/// Whether the served resources `rs` were made from the CRD at `version`.
+fn made_from(rs: &[Arc<crd::CustomResource>], version: &str) -> bool {
+    rs.iter().all(|r| r.crd_version == version)
+}
