@@ -36,7 +36,9 @@ pub use limits::MAX_DEPTH;
 pub use merge::{
     apply_merge_patch, create_three_way_json_merge_patch, create_two_way_json_merge_patch,
 };
-pub use schema::{BuiltinSchema, DeducedSchema, ListStrategy, MergeSchema, OpenApiSchema};
+pub use schema::{
+    BuiltinSchema, DeducedSchema, ListStrategy, MergeSchema, OpenApiSchema, Properties,
+};
 pub use strategic::{
     apply_strategic_merge_patch, create_three_way_merge_patch, create_two_way_merge_patch,
 };

@@ -9,10 +9,12 @@
 
 mod builtin;
 mod openapi;
+mod properties;
 mod tree;
 
 pub use builtin::BuiltinSchema;
 pub use openapi::OpenApiSchema;
+pub use properties::Properties;
 use serde_json::Value;
 
 /// How a list field merges, in a strategic merge patch or in server-side apply.

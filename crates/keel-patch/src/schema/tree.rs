@@ -4,23 +4,34 @@
 //! Kubernetes' readers' rules over it: server-side apply's list and map types (kube-openapi's
 //! `schemaconv`) and strategic merge patch's strategies (`strategicpatch`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::ListStrategy;
+use super::{ListStrategy, Properties};
 
 /// One schema node: a field, a list's elements or a map's values.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Node {
     /// The definition a `$ref` names (an `allOf` of one reference, as v3 documents write a
     /// field of a named type): where the path goes on. The node's own extensions stay here.
-    reference: Option<usize>,
-    properties: BTreeMap<String, Node>,
+    reference: Option<u32>,
+    properties: Properties<Node>,
     /// Whether the schema declares `properties` (a struct), even none.
     declares_properties: bool,
     items: Option<Box<Node>>,
     additional: Option<Box<Node>>,
+    /// `x-kubernetes-embedded-resource`: an object with its own `metadata`.
+    embedded: bool,
+    /// `x-kubernetes-preserve-unknown-fields`.
+    preserve_unknown: bool,
+    /// What few nodes have, apart: most nodes of a large schema have none of it.
+    extensions: Option<Box<Extensions>>,
+}
+
+/// A node's list, map and patch extensions and its `default`.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Extensions {
     /// `x-kubernetes-list-type`.
     list_type: Option<String>,
     /// `x-kubernetes-list-map-keys`.
@@ -32,10 +43,6 @@ pub(crate) struct Node {
     /// `x-kubernetes-patch-strategy`, split at its commas (`merge,retainKeys`).
     patch_strategies: Vec<String>,
     default: Option<Value>,
-    /// `x-kubernetes-embedded-resource`: an object with its own `metadata`.
-    embedded: bool,
-    /// `x-kubernetes-preserve-unknown-fields`.
-    preserve_unknown: bool,
 }
 
 /// How many `$ref`s in a row are followed before a node is taken as it is (a reference
@@ -49,17 +56,17 @@ const MAX_NESTING: usize = 256;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Definitions {
     nodes: Vec<Node>,
-    by_name: HashMap<String, usize>,
+    by_name: HashMap<String, u32>,
 }
 
 impl Definitions {
     /// Compiles `definitions` (name → schema, referencing each other as `#/definitions/<name>`
     /// or `#/components/schemas/<name>`). A reference to a missing definition is dropped.
     pub(crate) fn compile(definitions: &Map<String, Value>) -> Self {
-        let by_name: HashMap<String, usize> = definitions
+        let by_name: HashMap<String, u32> = definitions
             .keys()
-            .enumerate()
-            .map(|(i, name)| (name.clone(), i))
+            .zip(0..)
+            .map(|(name, i)| (name.clone(), i))
             .collect();
         let nodes = definitions
             .values()
@@ -69,13 +76,15 @@ impl Definitions {
     }
 
     pub(crate) fn get(&self, name: &str) -> Option<&Node> {
-        self.by_name.get(name).and_then(|&i| self.nodes.get(i))
+        self.by_name
+            .get(name)
+            .and_then(|&i| self.nodes.get(i as usize))
     }
 
     /// The node `node` stands for: its references followed.
     pub(crate) fn target<'a>(&'a self, mut node: &'a Node) -> &'a Node {
         for _ in 0..MAX_REFS {
-            match node.reference.and_then(|i| self.nodes.get(i)) {
+            match node.reference.and_then(|i| self.nodes.get(i as usize)) {
                 Some(next) => node = next,
                 None => return node,
             }
@@ -105,7 +114,7 @@ impl Definitions {
         let mut node = root;
         for (i, segment) in path.iter().enumerate() {
             let current = self.element(node);
-            node = match current.properties.get(*segment) {
+            node = match current.properties.get(segment) {
                 Some(field) => field,
                 None => current.additional.as_deref()?,
             };
@@ -123,13 +132,14 @@ impl Definitions {
     /// strategy of `merge` makes it keyed by the patch merge key, or a set without one;
     /// anything else is atomic.
     pub(crate) fn list_type(&self, node: &Node) -> ListStrategy {
-        match node.list_type.as_deref() {
-            Some("map") if !node.list_map_keys.is_empty() => {
-                ListStrategy::MergeByKeys(node.list_map_keys.clone())
+        let ext = node.extensions();
+        match ext.list_type.as_deref() {
+            Some("map") if !ext.list_map_keys.is_empty() => {
+                ListStrategy::MergeByKeys(ext.list_map_keys.clone())
             }
             Some("set") => ListStrategy::Set,
             Some(_) => ListStrategy::Replace,
-            None if node.has_strategy("merge") => match &node.merge_key {
+            None if node.has_strategy("merge") => match &ext.merge_key {
                 Some(key) => ListStrategy::MergeByKeys(vec![key.clone()]),
                 None => ListStrategy::Set,
             },
@@ -147,11 +157,12 @@ impl Definitions {
         if !node.has_strategy("merge") {
             return ListStrategy::Replace;
         }
-        let Some(key) = &node.merge_key else {
+        let ext = node.extensions();
+        let Some(key) = &ext.merge_key else {
             return ListStrategy::Set;
         };
-        let keys = &node.list_map_keys;
-        let widened = node.list_type.as_deref() == Some("map")
+        let keys = &ext.list_map_keys;
+        let widened = ext.list_type.as_deref() == Some("map")
             && keys.contains(key)
             && keys
                 .iter()
@@ -167,13 +178,14 @@ impl Definitions {
     /// server-side apply (`x-kubernetes-map-type: atomic`, from `+mapType` or `+structType`).
     /// A field's own extension overrides its type's (a PersistentVolume's `claimRef` is a
     /// granular `ObjectReference`).
-    pub(crate) fn map_atomic(&self, node: &Node) -> bool {
+    pub(crate) fn map_atomic<'a>(&'a self, node: &'a Node) -> bool {
         let target = self.target(node);
         let (own, of_type) = match &target.items {
             Some(items) => (&**items, self.target(items)),
             None => (node, target),
         };
-        own.map_type.as_deref().or(of_type.map_type.as_deref()) == Some("atomic")
+        let map_type = |n: &'a Node| n.extensions().map_type.as_deref();
+        map_type(own).or(map_type(of_type)) == Some("atomic")
     }
 
     /// Whether the object at `node` (or each element of the list at `node`) is a map whose
@@ -186,7 +198,12 @@ impl Definitions {
 
     /// The `default` of the property `key` of the elements of the list at `node`.
     pub(crate) fn key_default(&self, node: &Node, key: &str) -> Option<Value> {
-        self.element(node).properties.get(key)?.default.clone()
+        self.element(node)
+            .properties
+            .get(key)?
+            .extensions()
+            .default
+            .clone()
     }
 }
 
@@ -198,11 +215,26 @@ impl Node {
 
     /// Whether `x-kubernetes-patch-strategy` names `strategy`.
     pub(crate) fn has_strategy(&self, strategy: &str) -> bool {
-        self.patch_strategies.iter().any(|s| s == strategy)
+        self.extensions()
+            .patch_strategies
+            .iter()
+            .any(|s| s == strategy)
+    }
+
+    fn extensions(&self) -> &Extensions {
+        static NONE: Extensions = Extensions {
+            list_type: None,
+            list_map_keys: Vec::new(),
+            map_type: None,
+            merge_key: None,
+            patch_strategies: Vec::new(),
+            default: None,
+        };
+        self.extensions.as_deref().unwrap_or(&NONE)
     }
 }
 
-fn compile(schema: &Value, names: &HashMap<String, usize>, depth: usize) -> Node {
+fn compile(schema: &Value, names: &HashMap<String, u32>, depth: usize) -> Node {
     let Value::Object(m) = schema else {
         return Node::default();
     };
@@ -224,21 +256,7 @@ fn compile(schema: &Value, names: &HashMap<String, usize>, depth: usize) -> Node
             .filter(|v| v.is_object())
             .map(|v| Box::new(compile(v, names, depth + 1)))
     };
-    Node {
-        reference,
-        properties: m
-            .get("properties")
-            .and_then(Value::as_object)
-            .map(|props| {
-                props
-                    .iter()
-                    .map(|(name, p)| (name.clone(), compile(p, names, depth + 1)))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        declares_properties: m.contains_key("properties"),
-        items: child("items"),
-        additional: child("additionalProperties"),
+    let extensions = Extensions {
         list_type: text("x-kubernetes-list-type"),
         list_map_keys: m
             .get("x-kubernetes-list-map-keys")
@@ -256,8 +274,25 @@ fn compile(schema: &Value, names: &HashMap<String, usize>, depth: usize) -> Node
             .map(|s| s.split(',').map(|s| s.trim().to_owned()).collect())
             .unwrap_or_default(),
         default: m.get("default").cloned(),
+    };
+    Node {
+        reference,
+        properties: m
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|props| {
+                props
+                    .iter()
+                    .map(|(name, p)| (name.clone(), compile(p, names, depth + 1)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        declares_properties: m.contains_key("properties"),
+        items: child("items"),
+        additional: child("additionalProperties"),
         embedded: m.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true)),
         preserve_unknown: m.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)),
+        extensions: (extensions != Extensions::default()).then(|| Box::new(extensions)),
     }
 }
 

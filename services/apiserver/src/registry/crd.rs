@@ -35,12 +35,17 @@ pub struct CustomResource {
     /// The version objects are stored at; reads of another version change only `apiVersion`.
     pub storage_version: String,
     /// What the schema compiles to, on first use: a CRD whose objects nobody writes or reads
-    /// costs its schema, not its compiled validators too.
-    compiled: OnceLock<Compiled>,
+    /// costs its schema, not its compiled validators too. Shared by the copies that only
+    /// change `source`.
+    compiled: Arc<OnceLock<Compiled>>,
     /// `additionalPrinterColumns`, as the CRD has them.
     pub printer_columns: Vec<Value>,
-    /// The version's `openAPIV3Schema` as the CRD has it (`Null`: none), for OpenAPI.
-    pub openapi_schema: Value,
+    /// The CRD's JSON as stored (the watch cache's own bytes, when served from it): the
+    /// version's `openAPIV3Schema` is read from it when it is needed (OpenAPI, compiling it),
+    /// not held parsed, which costs several times its JSON.
+    source: Bytes,
+    /// Where the version is in the CRD's `spec.versions`.
+    version_index: usize,
     /// The CRD is being deleted: no new objects.
     pub terminating: bool,
     /// `subresources.scale`: where its objects keep what their `Scale` shows.
@@ -58,16 +63,82 @@ struct Compiled {
     merge: Arc<keel_patch::OpenApiSchema>,
 }
 
+/// The parts of a stored CRD its versions' schemas are read from, borrowed from its JSON.
+#[derive(serde::Deserialize)]
+struct SourceCrd<'a> {
+    #[serde(borrow)]
+    spec: SourceSpec<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct SourceSpec<'a> {
+    #[serde(borrow, default)]
+    versions: Vec<SourceVersion<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct SourceVersion<'a> {
+    #[serde(borrow, default)]
+    schema: Option<SourceSchema<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct SourceSchema<'a> {
+    #[serde(borrow, default, rename = "openAPIV3Schema")]
+    openapi_v3_schema: Option<&'a serde_json::value::RawValue>,
+}
+
 impl CustomResource {
     fn compiled(&self) -> &Compiled {
-        self.compiled.get_or_init(|| Compiled {
-            schema: if self.openapi_schema.is_object() {
-                CrdSchema::new(&self.openapi_schema, "").ok()
-            } else {
-                None
-            },
-            merge: Arc::new(keel_patch::OpenApiSchema::new(self.openapi_schema.clone())),
+        self.compiled.get_or_init(|| {
+            let schema = self.openapi_schema();
+            Compiled {
+                schema: schema.as_ref().and_then(|s| CrdSchema::new(s, "").ok()),
+                merge: Arc::new(keel_patch::OpenApiSchema::new(
+                    schema.unwrap_or(Value::Null),
+                )),
+            }
         })
+    }
+
+    /// The version's `openAPIV3Schema` as the CRD has it (`None`: none), parsed from the
+    /// CRD's JSON on every call.
+    pub fn openapi_schema(&self) -> Option<Value> {
+        let crd: SourceCrd<'_> = serde_json::from_slice(&self.source).ok()?;
+        let raw = crd
+            .spec
+            .versions
+            .get(self.version_index)?
+            .schema
+            .as_ref()?
+            .openapi_v3_schema?;
+        serde_json::from_str(raw.get())
+            .ok()
+            .filter(Value::is_object)
+    }
+
+    /// Whether `source` is the very bytes it reads its schema from (not only equal ones).
+    pub fn reads_from(&self, source: &Bytes) -> bool {
+        self.source.as_ptr() == source.as_ptr() && self.source.len() == source.len()
+    }
+
+    /// The same resource reading its schema from `source`, an identical copy of its CRD's
+    /// JSON (the watch cache's), sharing what it compiled: a resource first served from a CRD
+    /// read from etcd stops holding its own copy once the watch cache has the CRD.
+    pub fn with_source(&self, source: Bytes) -> CustomResource {
+        CustomResource {
+            info: self.info.clone(),
+            crd: self.crd.clone(),
+            crd_version: self.crd_version.clone(),
+            storage_version: self.storage_version.clone(),
+            compiled: self.compiled.clone(),
+            printer_columns: self.printer_columns.clone(),
+            source,
+            version_index: self.version_index,
+            terminating: self.terminating,
+            scale: self.scale.clone(),
+            conversion: self.conversion.clone(),
+        }
     }
 
     /// Validation and pruning; `None` when the version has no schema (anything goes).
@@ -100,6 +171,14 @@ impl Crd<'_> {
         match self {
             Crd::Parsed(o) => o.resource_version().to_string(),
             Crd::Cached(c) => c.rv().to_string(),
+        }
+    }
+
+    /// Its JSON as the watch cache holds it, if it comes from there.
+    pub fn source(&self) -> Option<&Bytes> {
+        match self {
+            Crd::Parsed(_) => None,
+            Crd::Cached(c) => Some(c.json()),
         }
     }
 
@@ -433,6 +512,13 @@ fn chrono_now() -> String {
 /// The resources a (valid) CRD defines: one per served version. A version whose schema no
 /// longer compiles (a CRD stored before a rule) is served without one.
 pub fn resources(crd: &Object) -> Vec<CustomResource> {
+    let source = Bytes::from(crd.to_vec());
+    resources_from(crd, source)
+}
+
+/// [`resources`] of `crd`, whose JSON `source` is (the watch cache's bytes: the resources
+/// read their schemas from it, and hold no copy).
+pub fn resources_from(crd: &Object, source: Bytes) -> Vec<CustomResource> {
     let root = Value::Object(crd.as_map().clone());
     let spec = &root["spec"];
     let group = str_at(spec, &["group"]);
@@ -468,10 +554,10 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
     let conversion = conversion::of_crd(spec).map(Arc::new);
     versions
         .iter()
-        .filter(|v| v["served"] == json!(true))
-        .map(|v| {
+        .enumerate()
+        .filter(|(_, v)| v["served"] == json!(true))
+        .map(|(version_index, v)| {
             let version = str_at(v, &["name"]);
-            let schema_value = v["schema"]["openAPIV3Schema"].clone();
             let scale = keel_api::scale::ScalePaths::from_crd(&v["subresources"]["scale"]);
             CustomResource {
                 info: Arc::new(ResourceInfo {
@@ -494,8 +580,9 @@ pub fn resources(crd: &Object) -> Vec<CustomResource> {
                 crd: crd.name().to_string(),
                 crd_version: crd.resource_version().to_string(),
                 storage_version: storage_version.clone(),
-                compiled: OnceLock::new(),
-                openapi_schema: schema_value,
+                compiled: Arc::new(OnceLock::new()),
+                source: source.clone(),
+                version_index,
                 printer_columns: v["additionalPrinterColumns"]
                     .as_array()
                     .cloned()
@@ -823,6 +910,41 @@ mod tests {
         let served = resources(&obj(v));
         assert_eq!(served[0].info.subresources, ["scale"]);
         assert!(served[0].scale.is_some());
+    }
+
+    #[test]
+    fn each_served_version_reads_its_own_schema_from_the_crds_json() {
+        let mut v = network_crd();
+        let mut v2 = v["spec"]["versions"][0].clone();
+        v2["name"] = json!("v2");
+        v2["storage"] = json!(false);
+        v2["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["extra"] =
+            json!({"type": "string"});
+        let mut unserved = v2.clone();
+        unserved["name"] = json!("v0");
+        unserved["served"] = json!(false);
+        v["spec"]["versions"] = json!([unserved, v["spec"]["versions"][0], v2]);
+        let crd = obj(v.clone());
+        let source = Bytes::from(crd.to_vec());
+        let served = resources_from(&crd, source.clone());
+        assert_eq!(served.len(), 2);
+        for (r, i) in served.iter().zip([1, 2]) {
+            assert!(r.reads_from(&source));
+            assert_eq!(
+                r.openapi_schema().as_ref(),
+                Some(&v["spec"]["versions"][i]["schema"]["openAPIV3Schema"])
+            );
+        }
+        // A copy of the same JSON serves the same schemas, sharing what was compiled.
+        assert!(served[1].schema().is_some());
+        let copy = Bytes::from(crd.to_vec());
+        let moved = served[1].with_source(copy.clone());
+        assert!(moved.reads_from(&copy) && !moved.reads_from(&source));
+        assert!(Arc::ptr_eq(&moved.compiled, &served[1].compiled));
+        assert_eq!(moved.openapi_schema(), served[1].openapi_schema());
+        // A version without a schema has none.
+        v["spec"]["versions"][1]["schema"] = Value::Null;
+        assert_eq!(resources(&obj(v))[0].openapi_schema(), None);
     }
 
     #[test]

@@ -12,6 +12,8 @@
 //! [`CrdSchema::new`] enforces, and no walk of an object recurses deeper than its schema.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use keel_patch::Properties;
 use std::sync::Arc;
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
@@ -105,43 +107,76 @@ pub struct CrdSchema {
     validator: Validator,
     /// Whether any node has a `default`: reads default only then.
     has_defaults: bool,
-    /// The Draft 4 translation the validator was built from: how many branches an `allOf` has.
-    translated: Value,
+    /// How many branches each `allOf` has, by its JSON pointer in the Draft 4 translation
+    /// the validator was built from (the translation itself is not kept).
+    all_of: BTreeMap<String, usize>,
 }
 
 /// One schema node, as pruning reads it; the logical junctors (`allOf`, ...) only validate.
 #[derive(Debug, Clone, Default)]
 struct Node {
-    properties: BTreeMap<String, Node>,
+    properties: Properties<Node>,
     additional: Additional,
     items: Option<Box<Node>>,
     /// `x-kubernetes-preserve-unknown-fields: true`.
     preserve_unknown: bool,
     /// `x-kubernetes-embedded-resource: true`: keeps apiVersion, kind and metadata.
     embedded: bool,
-    /// `default`: what a missing field, or a `null` where none is allowed, becomes.
-    default: Option<Value>,
     /// `nullable: true`: a `null` stays.
     nullable: bool,
+    /// Whether this node or one below it has validation rules ([`Node::mark_rules`]): the
+    /// rules' walk skips what has none.
+    rules_below: bool,
+    /// `type` (`""`: none), what a failed validation rule's message names.
+    type_name: &'static str,
+    /// What few nodes have, apart: a large schema has thousands of nodes, most with none of it.
+    extra: Option<Box<Extra>>,
+}
+
+/// A node's default, format, validation rules and list-map keys.
+#[derive(Debug, Clone, Default)]
+struct Extra {
+    /// `default`: what a missing field, or a `null` where none is allowed, becomes.
+    default: Option<Value>,
     /// `format`, one Kubernetes supports, as written: a value of another JSON type than the
     /// schema's is refused as not of this format (kube-openapi's type validator).
     format: Option<String>,
-    /// `type` (`""`: none), what a failed validation rule's message names.
-    type_name: String,
     /// `x-kubernetes-validations`, compiled (CEL, `keel-cel`).
     rules: Vec<Arc<keel_cel::Rule>>,
     /// `x-kubernetes-list-map-keys` of a `x-kubernetes-list-type: map` list: how its items
     /// correlate with the old list's, for transition rules.
     map_keys: Option<Vec<String>>,
-    /// Whether this node or one below it has validation rules ([`Node::mark_rules`]): the
-    /// rules' walk skips what has none.
-    rules_below: bool,
+}
+
+impl Extra {
+    fn is_empty(&self) -> bool {
+        self.default.is_none()
+            && self.format.is_none()
+            && self.rules.is_empty()
+            && self.map_keys.is_none()
+    }
 }
 
 impl Node {
+    fn default_value(&self) -> Option<&Value> {
+        self.extra.as_ref()?.default.as_ref()
+    }
+
+    fn format(&self) -> Option<&str> {
+        self.extra.as_ref()?.format.as_deref()
+    }
+
+    fn rules(&self) -> &[Arc<keel_cel::Rule>] {
+        self.extra.as_ref().map_or(&[], |e| &e.rules)
+    }
+
+    fn map_keys(&self) -> Option<&[String]> {
+        self.extra.as_ref()?.map_keys.as_deref()
+    }
+
     /// Sets `rules_below` on this node and every node below it; whether it is set here.
     fn mark_rules(&mut self) -> bool {
-        let mut below = !self.rules.is_empty();
+        let mut below = !self.rules().is_empty();
         for p in self.properties.values_mut() {
             below |= p.mark_rules();
         }
@@ -186,8 +221,8 @@ impl Node {
         if budget.stopped() {
             return;
         }
-        if !self.rules.is_empty()
-            && let Some(v) = budget.before_rules(path, &self.type_name)
+        if !self.rules().is_empty()
+            && let Some(v) = budget.before_rules(path, self.type_name)
         {
             out.push(v.cause());
             return;
@@ -198,8 +233,8 @@ impl Node {
         let mut is_unchanged = || {
             *memo.get_or_insert_with(|| ratchet && (unchanged || old.is_some_and(|o| o == value)))
         };
-        for rule in &self.rules {
-            if let Some(v) = rule.check(path, &self.type_name, value, old, budget)
+        for rule in self.rules() {
+            if let Some(v) = rule.check(path, self.type_name, value, old, budget)
                 && (v.stops || rule.is_transition() || !is_unchanged())
             {
                 out.push(v.cause());
@@ -227,11 +262,11 @@ impl Node {
             }
             Value::Array(items) => {
                 if let Some(sub) = self.items.as_deref().filter(|s| s.rules_below) {
-                    let inherited = self.map_keys.is_none() && is_unchanged();
+                    let inherited = self.map_keys().is_none() && is_unchanged();
                     for (i, v) in items.iter().enumerate() {
                         // A map list's item has the old item of the same keys as its old
                         // value; other lists' items have none, and ratchet with their list.
-                        let old_v = self.map_keys.as_ref().and_then(|keys| {
+                        let old_v = self.map_keys().and_then(|keys| {
                             old.and_then(Value::as_array)?
                                 .iter()
                                 .find(|o| keys.iter().all(|k| o.get(k) == v.get(k)))
@@ -249,7 +284,7 @@ impl Node {
     }
 
     fn has_defaults(&self) -> bool {
-        self.default.is_some()
+        self.default_value().is_some()
             || self.properties.values().any(Node::has_defaults)
             || self.items.as_deref().is_some_and(Node::has_defaults)
             || matches!(&self.additional, Additional::Schema(sub) if sub.has_defaults())
@@ -331,11 +366,13 @@ impl CrdSchema {
             .map_err(|e| vec![schema_cause(field, &translated, &e)])?;
         let has_defaults = root.has_defaults();
         root.mark_rules();
+        let mut all_of = BTreeMap::new();
+        all_of_sizes(&translated, &mut String::new(), &mut all_of);
         Ok(CrdSchema {
             root,
             validator,
             has_defaults,
-            translated,
+            all_of,
         })
     }
 
@@ -454,7 +491,7 @@ impl CrdSchema {
     fn causes_of(&self, obj: &Value, e: &ValidationError<'_>, out: &mut Vec<FieldCause>) {
         let pointer = e.instance_path().as_str();
         let path = self.field_path(obj, pointer);
-        let format = self.node_at(obj, pointer).and_then(|n| n.format.as_deref());
+        let format = self.node_at(obj, pointer).and_then(Node::format);
         out.push(value_cause(path, e, format));
         let branches = match e.kind() {
             ValidationErrorKind::OneOfNotValid { context }
@@ -507,11 +544,7 @@ impl CrdSchema {
             }
         }
         for ((at, pointer), branches) in failed {
-            let total = self
-                .translated
-                .pointer(&at)
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len);
+            let total = self.all_of.get(&at).copied().unwrap_or(0);
             let path = self.field_path(obj, &pointer);
             let in_body = if path.is_empty() { "." } else { path.as_str() };
             let none = if branches.len() >= total {
@@ -564,6 +597,34 @@ impl CrdSchema {
             }
         }
         path
+    }
+}
+
+/// Every `allOf` in `schema` (at JSON pointer `at`), with its number of branches.
+fn all_of_sizes(schema: &Value, at: &mut String, out: &mut BTreeMap<String, usize>) {
+    let len = at.len();
+    match schema {
+        Value::Object(m) => {
+            for (k, v) in m {
+                at.push('/');
+                at.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                if k == "allOf"
+                    && let Value::Array(branches) = v
+                {
+                    out.insert(at.clone(), branches.len());
+                }
+                all_of_sizes(v, at, out);
+                at.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                at.push_str(&format!("/{i}"));
+                all_of_sizes(v, at, out);
+                at.truncate(len);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -673,16 +734,22 @@ fn compile(
     node.embedded = is_true("x-kubernetes-embedded-resource");
     let nullable = is_true("nullable");
     node.nullable = nullable;
-    node.default = schema.get("default").cloned();
-    node.type_name = schema
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    compile_rules(whole, path, scope, cost, &mut node, causes);
+    let mut extra = Extra {
+        default: schema.get("default").cloned(),
+        ..Extra::default()
+    };
+    node.type_name = match schema.get("type").and_then(Value::as_str) {
+        Some(t) => TYPES
+            .iter()
+            .find(|known| **known == t)
+            .copied()
+            .unwrap_or(""),
+        None => "",
+    };
+    compile_rules(whole, path, scope, cost, &mut extra.rules, causes);
     let child_scope = scope.map(|s| s.child(whole));
     if schema.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("map") {
-        node.map_keys = schema
+        extra.map_keys = schema
             .get("x-kubernetes-list-map-keys")
             .and_then(Value::as_array)
             .map(|keys| {
@@ -735,7 +802,7 @@ fn compile(
     // drops them (go-openapi's names: `-` does not count).
     if let Some(Value::String(format)) = out.get("format") {
         if SUPPORTED_FORMATS.contains(&format.replace('-', "").as_str()) {
-            node.format = Some(format.clone());
+            extra.format = Some(format.clone());
         } else {
             out.remove("format");
         }
@@ -759,13 +826,15 @@ fn compile(
         None => {}
         Some(Value::Object(properties)) => {
             let mut translated = Map::new();
+            let mut nodes = Vec::with_capacity(properties.len());
             for (name, sub) in properties {
                 let sub_path = child(path, &format!("properties[{name}]"));
                 let (sub_node, sub_out) =
                     compile(sub, &sub_path, depth + 1, child_scope, cost, causes);
-                node.properties.insert(name.clone(), sub_node);
+                nodes.push((name.as_str(), sub_node));
                 translated.insert(name.clone(), Value::Object(sub_out));
             }
+            node.properties = nodes.into_iter().collect();
             out.insert("properties".into(), Value::Object(translated));
         }
         Some(_) => causes.push(FieldCause::type_error(
@@ -836,10 +905,13 @@ fn compile(
         let (_, sub_out) = compile(sub, &child(path, "not"), depth + 1, None, cost, causes);
         out.insert("not".into(), Value::Object(sub_out));
     }
+    if !extra.is_empty() {
+        node.extra = Some(Box::new(extra));
+    }
     (node, out)
 }
 
-/// A node's `x-kubernetes-validations`, compiled into `node.rules`, typed by the node's
+/// A node's `x-kubernetes-validations`, compiled into `rules`, typed by the node's
 /// `schema` and held to Kubernetes' cost limits when `scope` places it (else untyped); what
 /// cannot be kept is a cause under `<path>.x-kubernetes-validations[i]`.
 fn compile_rules(
@@ -847,7 +919,7 @@ fn compile_rules(
     path: &str,
     scope: Option<keel_cel::RuleScope>,
     cost: &mut keel_cel::CostTotal,
-    node: &mut Node,
+    compiled_rules: &mut Vec<Arc<keel_cel::Rule>>,
     causes: &mut Vec<FieldCause>,
 ) {
     let at = child(path, "x-kubernetes-validations");
@@ -866,7 +938,7 @@ fn compile_rules(
             None => keel_cel::Rule::new(entry),
         };
         match compiled {
-            Ok(rule) => node.rules.push(Arc::new(rule)),
+            Ok(rule) => compiled_rules.push(Arc::new(rule)),
             Err(errors) => {
                 for e in errors {
                     let field = format!("{entry_path}.{}", e.field);
@@ -973,7 +1045,7 @@ fn drop_disallowed_nulls(value: &mut Value, node: &Node) {
                     (None, Additional::Schema(sub)) => sub,
                     _ => return true,
                 };
-                if disallowed_null(v, sub) && sub.default.is_none() {
+                if disallowed_null(v, sub) && sub.default_value().is_none() {
                     return false;
                 }
                 drop_disallowed_nulls(v, sub);
@@ -997,14 +1069,14 @@ fn drop_disallowed_nulls(value: &mut Value, node: &Node) {
 fn default_value(value: &mut Value, node: &Node) {
     match value {
         Value::Object(map) => {
-            for (k, sub) in &node.properties {
-                let Some(default) = &sub.default else {
+            for (k, sub) in node.properties.iter() {
+                let Some(default) = sub.default_value() else {
                     continue;
                 };
                 match map.get(k) {
                     Some(v) if !disallowed_null(v, sub) => {}
                     _ => {
-                        map.insert(k.clone(), default.clone());
+                        map.insert(k.to_string(), default.clone());
                     }
                 }
             }
@@ -1012,8 +1084,7 @@ fn default_value(value: &mut Value, node: &Node) {
                 if let Some(sub) = node.properties.get(k) {
                     default_value(v, sub);
                 } else if let Additional::Schema(sub) = &node.additional {
-                    if let Some(default) = sub.default.as_ref().filter(|_| disallowed_null(v, sub))
-                    {
+                    if let Some(default) = sub.default_value().filter(|_| disallowed_null(v, sub)) {
                         *v = default.clone();
                     }
                     default_value(v, sub);
@@ -1024,7 +1095,7 @@ fn default_value(value: &mut Value, node: &Node) {
             if let Some(sub) = node.items.as_deref() {
                 for item in items {
                     if let Some(default) =
-                        sub.default.as_ref().filter(|_| disallowed_null(item, sub))
+                        sub.default_value().filter(|_| disallowed_null(item, sub))
                     {
                         *item = default.clone();
                     }

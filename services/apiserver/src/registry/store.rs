@@ -322,7 +322,7 @@ impl Registry {
 
     /// A custom resource's `openAPIV3Schema`, if it has one.
     pub fn openapi_schema(&self, gvr: &GroupVersionResource) -> Option<Value> {
-        self.resources.kind(gvr).openapi_schema().cloned()
+        self.resources.kind(gvr).openapi_schema()
     }
 
     /// Whether this replica can serve: storage is ready and the built-in namespaces exist;
@@ -425,7 +425,13 @@ impl Registry {
                 .filter(|rs| made_from(rs, &c.version()))
             {
                 Some(rs) => {
-                    resources.extend(rs.iter().cloned());
+                    match c.source() {
+                        // Served from a CRD read from etcd: read the schema from the watch
+                        // cache's copy from now on, not a copy of its own.
+                        Some(source) if !rs.iter().all(|r| r.reads_from(source)) => resources
+                            .extend(rs.iter().map(|r| Arc::new(r.with_source(source.clone())))),
+                        _ => resources.extend(rs.iter().cloned()),
+                    }
                     if !rs.iter().any(|r| r.terminating) {
                         continue;
                     }
@@ -434,7 +440,11 @@ impl Registry {
                 None => {
                     let obj = c.object();
                     if let Some(o) = &obj {
-                        resources.extend(crd::resources(o).into_iter().map(Arc::new));
+                        let served = match c.source() {
+                            Some(source) => crd::resources_from(o, source.clone()),
+                            None => crd::resources(o),
+                        };
+                        resources.extend(served.into_iter().map(Arc::new));
                     }
                     obj
                 }

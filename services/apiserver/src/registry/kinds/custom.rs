@@ -61,7 +61,7 @@ impl Kind for CustomResource {
         &self.printer_columns
     }
 
-    fn openapi_schema(&self) -> Option<&Value> {
-        Some(&self.openapi_schema).filter(|s| s.is_object())
+    fn openapi_schema(&self) -> Option<Value> {
+        CustomResource::openapi_schema(self)
     }
 }

@@ -199,8 +199,8 @@ pub trait Kind: Send + Sync {
         &[]
     }
 
-    /// The OpenAPI v3 schema a CRD gives its objects.
-    fn openapi_schema(&self) -> Option<&Value> {
+    /// The OpenAPI v3 schema a CRD gives its objects (read anew on every call).
+    fn openapi_schema(&self) -> Option<Value> {
         None
     }
 }

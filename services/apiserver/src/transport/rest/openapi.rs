@@ -102,11 +102,8 @@ fn paths(r: &ResourceInfo, out: &mut Map<String, Value>) {
     );
 }
 
-/// A custom resource's schema, with the fields every object has and its kind.
-fn schema(handler: &Handler, r: &ResourceInfo) -> Value {
-    let mut s = handler
-        .openapi_schema(&r.gvr)
-        .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+/// A custom resource's schema `s`, with the fields every object has and its kind.
+fn schema(mut s: Value, r: &ResourceInfo) -> Value {
     if let Some(props) = s.get_mut("properties").and_then(Value::as_object_mut) {
         props
             .entry("apiVersion")
@@ -175,8 +172,8 @@ fn document(handler: &Handler, resources: &[std::sync::Arc<ResourceInfo>]) -> Va
     let mut schemas = Map::new();
     for r in resources {
         paths(r, &mut all_paths);
-        if handler.openapi_schema(&r.gvr).is_some() {
-            schemas.insert(schema_name(r), schema(handler, r));
+        if let Some(s) = handler.openapi_schema(&r.gvr) {
+            schemas.insert(schema_name(r), schema(s, r));
         } else if let Some(name) = Handler::builtin_schema_name(r) {
             add_builtin(name, &mut schemas);
         }
