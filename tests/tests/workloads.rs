@@ -727,14 +727,17 @@ async fn a_daemonset_follows_nodes_added_and_removed() {
     placed(want(&["keel-node-0", "keel-node-1"])).await;
     let node = c.get(&nodes(), "", "keel-node-0").await.unwrap();
     assert_eq!(node["status"]["conditions"][0]["type"], "Ready");
-    let lease = c
-        .get(
+    // The heartbeat Lease is renewed on its own schedule, not before the Pods run: wait for it.
+    let lease = eventually(Duration::from_secs(30), "keel-node-1's lease", || async {
+        c.get(
             &gvr("coordination.k8s.io", "v1", "leases"),
             "kube-node-lease",
             "keel-node-1",
         )
         .await
-        .unwrap();
+        .ok()
+    })
+    .await;
     assert_eq!(lease["spec"]["holderIdentity"], "keel-node-1");
 
     // A Node added by hand gets one; a Windows Node and a tainted one do not.

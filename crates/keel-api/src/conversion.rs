@@ -142,11 +142,16 @@ pub fn served<'a>(info: &ResourceInfo, obj: &'a Object) -> Cow<'a, Object> {
     }
 }
 
+/// Whether `info` serves objects stored in another version's form (a v1beta1 CRD, a v1
+/// HorizontalPodAutoscaler, an `events.k8s.io` Event): a view of another resource's objects.
+pub fn is_converted_view(info: &ResourceInfo) -> bool {
+    is_crd_v1beta1(info) || is_hpa_v1(info) || is_events_v1(info)
+}
+
 /// `obj` in its stored form, copied only when it is in `info`'s served form and that differs
 /// (a patch's current object is read in the version the request names).
 pub fn stored<'a>(info: &ResourceInfo, obj: &'a Object) -> Cow<'a, Object> {
-    let converts = is_crd_v1beta1(info) || is_hpa_v1(info) || is_events_v1(info);
-    if converts && is_served(info, obj) {
+    if is_converted_view(info) && is_served(info, obj) {
         let mut owned = obj.clone();
         to_stored(info, &mut owned);
         Cow::Owned(owned)
