@@ -93,7 +93,15 @@ impl CustomResource {
         self.compiled.get_or_init(|| {
             let schema = self.openapi_schema();
             Compiled {
-                schema: schema.as_ref().and_then(|s| CrdSchema::new(s, "").ok()),
+                schema: schema.as_ref().and_then(|s| match CrdSchema::new(s, "") {
+                    Ok(compiled) => Some(compiled),
+                    // Stored before a check refused it: served without a schema.
+                    Err(causes) => {
+                        tracing::warn!(crd = %self.crd, version = %self.info.gvr.version,
+                            ?causes, "a served version's schema does not compile");
+                        None
+                    }
+                }),
                 merge: Arc::new(keel_patch::OpenApiSchema::new(
                     schema.unwrap_or(Value::Null),
                 )),
@@ -324,9 +332,9 @@ fn versions(spec: &Value, causes: &mut Vec<FieldCause>) {
         if schema.is_null() {
             causes.push(FieldCause::required(schema_path));
         } else {
-            match CrdSchema::new(schema, &schema_path) {
-                Err(errs) => causes.extend(errs),
-                Ok(_) => causes.extend(super::crd_schema::check_defaults(schema, &schema_path)),
+            match CrdSchema::check(schema, &schema_path) {
+                errs if !errs.is_empty() => causes.extend(errs),
+                _ => causes.extend(super::crd_schema::check_defaults(schema, &schema_path)),
             }
         }
         let status = &v["subresources"]["status"];

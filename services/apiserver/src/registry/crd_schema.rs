@@ -322,45 +322,7 @@ impl CrdSchema {
     /// an array without `items`, nesting deeper than [`MAX_DEPTH`], a root whose type is not
     /// `object`, and whatever the Draft 4 meta-schema refuses.
     pub fn new(openapi_v3: &Value, field: &str) -> Result<CrdSchema, Vec<FieldCause>> {
-        let mut causes = Vec::new();
-        match openapi_v3.get("type") {
-            // Not an object at all: `compile` says so.
-            None if !openapi_v3.is_object() => {}
-            None => causes.push(FieldCause::required(child(field, "type"))),
-            Some(Value::String(t)) if t == "object" => {}
-            Some(t) => causes.push(FieldCause::invalid(
-                child(field, "type"),
-                &quoted(t),
-                "must be object at the root",
-            )),
-        }
-        let mut cost = keel_cel::CostTotal::default();
-        let scope = Some(keel_cel::RuleScope::root());
-        let (mut root, mut translated) =
-            compile(openapi_v3, field, 0, scope, &mut cost, &mut causes);
-        // The schema's rules together, over Kubernetes' limit for a whole schema.
-        for (rule, message) in cost.errors(field) {
-            causes.push(FieldCause::forbidden(rule, message));
-        }
-        if !causes.is_empty() {
-            return Err(causes);
-        }
-        // Root metadata is ObjectMeta, validated elsewhere whatever the schema says of it.
-        if let Some(Value::Object(properties)) = translated.get_mut("properties") {
-            properties.remove("metadata");
-        }
-        if let Some(Value::Array(required)) = translated.get_mut("required") {
-            required.retain(|r| r != "metadata");
-        }
-        let translated = Value::Object(translated);
-        let meta = jsonschema::draft4::meta::validator();
-        let causes: Vec<FieldCause> = meta
-            .iter_errors(&translated)
-            .map(|e| schema_cause(field, &translated, &e))
-            .collect();
-        if !causes.is_empty() {
-            return Err(causes);
-        }
+        let (mut root, translated) = checked(openapi_v3, field)?;
         let validator = options()
             .build(&translated)
             .map_err(|e| vec![schema_cause(field, &translated, &e)])?;
@@ -374,6 +336,13 @@ impl CrdSchema {
             has_defaults,
             all_of,
         })
+    }
+
+    /// What [`CrdSchema::new`] refuses of a schema, without building its validator: a CRD's
+    /// write checks each version's schema, whose validator is built on the first use of its
+    /// resource (building it costs several times the schema's JSON in memory, and time).
+    pub fn check(openapi_v3: &Value, field: &str) -> Vec<FieldCause> {
+        checked(openapi_v3, field).err().unwrap_or_default()
     }
 
     /// Drops every field the schema does not declare, as Kubernetes prunes: keys of an object
@@ -598,6 +567,50 @@ impl CrdSchema {
         }
         path
     }
+}
+
+/// A schema's structural tree and its Draft 4 translation (root `metadata` left out), or
+/// everything wrong with it that [`CrdSchema::new`] names before building a validator.
+fn checked(openapi_v3: &Value, field: &str) -> Result<(Node, Value), Vec<FieldCause>> {
+    let mut causes = Vec::new();
+    match openapi_v3.get("type") {
+        // Not an object at all: `compile` says so.
+        None if !openapi_v3.is_object() => {}
+        None => causes.push(FieldCause::required(child(field, "type"))),
+        Some(Value::String(t)) if t == "object" => {}
+        Some(t) => causes.push(FieldCause::invalid(
+            child(field, "type"),
+            &quoted(t),
+            "must be object at the root",
+        )),
+    }
+    let mut cost = keel_cel::CostTotal::default();
+    let scope = Some(keel_cel::RuleScope::root());
+    let (root, mut translated) = compile(openapi_v3, field, 0, scope, &mut cost, &mut causes);
+    // The schema's rules together, over Kubernetes' limit for a whole schema.
+    for (rule, message) in cost.errors(field) {
+        causes.push(FieldCause::forbidden(rule, message));
+    }
+    if !causes.is_empty() {
+        return Err(causes);
+    }
+    // Root metadata is ObjectMeta, validated elsewhere whatever the schema says of it.
+    if let Some(Value::Object(properties)) = translated.get_mut("properties") {
+        properties.remove("metadata");
+    }
+    if let Some(Value::Array(required)) = translated.get_mut("required") {
+        required.retain(|r| r != "metadata");
+    }
+    let translated = Value::Object(translated);
+    let meta = jsonschema::draft4::meta::validator();
+    let causes: Vec<FieldCause> = meta
+        .iter_errors(&translated)
+        .map(|e| schema_cause(field, &translated, &e))
+        .collect();
+    if !causes.is_empty() {
+        return Err(causes);
+    }
+    Ok((root, translated))
 }
 
 /// Every `allOf` in `schema` (at JSON pointer `at`), with its number of branches.
@@ -1570,10 +1583,15 @@ mod tests {
         causes.iter().map(|c| c.field.as_str()).collect()
     }
 
+    /// What `CrdSchema::new` refuses of `schema`, which a CRD's write (`CrdSchema::check`,
+    /// no validator built) must refuse in the same words.
     fn schema_errors(schema: Value) -> Vec<FieldCause> {
         match CrdSchema::new(&schema, FIELD) {
             Ok(_) => panic!("schema accepted: {schema}"),
-            Err(causes) => causes,
+            Err(causes) => {
+                assert_eq!(CrdSchema::check(&schema, FIELD), causes, "{schema}");
+                causes
+            }
         }
     }
 
