@@ -130,15 +130,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         metrics.clone(),
         shutdown_rx,
     );
-    // Every resource's watch cache loads at start, but for the versions that serve another
-    // version's objects converted (a v1beta1 CRD, ...): those load on their first List or
-    // Watch, so that each stored object is held once, not once per version (a large CRD is
-    // hundreds of kilobytes).
-    for info in resources
-        .all()
-        .into_iter()
-        .filter(|r| !r.create_only && !keel_api::conversion::is_converted_view(r))
-    {
+    for info in resources.cached_at_start() {
         store.cache(&info);
     }
     let policies = Arc::new(Policies::default());

@@ -26,6 +26,7 @@ pub fn is_crd(info: &ResourceInfo) -> bool {
 }
 
 /// One served version of a custom resource, as the registry applies it.
+#[derive(Clone)]
 pub struct CustomResource {
     pub info: Arc<ResourceInfo>,
     /// The CRD's name (`<plural>.<group>`).
@@ -135,17 +136,8 @@ impl CustomResource {
     /// read from etcd stops holding its own copy once the watch cache has the CRD.
     pub fn with_source(&self, source: Bytes) -> CustomResource {
         CustomResource {
-            info: self.info.clone(),
-            crd: self.crd.clone(),
-            crd_version: self.crd_version.clone(),
-            storage_version: self.storage_version.clone(),
-            compiled: self.compiled.clone(),
-            printer_columns: self.printer_columns.clone(),
             source,
-            version_index: self.version_index,
-            terminating: self.terminating,
-            scale: self.scale.clone(),
-            conversion: self.conversion.clone(),
+            ..self.clone()
         }
     }
 

@@ -155,6 +155,17 @@ impl Resources {
         all.sort_by(|a, b| a.gvr.cmp(&b.gvr));
         all
     }
+
+    /// The resources whose watch caches load when the server starts: all that can be listed,
+    /// but the versions serving another version's objects converted (a v1beta1 CRD, ...),
+    /// whose caches load on their first List or Watch, so that each stored object is held
+    /// once, not once per version (a large CRD is hundreds of kilobytes).
+    pub fn cached_at_start(&self) -> Vec<Arc<ResourceInfo>> {
+        self.all()
+            .into_iter()
+            .filter(|r| !r.create_only && !keel_api::conversion::is_converted_view(r))
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -38,12 +38,7 @@ impl Fixture {
         let resources = Arc::new(Resources::builtin());
         let storage =
             storage::testing::Fixture::with_rules(Arc::new(RegistryRules(resources.clone())));
-        // As the server: converted views' caches load on first use.
-        for info in resources
-            .all()
-            .into_iter()
-            .filter(|r| !r.create_only && !keel_api::conversion::is_converted_view(r))
-        {
+        for info in resources.cached_at_start() {
             storage.store.cache(&info);
         }
         let registry = Registry::new(
