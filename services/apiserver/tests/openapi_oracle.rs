@@ -499,6 +499,61 @@ fn every_keywords_message_is_kubernetes_own() {
             ),
             spec(json!([{"port": 0}, {}])),
         ),
+        // What keel's own walker judges as kube-openapi does, no JSON Schema crate behind it:
+        // quotients near a whole number, formats beside other types, whole floats as integers,
+        // `null` under junctors, junctors nested and beside each other.
+        (
+            one(json!({"type": "number", "multipleOf": 0.1})),
+            spec(json!(0.3)),
+        ),
+        (
+            one(json!({"type": "number", "multipleOf": 0.1})),
+            spec(json!(0.35)),
+        ),
+        (one(json!({"type": "integer"})), spec(json!(3.0))),
+        (
+            one(json!({"type": "integer", "enum": [1, 2]})),
+            spec(json!(2.0)),
+        ),
+        (
+            one(json!({"type": "boolean", "format": "date"})),
+            spec(json!("2024-01-01")),
+        ),
+        (
+            one(json!({"type": "boolean", "format": "date"})),
+            spec(json!(7)),
+        ),
+        (
+            one(json!({"type": "string", "format": "uuid"})),
+            spec(json!(1.5)),
+        ),
+        (
+            one(json!({"allOf": [{"type": "string"}, {"minLength": 2}]})),
+            spec(json!(null)),
+        ),
+        (
+            one(json!({"allOf": [{"type": "string"}, {"type": "integer"}]})),
+            spec(json!(true)),
+        ),
+        (
+            one(json!({"type": "string", "anyOf": [
+                {"allOf": [{"minLength": 3}, {"pattern": "^a"}]},
+                {"oneOf": [{"maxLength": 1}, {"enum": ["zz"]}]}]})),
+            spec(json!("a")),
+        ),
+        (
+            one(json!({"type": "object",
+                "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+                "allOf": [{"required": ["x"]}, {"required": ["y"]}],
+                "oneOf": [{"properties": {"x": {"minimum": 5}}}, {"properties": {"y": {"minimum": 5}}}],
+                "not": {"required": ["x", "y"]}})),
+            spec(json!({"x": 1, "y": 2})),
+        ),
+        (
+            one(json!({"type": "array", "items": {"type": "object",
+                "properties": {"a": {"type": "integer"}}}, "uniqueItems": true})),
+            spec(json!([{"a": 1}, {"a": 2}, {"a": 1.0}])),
+        ),
     ];
     compare(&cases);
 }

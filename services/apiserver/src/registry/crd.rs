@@ -324,10 +324,7 @@ fn versions(spec: &Value, causes: &mut Vec<FieldCause>) {
         if schema.is_null() {
             causes.push(FieldCause::required(schema_path));
         } else {
-            match CrdSchema::check(schema, &schema_path) {
-                errs if !errs.is_empty() => causes.extend(errs),
-                _ => causes.extend(super::crd_schema::check_defaults(schema, &schema_path)),
-            }
+            causes.extend(CrdSchema::check(schema, &schema_path));
         }
         let status = &v["subresources"]["status"];
         if !status.is_null() && !status.is_object() {

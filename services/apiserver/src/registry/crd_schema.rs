@@ -3,23 +3,26 @@
 //! object of that version pruned of the fields it does not declare ([`CrdSchema::prune`]) and
 //! validated ([`CrdSchema::validate`]). Pure: no I/O.
 //!
-//! Validation is JSON Schema Draft 4 (the `jsonschema` crate) on a translation of the OpenAPI
-//! dialect: `nullable` and `x-kubernetes-int-or-string` become types, annotations and
-//! `x-kubernetes-*` extensions are left out. Pruning and field naming walk a structural tree of
-//! the same schema ([`Node`]), so both agree on which fields are declared.
+//! One tree of the schema ([`Node`]) serves pruning, defaulting, validation rules and value
+//! validation, so all agree on which fields are declared; value validation is kube-openapi's,
+//! written out ([`checks`]). The Draft 4 meta-schema (the `jsonschema` crate) checks each
+//! schema's keywords when it is compiled, on a translation of the OpenAPI dialect that is
+//! dropped then.
 //!
 //! Schemas come from users: every walk of a schema is bounded by [`MAX_DEPTH`], which
 //! [`CrdSchema::new`] enforces, and no walk of an object recurses deeper than its schema.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod checks;
 
-use keel_patch::Properties;
 use std::sync::Arc;
 
-use jsonschema::error::{TypeKind, ValidationErrorKind};
-use jsonschema::{PatternOptions, ValidationError, Validator};
+use jsonschema::ValidationError;
 use keel_api::FieldCause;
+use keel_patch::Properties;
 use serde_json::{Map, Value};
+
+use super::{crd_formats, go_regex};
+use checks::{Check, Patterns};
 
 /// How deep schemas may nest (one level per `properties` entry, `items`, `additionalProperties`,
 /// `allOf`/`anyOf`/`oneOf` member or `not`). A deeper schema is refused when the CRD is
@@ -100,19 +103,14 @@ const MAX_QUOTED: usize = 256;
 /// A CRD version's schema, compiled once, applied to every object of that version.
 #[derive(Debug, Clone)]
 pub struct CrdSchema {
-    /// The structural part: what pruning keeps and how fields are named.
+    /// The schema's tree: what pruning keeps, what defaulting adds, what validation checks.
     root: Node,
-    /// The same schema as JSON Schema Draft 4, root `metadata` left out (ObjectMeta is
-    /// validated with every object's).
-    validator: Validator,
     /// Whether any node has a `default`: reads default only then.
     has_defaults: bool,
-    /// How many branches each `allOf` has, by its JSON pointer in the Draft 4 translation
-    /// the validator was built from (the translation itself is not kept).
-    all_of: BTreeMap<String, usize>,
 }
 
-/// One schema node, as pruning reads it; the logical junctors (`allOf`, ...) only validate.
+/// One schema node: its structure, as pruning reads it, and apart what few nodes have; the
+/// logical junctors (`allOf`, ...) only validate, their branches nodes of their own.
 #[derive(Debug, Clone, Default)]
 struct Node {
     properties: Properties<Node>,
@@ -124,6 +122,8 @@ struct Node {
     embedded: bool,
     /// `nullable: true`: a `null` stays.
     nullable: bool,
+    /// `x-kubernetes-int-or-string: true`: an integer or a string, whatever `type` says.
+    int_or_string: bool,
     /// Whether this node or one below it has validation rules ([`Node::mark_rules`]): the
     /// rules' walk skips what has none.
     rules_below: bool,
@@ -133,7 +133,7 @@ struct Node {
     extra: Option<Box<Extra>>,
 }
 
-/// A node's default, format, validation rules and list-map keys.
+/// A node's default, format, value checks, validation rules and list-map keys.
 #[derive(Debug, Clone, Default)]
 struct Extra {
     /// `default`: what a missing field, or a `null` where none is allowed, becomes.
@@ -141,6 +141,8 @@ struct Extra {
     /// `format`, one Kubernetes supports, as written: a value of another JSON type than the
     /// schema's is refused as not of this format (kube-openapi's type validator).
     format: Option<String>,
+    /// What the value must be beside its type ([`checks`]).
+    checks: Box<[Check]>,
     /// `x-kubernetes-validations`, compiled (CEL, `keel-cel`).
     rules: Vec<Arc<keel_cel::Rule>>,
     /// `x-kubernetes-list-map-keys` of a `x-kubernetes-list-type: map` list: how its items
@@ -152,6 +154,7 @@ impl Extra {
     fn is_empty(&self) -> bool {
         self.default.is_none()
             && self.format.is_none()
+            && self.checks.is_empty()
             && self.rules.is_empty()
             && self.map_keys.is_none()
     }
@@ -164,6 +167,10 @@ impl Node {
 
     fn format(&self) -> Option<&str> {
         self.extra.as_ref()?.format.as_deref()
+    }
+
+    fn checks(&self) -> &[Check] {
+        self.extra.as_ref().map_or(&[], |e| &e.checks)
     }
 
     fn rules(&self) -> &[Arc<keel_cel::Rule>] {
@@ -322,27 +329,21 @@ impl CrdSchema {
     /// an array without `items`, nesting deeper than [`MAX_DEPTH`], a root whose type is not
     /// `object`, and whatever the Draft 4 meta-schema refuses.
     pub fn new(openapi_v3: &Value, field: &str) -> Result<CrdSchema, Vec<FieldCause>> {
-        let (mut root, translated) = checked(openapi_v3, field)?;
-        let validator = options()
-            .build(&translated)
-            .map_err(|e| vec![schema_cause(field, &translated, &e)])?;
+        let mut root = checked(openapi_v3, field)?;
         let has_defaults = root.has_defaults();
         root.mark_rules();
-        let mut all_of = BTreeMap::new();
-        all_of_sizes(&translated, &mut String::new(), &mut all_of);
-        Ok(CrdSchema {
-            root,
-            validator,
-            has_defaults,
-            all_of,
-        })
+        Ok(CrdSchema { root, has_defaults })
     }
 
-    /// What [`CrdSchema::new`] refuses of a schema, without building its validator: a CRD's
-    /// write checks each version's schema, whose validator is built on the first use of its
-    /// resource (building it costs several times the schema's JSON in memory, and time).
+    /// What a CRD's write refuses of a version's schema: what [`CrdSchema::new`] refuses, in
+    /// its words, and for a schema it accepts, every `default` that its own node prunes or
+    /// does not validate ([`check_defaults`]). The schema is compiled for the check and
+    /// dropped: it is compiled to be kept on the first use of its resource.
     pub fn check(openapi_v3: &Value, field: &str) -> Vec<FieldCause> {
-        checked(openapi_v3, field).err().unwrap_or_default()
+        match checked(openapi_v3, field) {
+            Ok(root) => check_defaults(&root, field),
+            Err(causes) => causes,
+        }
     }
 
     /// Drops every field the schema does not declare, as Kubernetes prunes: keys of an object
@@ -440,12 +441,13 @@ impl CrdSchema {
     /// field's path, a value outside `enum` `FieldValueNotSupported`, any other rule
     /// `FieldValueInvalid` with a message that says the rule. `metadata` is not validated here.
     pub fn validate(&self, obj: &Value) -> Vec<FieldCause> {
-        let errors: Vec<ValidationError<'_>> = self.validator.iter_errors(obj).collect();
         let mut causes = Vec::new();
-        for e in reached(&errors) {
-            self.causes_of(obj, e, &mut causes);
-        }
-        self.all_of_failures(obj, &errors, &mut causes);
+        let mut path = String::new();
+        let at = checks::At {
+            path: &mut path,
+            root: true,
+        };
+        self.root.check_value(obj, at, &mut causes);
         causes.retain(|c| {
             !(c.field == "metadata"
                 || c.field.starts_with("metadata.")
@@ -453,125 +455,12 @@ impl CrdSchema {
         });
         causes
     }
-
-    /// The causes of one violation: its own, and for a `oneOf` or `anyOf` that nothing
-    /// matched, those of its best branch (the one with the fewest violations), as
-    /// kube-openapi merges them (`validateOneOf`, `validateAnyOf`).
-    fn causes_of(&self, obj: &Value, e: &ValidationError<'_>, out: &mut Vec<FieldCause>) {
-        let pointer = e.instance_path().as_str();
-        let path = self.field_path(obj, pointer);
-        let format = self.node_at(obj, pointer).and_then(Node::format);
-        out.push(value_cause(path, e, format));
-        let branches = match e.kind() {
-            ValidationErrorKind::OneOfNotValid { context }
-            | ValidationErrorKind::AnyOf { context } => context,
-            _ => return,
-        };
-        if let Some(best) = branches.iter().min_by_key(|b| b.len()) {
-            for inner in reached(best) {
-                self.causes_of(obj, inner, out);
-            }
-        }
-    }
-
-    /// kube-openapi's `allOf`: besides its branches' own violations (which the JSON Schema
-    /// crate reports as they are), one composite error for each `allOf` some branch of which
-    /// failed, saying `None validated` when every branch did.
-    fn all_of_failures(
-        &self,
-        obj: &Value,
-        errors: &[ValidationError<'_>],
-        out: &mut Vec<FieldCause>,
-    ) {
-        // By where the allOf is in the schema and which object it judged: its failed branches.
-        let mut failed: BTreeMap<(String, String), BTreeSet<usize>> = BTreeMap::new();
-        for e in errors {
-            let instance: Vec<&str> = e.instance_path().as_str().split('/').skip(1).collect();
-            let schema_path = e.schema_path().as_str();
-            let segments: Vec<&str> = schema_path.split('/').skip(1).collect();
-            let mut depth = 0;
-            let mut i = 0;
-            while i < segments.len() {
-                match segments[i] {
-                    "properties" => {
-                        depth += 1;
-                        i += 1;
-                    }
-                    "items" | "additionalProperties" => depth += 1,
-                    "allOf" => {
-                        if let Some(branch) = segments.get(i + 1).and_then(|b| b.parse().ok()) {
-                            let at = format!("/{}", segments[..=i].join("/"));
-                            let judged = instance.get(..depth).unwrap_or(&instance[..]);
-                            let pointer = judged.iter().map(|s| format!("/{s}")).collect();
-                            failed.entry((at, pointer)).or_default().insert(branch);
-                        }
-                        i += 1;
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-        }
-        for ((at, pointer), branches) in failed {
-            let total = self.all_of.get(&at).copied().unwrap_or(0);
-            let path = self.field_path(obj, &pointer);
-            let in_body = if path.is_empty() { "." } else { path.as_str() };
-            let none = if branches.len() >= total {
-                ". None validated"
-            } else {
-                ""
-            };
-            out.push(composite(format!(
-                "{in_body:?} must validate all the schemas (allOf){none}"
-            )));
-        }
-    }
-
-    /// The schema node that judges the value at `pointer` in `obj`, if the schema declares one.
-    fn node_at(&self, obj: &Value, pointer: &str) -> Option<&Node> {
-        let mut value = Some(obj);
-        let mut node = Some(&self.root);
-        for raw in pointer.split('/').skip(1) {
-            let segment = unescape(raw);
-            let n = node?;
-            if let Some(Value::Array(items)) = value {
-                value = segment.parse::<usize>().ok().and_then(|i| items.get(i));
-                node = n.items.as_deref();
-                continue;
-            }
-            value = value.and_then(|v| v.get(segment.as_str()));
-            node = match (n.properties.get(segment.as_str()), &n.additional) {
-                (Some(sub), _) => Some(sub),
-                (None, Additional::Schema(sub)) => Some(sub),
-                _ => None,
-            };
-        }
-        node
-    }
-
-    /// The field path of a JSON pointer into `obj`, as kube-openapi names it: indices of
-    /// arrays in brackets, keys of objects after a dot (an `additionalProperties` map's too:
-    /// `spec.labels.app`).
-    fn field_path(&self, obj: &Value, pointer: &str) -> String {
-        let mut path = String::new();
-        let mut value = Some(obj);
-        for raw in pointer.split('/').skip(1) {
-            let segment = unescape(raw);
-            if let Some(Value::Array(items)) = value {
-                path = format!("{path}[{segment}]");
-                value = segment.parse::<usize>().ok().and_then(|i| items.get(i));
-            } else {
-                path = child(&path, &segment);
-                value = value.and_then(|v| v.get(segment.as_str()));
-            }
-        }
-        path
-    }
 }
 
-/// A schema's structural tree and its Draft 4 translation (root `metadata` left out), or
-/// everything wrong with it that [`CrdSchema::new`] names before building a validator.
-fn checked(openapi_v3: &Value, field: &str) -> Result<(Node, Value), Vec<FieldCause>> {
+/// A schema's tree, or everything wrong with it that [`CrdSchema::new`] refuses: what
+/// [`compile`] finds, and what the Draft 4 meta-schema refuses of its translation (root
+/// `metadata` left out), which is dropped then.
+fn checked(openapi_v3: &Value, field: &str) -> Result<Node, Vec<FieldCause>> {
     let mut causes = Vec::new();
     match openapi_v3.get("type") {
         // Not an object at all: `compile` says so.
@@ -584,9 +473,16 @@ fn checked(openapi_v3: &Value, field: &str) -> Result<(Node, Value), Vec<FieldCa
             "must be object at the root",
         )),
     }
-    let mut cost = keel_cel::CostTotal::default();
+    let mut c = Compiler {
+        cost: keel_cel::CostTotal::default(),
+        causes,
+        patterns: Patterns::new(),
+    };
     let scope = Some(keel_cel::RuleScope::root());
-    let (root, mut translated) = compile(openapi_v3, field, 0, scope, &mut cost, &mut causes);
+    let (root, mut translated) = compile(openapi_v3, field, 0, scope, &mut c);
+    let Compiler {
+        cost, mut causes, ..
+    } = c;
     // The schema's rules together, over Kubernetes' limit for a whole schema.
     for (rule, message) in cost.errors(field) {
         causes.push(FieldCause::forbidden(rule, message));
@@ -610,120 +506,40 @@ fn checked(openapi_v3: &Value, field: &str) -> Result<(Node, Value), Vec<FieldCa
     if !causes.is_empty() {
         return Err(causes);
     }
-    Ok((root, translated))
+    Ok(root)
 }
 
-/// Every `allOf` in `schema` (at JSON pointer `at`), with its number of branches.
-fn all_of_sizes(schema: &Value, at: &mut String, out: &mut BTreeMap<String, usize>) {
-    let len = at.len();
-    match schema {
-        Value::Object(m) => {
-            for (k, v) in m {
-                at.push('/');
-                at.push_str(&k.replace('~', "~0").replace('/', "~1"));
-                if k == "allOf"
-                    && let Value::Array(branches) = v
-                {
-                    out.insert(at.clone(), branches.len());
-                }
-                all_of_sizes(v, at, out);
-                at.truncate(len);
-            }
-        }
-        Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
-                at.push_str(&format!("/{i}"));
-                all_of_sizes(v, at, out);
-                at.truncate(len);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// The options every schema (and every pattern alone) compiles with: Draft 4, as OpenAPI 3.0
-/// reads `exclusiveMinimum`; `pattern` in Go's RE2 syntax and meaning, as Kubernetes compiles
-/// it (`go_regex`: inline flags such as `(?i)` included), linear-time and so safe from
-/// catastrophic backtracking on user patterns; known formats checked, unknown ones ignored,
-/// plus Kubernetes' `byte` and `uuid`.
-fn options() -> jsonschema::ValidationOptions<'static> {
-    let mut options = jsonschema::draft4::options()
-        .with_pattern_options(PatternOptions::regex())
-        .with_keyword(GO_PATTERN, go_pattern)
-        .should_validate_formats(true)
-        .should_ignore_unknown_formats(true);
-    for (name, check) in super::crd_formats::CHECKERS {
-        options = options.with_format(name, check);
-    }
-    // strfmt's date-time, whichever way it is spelled.
-    if let Some((_, check)) = super::crd_formats::CHECKERS
-        .iter()
-        .find(|(name, _)| *name == "datetime")
-    {
-        options = options.with_format("date-time", *check);
-    }
-    options
+/// What compiling a schema carries from node to node.
+struct Compiler {
+    /// The estimated costs of the validation rules so far.
+    cost: keel_cel::CostTotal,
+    /// What is wrong with the schema so far.
+    causes: Vec<FieldCause>,
+    /// The patterns compiled so far, shared by the nodes that repeat one.
+    patterns: Patterns,
 }
 
 /// Where a schema's `pattern` goes in the compiled schema: a keyword of keel's own, since the
 /// Draft 4 meta-schema would judge `pattern` by ECMA-262's syntax, which refuses Go's `(?i)`.
 const GO_PATTERN: &str = "x-keel-go-pattern";
 
-/// A schema's `pattern`, as Go's `regexp` reads it: a string must contain a match (unanchored,
-/// as Go's `MatchString`); other values are not its business.
-struct GoPattern {
-    re: regex::Regex,
-    pattern: String,
-}
-
-impl<'i> jsonschema::Keyword<'i> for GoPattern {
-    fn validate(&self, instance: &'i Value) -> Result<(), jsonschema::ValidationError<'i>> {
-        if self.is_valid(instance) {
-            Ok(())
-        } else {
-            Err(jsonschema::ValidationError::custom(format!(
-                "should match '{}'",
-                self.pattern
-            )))
-        }
-    }
-
-    fn is_valid(&self, instance: &'i Value) -> bool {
-        instance.as_str().is_none_or(|s| self.re.is_match(s))
-    }
-}
-
-fn go_pattern<'a>(
-    _: &'a Map<String, Value>,
-    value: &'a Value,
-    _: jsonschema::paths::Location,
-) -> Result<Box<dyn for<'i> jsonschema::Keyword<'i>>, jsonschema::ValidationError<'a>> {
-    let pattern = value
-        .as_str()
-        .ok_or_else(|| jsonschema::ValidationError::custom("pattern must be a string"))?;
-    let re = super::go_regex::compile(pattern).map_err(jsonschema::ValidationError::custom)?;
-    Ok(Box::new(GoPattern {
-        re,
-        pattern: pattern.to_string(),
-    }))
-}
-
-/// Walks one schema node at `path`, `depth` levels below the root: its structural [`Node`] and
-/// its Draft 4 translation, with what is wrong in `causes`. `scope` places the node in the
-/// structural tree (its validation rules are typed by it and their estimated costs added to
-/// `cost`); `None` under `allOf`, `anyOf`, `oneOf` and `not`, whose rules are compiled untyped.
+/// Walks one schema node at `path`, `depth` levels below the root: its [`Node`] and its Draft 4
+/// translation (for the meta-schema's check), with what is wrong in `c.causes`. `scope` places
+/// the node in the structural tree (its validation rules are typed by it and their estimated
+/// costs added to `c.cost`); `None` under `allOf`, `anyOf`, `oneOf` and `not`, whose rules are
+/// compiled untyped to be checked, and not kept (nor defaults: Kubernetes neither evaluates
+/// nor applies them there).
 fn compile(
     schema: &Value,
     path: &str,
     depth: usize,
     scope: Option<keel_cel::RuleScope>,
-    cost: &mut keel_cel::CostTotal,
-    causes: &mut Vec<FieldCause>,
+    c: &mut Compiler,
 ) -> (Node, Map<String, Value>) {
     let mut node = Node::default();
     let mut out = Map::new();
     if depth > MAX_DEPTH {
-        causes.push(FieldCause::forbidden(
+        c.causes.push(FieldCause::forbidden(
             path,
             format!("schemas may nest at most {MAX_DEPTH} levels"),
         ));
@@ -731,12 +547,12 @@ fn compile(
     }
     let whole = schema;
     let Value::Object(schema) = schema else {
-        causes.push(FieldCause::type_error(path, "an object"));
+        c.causes.push(FieldCause::type_error(path, "an object"));
         return (node, out);
     };
     for keyword in UNSUPPORTED {
         if schema.contains_key(keyword) {
-            causes.push(FieldCause::forbidden(
+            c.causes.push(FieldCause::forbidden(
                 child(path, keyword),
                 format!("{keyword} is not supported"),
             ));
@@ -759,7 +575,14 @@ fn compile(
             .unwrap_or(""),
         None => "",
     };
-    compile_rules(whole, path, scope, cost, &mut extra.rules, causes);
+    compile_rules(
+        whole,
+        path,
+        scope,
+        &mut c.cost,
+        &mut extra.rules,
+        &mut c.causes,
+    );
     let child_scope = scope.map(|s| s.child(whole));
     if schema.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("map") {
         extra.map_keys = schema
@@ -777,11 +600,15 @@ fn compile(
         None => {}
         Some(Value::String(t)) if TYPES.contains(&t.as_str()) => types.push(t.as_str().into()),
         Some(Value::String(t)) => {
-            causes.push(FieldCause::not_supported(child(path, "type"), t, &TYPES));
+            c.causes
+                .push(FieldCause::not_supported(child(path, "type"), t, &TYPES));
         }
-        Some(_) => causes.push(FieldCause::type_error(child(path, "type"), "a string")),
+        Some(_) => c
+            .causes
+            .push(FieldCause::type_error(child(path, "type"), "a string")),
     }
     if is_true("x-kubernetes-int-or-string") {
+        node.int_or_string = true;
         types = vec!["integer".into(), "string".into()];
     }
     if nullable && !types.is_empty() {
@@ -820,15 +647,16 @@ fn compile(
             out.remove("format");
         }
     }
-    // A string pattern is Go's (checked here, matched by `GoPattern`); anything else stays
-    // `pattern` for the meta-schema to refuse.
+    // A string pattern is Go's (compiled with the checks); anything else stays `pattern` for
+    // the meta-schema to refuse.
     if let Some(Value::String(p)) = out.remove("pattern") {
         out.insert(GO_PATTERN.into(), Value::String(p));
     }
+    let mut checks = checks::value_checks(schema, &mut c.patterns);
     if let Some(Value::String(pattern)) = schema.get("pattern")
-        && super::go_regex::compile(pattern).is_err()
+        && !checks.iter().any(|c| matches!(c, Check::Pattern(_)))
     {
-        causes.push(FieldCause::invalid(
+        c.causes.push(FieldCause::invalid(
             child(path, "pattern"),
             pattern,
             "must be a valid regular expression",
@@ -842,15 +670,14 @@ fn compile(
             let mut nodes = Vec::with_capacity(properties.len());
             for (name, sub) in properties {
                 let sub_path = child(path, &format!("properties[{name}]"));
-                let (sub_node, sub_out) =
-                    compile(sub, &sub_path, depth + 1, child_scope, cost, causes);
+                let (sub_node, sub_out) = compile(sub, &sub_path, depth + 1, child_scope, c);
                 nodes.push((name.as_str(), sub_node));
                 translated.insert(name.clone(), Value::Object(sub_out));
             }
             node.properties = nodes.into_iter().collect();
             out.insert("properties".into(), Value::Object(translated));
         }
-        Some(_) => causes.push(FieldCause::type_error(
+        Some(_) => c.causes.push(FieldCause::type_error(
             child(path, "properties"),
             "an object",
         )),
@@ -860,18 +687,17 @@ fn compile(
         None | Some(Value::Bool(false)) => {}
         Some(Value::Bool(true)) => node.additional = Additional::Any,
         Some(sub @ Value::Object(_)) => {
-            let (sub_node, sub_out) =
-                compile(sub, &additional_path, depth + 1, child_scope, cost, causes);
+            let (sub_node, sub_out) = compile(sub, &additional_path, depth + 1, child_scope, c);
             node.additional = Additional::Schema(Box::new(sub_node));
             out.insert("additionalProperties".into(), Value::Object(sub_out));
         }
-        Some(_) => causes.push(FieldCause::type_error(
+        Some(_) => c.causes.push(FieldCause::type_error(
             additional_path.clone(),
             "a boolean or an object",
         )),
     }
     if !node.properties.is_empty() && !matches!(node.additional, Additional::None) {
-        causes.push(FieldCause::forbidden(
+        c.causes.push(FieldCause::forbidden(
             additional_path,
             "additionalProperties and properties are mutual exclusive",
         ));
@@ -879,44 +705,57 @@ fn compile(
     let items_path = child(path, "items");
     match schema.get("items") {
         None if schema.get("type") == Some(&Value::from("array")) => {
-            causes.push(FieldCause::required(items_path));
+            c.causes.push(FieldCause::required(items_path));
         }
         None => {}
         Some(sub @ Value::Object(_)) => {
-            let (sub_node, sub_out) =
-                compile(sub, &items_path, depth + 1, child_scope, cost, causes);
+            let (sub_node, sub_out) = compile(sub, &items_path, depth + 1, child_scope, c);
             node.items = Some(Box::new(sub_node));
             out.insert("items".into(), Value::Object(sub_out));
         }
-        Some(Value::Array(_)) => causes.push(FieldCause::forbidden(
+        Some(Value::Array(_)) => c.causes.push(FieldCause::forbidden(
             items_path,
             "items must be a schema object and not an array",
         )),
-        Some(_) => causes.push(FieldCause::type_error(items_path, "an object")),
+        Some(_) => c
+            .causes
+            .push(FieldCause::type_error(items_path, "an object")),
     }
     for junctor in ["allOf", "anyOf", "oneOf"] {
         match schema.get(junctor) {
             None => {}
             Some(Value::Array(subs)) => {
-                let translated = subs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, sub)| {
-                        let sub_path = child(path, &format!("{junctor}[{i}]"));
-                        Value::Object(compile(sub, &sub_path, depth + 1, None, cost, causes).1)
-                    })
-                    .collect();
+                let mut translated = Vec::with_capacity(subs.len());
+                let mut branches = Vec::with_capacity(subs.len());
+                for (i, sub) in subs.iter().enumerate() {
+                    let sub_path = child(path, &format!("{junctor}[{i}]"));
+                    let (branch, sub_out) = compile(sub, &sub_path, depth + 1, None, c);
+                    branches.push(branch);
+                    translated.push(Value::Object(sub_out));
+                }
+                let branches = branches.into_boxed_slice();
+                checks.push(match junctor {
+                    "allOf" => Check::AllOf(branches),
+                    "anyOf" => Check::AnyOf(branches),
+                    _ => Check::OneOf(branches),
+                });
                 out.insert(junctor.into(), Value::Array(translated));
             }
-            Some(_) => causes.push(FieldCause::type_error(
+            Some(_) => c.causes.push(FieldCause::type_error(
                 child(path, junctor),
                 "a list of schemas",
             )),
         }
     }
     if let Some(sub) = schema.get("not") {
-        let (_, sub_out) = compile(sub, &child(path, "not"), depth + 1, None, cost, causes);
+        let (branch, sub_out) = compile(sub, &child(path, "not"), depth + 1, None, c);
+        checks.push(Check::Not(Box::new(branch)));
         out.insert("not".into(), Value::Object(sub_out));
+    }
+    extra.checks = checks.into_boxed_slice();
+    if scope.is_none() {
+        extra.rules.clear();
+        extra.default = None;
     }
     if !extra.is_empty() {
         node.extra = Some(Box::new(extra));
@@ -972,31 +811,24 @@ fn compile_rules(
     }
 }
 
-/// Kubernetes' checks of every `default` in a CRD version's schema (compiled without errors
-/// by [`CrdSchema::new`]), judged when the CRD is written only: a CRD stored before a check
-/// keeps being served with its schema. Each node with a default is compiled again on its own,
-/// to prune and validate the default by it.
-pub fn check_defaults(openapi_v3: &Value, field: &str) -> Vec<FieldCause> {
+/// Kubernetes' checks of every `default` in a CRD version's schema (`root`, compiled without
+/// errors), judged when the CRD is written only: a CRD stored before a check keeps being
+/// served with its schema. Each default is pruned and validated by its own node.
+fn check_defaults(root: &Node, field: &str) -> Vec<FieldCause> {
     let mut causes = Vec::new();
-    let mut todo = vec![(openapi_v3, field.to_string(), 0)];
-    while let Some((schema, path, depth)) = todo.pop() {
-        if depth > MAX_DEPTH {
-            continue;
+    let mut todo = vec![(root, field.to_string())];
+    while let Some((node, path)) = todo.pop() {
+        if let Some(default) = node.default_value() {
+            check_default(default, node, &path, &mut causes);
         }
-        if let Some(default) = schema.get("default") {
-            let mut cost = keel_cel::CostTotal::default();
-            let (node, out) = compile(schema, &path, 0, None, &mut cost, &mut Vec::new());
-            check_default(default, &node, &out, &path, &mut causes);
+        for (name, sub) in node.properties.iter() {
+            todo.push((sub, child(&path, &format!("properties[{name}]"))));
         }
-        if let Some(Value::Object(properties)) = schema.get("properties") {
-            for (name, sub) in properties {
-                todo.push((sub, child(&path, &format!("properties[{name}]")), depth + 1));
-            }
+        if let Additional::Schema(sub) = &node.additional {
+            todo.push((sub, child(&path, "additionalProperties")));
         }
-        for key in ["additionalProperties", "items"] {
-            if let Some(sub @ Value::Object(_)) = schema.get(key) {
-                todo.push((sub, child(&path, key), depth + 1));
-            }
+        if let Some(items) = node.items.as_deref() {
+            todo.push((items, child(&path, "items")));
         }
     }
     // In the schema's order, as they were found before.
@@ -1007,14 +839,8 @@ pub fn check_defaults(openapi_v3: &Value, field: &str) -> Vec<FieldCause> {
 /// Kubernetes' checks of a schema's `default` when its CRD is written: pruned by the schema
 /// it defaults, it stays as it is (else "must not have unknown fields"), and it validates
 /// against that schema, its errors at paths under `<path>.default`.
-fn check_default(
-    default: &Value,
-    node: &Node,
-    translated: &Map<String, Value>,
-    path: &str,
-    causes: &mut Vec<FieldCause>,
-) {
-    let at = child(path, "default");
+fn check_default(default: &Value, node: &Node, path: &str, causes: &mut Vec<FieldCause>) {
+    let mut at = child(path, "default");
     let mut pruned = default.clone();
     prune(&mut pruned, Some(node), "", &mut Vec::new());
     if pruned != *default {
@@ -1025,21 +851,11 @@ fn check_default(
         ));
         return;
     }
-    // A schema that does not compile is refused by the meta-schema's check, with its words.
-    let Ok(validator) = options().build(&Value::Object(translated.clone())) else {
-        return;
+    let at = checks::At {
+        path: &mut at,
+        root: false,
     };
-    for e in validator.iter_errors(default) {
-        let mut field = at.clone();
-        for segment in e.instance_path().as_str().split('/').skip(1) {
-            if segment.parse::<usize>().is_ok() {
-                field.push_str(&format!("[{segment}]"));
-            } else {
-                field = child(&field, &unescape(segment));
-            }
-        }
-        causes.push(value_cause(field, &e, None));
-    }
+    node.check_value(default, at, causes);
 }
 
 /// Whether `v` is a `null` where `node` allows none.
@@ -1224,192 +1040,12 @@ fn prune_undeclared(value: &mut Value, path: &str, pruned: &mut Vec<String>) {
     }
 }
 
-/// The cause of one violation of an object, at `path`.
-fn value_cause(path: String, e: &ValidationError<'_>, format: Option<&str>) -> FieldCause {
-    // Kubernetes validates with kube-openapi and turns its errors into field errors
-    // (apiextensions-apiserver's `kubeOpenAPIResultToFieldErrors`): most keep kube-openapi's
-    // message, `<path> in body should ...`, beside the value as Go prints it (a number bare, a
-    // string quoted).
-    let instance = e.instance();
-    let value = keel_api::error::go_value(instance.as_ref());
-    let in_body = if path.is_empty() { "." } else { path.as_str() };
-    let invalid = |why: String| FieldCause {
-        reason: "FieldValueInvalid".into(),
-        message: format!("Invalid value: {value}: {in_body} in body {why}"),
-        field: path.clone(),
-    };
-    let type_invalid = |shown: &str, want: &str| FieldCause {
-        reason: "FieldValueTypeInvalid".into(),
-        message: format!(
-            "Invalid value: {shown}: {in_body} in body must be of type {want}: {shown}"
-        ),
-        field: path.clone(),
-    };
-    let count = |v: &Value| match v {
-        Value::Array(a) => a.len(),
-        Value::Object(m) => m.len(),
-        _ => 0,
-    };
-    let too_many = |limit: u64| FieldCause {
-        reason: "FieldValueTooMany".into(),
-        message: format!(
-            "Too many: {}: must have at most {limit} items",
-            count(instance.as_ref())
-        ),
-        field: path.clone(),
-    };
-    match e.kind() {
-        // kube-openapi's type validator judges a value that is neither a string nor a list by
-        // the field's format first: not of the format, named by the Go type it decoded to.
-        ValidationErrorKind::Type { .. }
-            if format.is_some()
-                && !matches!(
-                    instance.as_ref(),
-                    Value::String(_) | Value::Array(_) | Value::Null
-                ) =>
-        {
-            let got = match instance.as_ref() {
-                Value::Number(n) if n.is_i64() || n.is_u64() => "int64",
-                Value::Number(_) => "float64",
-                _ => "",
-            };
-            type_invalid(&format!("{got:?}"), format.unwrap_or_default())
-        }
-        ValidationErrorKind::Type { kind } => {
-            // kube-openapi names the types it wanted, `,`-joined, and the JSON type it got.
-            let want = match kind {
-                TypeKind::Single(t) => t.to_string(),
-                TypeKind::Multiple(ts) => {
-                    let mut names: Vec<String> = ts.iter().map(|t| t.to_string()).collect();
-                    names.retain(|n| n != "null");
-                    names.join(",")
-                }
-            };
-            type_invalid(&format!("{:?}", json_type(instance.as_ref())), &want)
-        }
-        ValidationErrorKind::Required { property } => {
-            let name = property
-                .as_str()
-                .map_or_else(|| property.to_string(), str::to_string);
-            FieldCause::required(child(&path, &name))
-        }
-        ValidationErrorKind::Enum { options } => {
-            // Strings as they are, anything else as JSON (then quoted, as every value).
-            let allowed: Vec<String> = match options.as_ref() {
-                // keel adds `null` to a nullable field's enum; Kubernetes' lists it not.
-                Value::Array(list) => list
-                    .iter()
-                    .filter(|v| !v.is_null())
-                    .map(|v| match v {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    })
-                    .collect(),
-                other => vec![other.to_string()],
-            };
-            let list: Vec<String> = allowed.iter().map(|s| format!("{s:?}")).collect();
-            FieldCause {
-                reason: "FieldValueNotSupported".into(),
-                message: format!(
-                    "Unsupported value: {value}: supported values: {}",
-                    list.join(", ")
-                ),
-                field: path.clone(),
-            }
-        }
-        ValidationErrorKind::Pattern { pattern } => invalid(format!("should match '{pattern}'")),
-        ValidationErrorKind::Custom { message, .. } => {
-            // The Go pattern keyword says "should match '<pattern>'".
-            invalid(message.clone())
-        }
-        ValidationErrorKind::Minimum { limit } => {
-            invalid(format!("should be greater than or equal to {limit}"))
-        }
-        ValidationErrorKind::ExclusiveMinimum { limit } => {
-            invalid(format!("should be greater than {limit}"))
-        }
-        ValidationErrorKind::Maximum { limit } => {
-            invalid(format!("should be less than or equal to {limit}"))
-        }
-        ValidationErrorKind::ExclusiveMaximum { limit } => {
-            invalid(format!("should be less than {limit}"))
-        }
-        ValidationErrorKind::MinLength { limit } => {
-            invalid(format!("should be at least {limit} chars long"))
-        }
-        ValidationErrorKind::MaxLength { limit } => FieldCause {
-            reason: "FieldValueTooLong".into(),
-            message: format!("Too long: may not be longer than {limit}"),
-            field: path.clone(),
-        },
-        ValidationErrorKind::MinItems { limit } => FieldCause {
-            message: format!(
-                "Invalid value: {}: {in_body} in body should have at least {limit} items",
-                count(instance.as_ref())
-            ),
-            ..invalid(String::new())
-        },
-        ValidationErrorKind::MaxItems { limit } => too_many(*limit),
-        ValidationErrorKind::MinProperties { limit } => FieldCause {
-            message: format!(
-                "Invalid value: {}: {in_body} in body should have at least {limit} properties",
-                count(instance.as_ref())
-            ),
-            ..invalid(String::new())
-        },
-        ValidationErrorKind::MaxProperties { limit } => too_many(*limit),
-        ValidationErrorKind::MultipleOf { multiple_of } => {
-            invalid(format!("should be a multiple of {multiple_of}"))
-        }
-        ValidationErrorKind::UniqueItems => FieldCause {
-            message: format!("Invalid value: \"\": {in_body} in body shouldn't contain duplicates"),
-            ..invalid(String::new())
-        },
-        ValidationErrorKind::Format { format } => FieldCause {
-            reason: "FieldValueTypeInvalid".into(),
-            message: format!(
-                "Invalid value: {value}: {in_body} in body must be of type {format}: {value}"
-            ),
-            field: path.clone(),
-        },
-        // kube-openapi's composite errors, which apiextensions reports at no field
-        // (`field.Invalid(nil, "", err.Error())`: Kubernetes prints `<nil>`).
-        ValidationErrorKind::AnyOf { .. } => composite(format!(
-            "{in_body:?} must validate at least one schema (anyOf)"
-        )),
-        ValidationErrorKind::OneOfNotValid { .. } => composite(format!(
-            "{in_body:?} must validate one and only one schema (oneOf). Found none valid"
-        )),
-        ValidationErrorKind::OneOfMultipleValid { context } => composite(format!(
-            "{in_body:?} must validate one and only one schema (oneOf). Found {} valid alternatives",
-            context.iter().filter(|branch| branch.is_empty()).count()
-        )),
-        ValidationErrorKind::Not { .. } => {
-            composite(format!("{in_body:?} must not validate the schema (not)"))
-        }
-        _ => invalid(e.masked().to_string()),
-    }
-}
-
 /// A kube-openapi composite error as apiextensions reports it: at no field, with no value.
 fn composite(message: String) -> FieldCause {
     FieldCause {
         reason: "FieldValueInvalid".into(),
         message: format!("Invalid value: \"\": {message}"),
         field: "<nil>".into(),
-    }
-}
-
-/// The JSON type of a value, as kube-openapi names what it got.
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 
@@ -1449,41 +1085,6 @@ fn child(parent: &str, key: &str) -> String {
     } else {
         format!("{parent}.{key}")
     }
-}
-
-/// `errors` without the checks kube-openapi never reaches: a `null` is judged by its type and
-/// `enum` only (`SchemaValidator.Validate`), and the string validator stops at its first
-/// failure, in the order maxLength, minLength, pattern.
-fn reached<'a, 'i>(errors: &'a [ValidationError<'i>]) -> Vec<&'a ValidationError<'i>> {
-    let rank = |e: &ValidationError<'_>| match e.kind() {
-        ValidationErrorKind::MaxLength { .. } => Some(0),
-        ValidationErrorKind::MinLength { .. } => Some(1),
-        ValidationErrorKind::Custom { .. } if e.schema_path().as_str().ends_with(GO_PATTERN) => {
-            Some(2)
-        }
-        _ => None,
-    };
-    let mut first: BTreeMap<&str, u8> = BTreeMap::new();
-    for e in errors {
-        if let Some(r) = rank(e) {
-            let best = first.entry(e.instance_path().as_str()).or_insert(r);
-            *best = (*best).min(r);
-        }
-    }
-    errors
-        .iter()
-        .filter(|e| {
-            !e.instance().is_null()
-                || matches!(
-                    e.kind(),
-                    ValidationErrorKind::Type { .. } | ValidationErrorKind::Enum { .. }
-                )
-        })
-        .filter(|e| match rank(e) {
-            Some(r) => first.get(e.instance_path().as_str()) == Some(&r),
-            None => true,
-        })
-        .collect()
 }
 
 /// A JSON pointer segment's text (RFC 6901: `~1` is `/`, `~0` is `~`).
@@ -2085,7 +1686,7 @@ mod tests {
 
     #[test]
     fn a_default_must_validate_and_hold_no_unknown_field() {
-        let causes = check_defaults(
+        let causes = CrdSchema::check(
             &json!({"type": "object", "properties": {
             "spec": {"type": "object", "properties": {
                 "size": {"type": "integer", "default": "large"},
