@@ -168,15 +168,48 @@ pub(crate) enum RuntimeCost {
 }
 
 impl RuntimeCost {
-    /// How an expression whose static estimate is `cost` (sizes from `root`) is charged.
-    pub(crate) fn new(cost: u64, checked: Checked, root: Option<&Arc<DeclType>>) -> RuntimeCost {
-        match root {
-            None => RuntimeCost::Unknown,
-            Some(root) => RuntimeCost::Typed {
-                static_cost: cost,
-                checked: Box::new(checked),
-                root: root.clone(),
-            },
+    /// How `expr`, whose static estimate is `cost` (sizes from `root`), is charged. What is kept
+    /// is what an estimate with actual sizes reads: of `root`, the nodes along the paths the
+    /// expression reaches, and of each object type in `checked`, its kind and bounds. A rule on
+    /// a large schema node would otherwise keep that node's whole type tree.
+    pub(crate) fn new(
+        cost: u64,
+        checked: Checked,
+        root: Option<&Arc<DeclType>>,
+        expr: &IdedExpr,
+    ) -> RuntimeCost {
+        let Some(root) = root else {
+            return RuntimeCost::Unknown;
+        };
+        let mut coster = Coster {
+            checked: &checked,
+            root: Some(root),
+            actual: None,
+            paths: HashMap::new(),
+            iter_ranges: HashMap::new(),
+            computed: HashMap::new(),
+        };
+        coster.cost(expr);
+        let mut reached = Steps::default();
+        for path in coster.paths.values() {
+            let mut at = &mut reached;
+            for step in path.iter().skip(1) {
+                at = at.0.entry(step.clone()).or_default();
+            }
+        }
+        let root = trimmed(root, &reached);
+        let checked = Checked {
+            types: checked
+                .types
+                .iter()
+                .map(|(id, t)| (*id, shallow(t)))
+                .collect(),
+            calls: checked.calls,
+        };
+        RuntimeCost::Typed {
+            static_cost: cost,
+            checked: Box::new(checked),
+            root,
         }
     }
 
@@ -196,6 +229,69 @@ impl RuntimeCost {
                 estimate_actual(expr, checked, Some(root), actual).max
             }
         }
+    }
+}
+
+/// The steps an expression's paths take from a variable, as a tree.
+#[derive(Default)]
+struct Steps(std::collections::BTreeMap<String, Steps>);
+
+/// `t` with only the nodes `steps` reach below it, unnamed (names only word compile errors).
+fn trimmed(t: &DeclType, steps: &Steps) -> Arc<DeclType> {
+    let below =
+        |elem: &Arc<DeclType>, keys: [&str; 2]| match keys.iter().find_map(|k| steps.0.get(*k)) {
+            Some(sub) => trimmed(elem, sub),
+            None => Arc::clone(&UNREACHED),
+        };
+    let kind = match &t.kind {
+        DeclKind::Scalar(ty) => DeclKind::Scalar(shallow(ty)),
+        DeclKind::List(elem) => DeclKind::List(below(elem, ["@items", "@values"])),
+        DeclKind::Map(value) => DeclKind::Map(below(value, ["@values", "@items"])),
+        DeclKind::Object { fields, open } => DeclKind::Object {
+            fields: fields
+                .iter()
+                .filter_map(|(k, f)| Some((k.clone(), trimmed(f, steps.0.get(k)?))))
+                .collect(),
+            open: *open,
+        },
+    };
+    Arc::new(DeclType {
+        name: String::new(),
+        kind,
+        max_elements: t.max_elements,
+        min_size: t.min_size,
+    })
+}
+
+/// What stands for a node no path reaches.
+static UNREACHED: std::sync::LazyLock<Arc<DeclType>> = std::sync::LazyLock::new(|| {
+    Arc::new(DeclType {
+        name: String::new(),
+        kind: DeclKind::Scalar(Type::Unknown),
+        max_elements: 0,
+        min_size: 0,
+    })
+});
+
+/// `t` with each object type reduced to its kind and bounds: what the estimator asks of a type.
+fn shallow(t: &Type) -> Type {
+    match t {
+        Type::Object(d) => Type::Object(Arc::new(DeclType {
+            name: String::new(),
+            kind: DeclKind::Object {
+                fields: Default::default(),
+                open: matches!(d.kind, DeclKind::Object { open: true, .. }),
+            },
+            max_elements: d.max_elements,
+            min_size: d.min_size,
+        })),
+        Type::List(elem) => Type::List(Box::new(shallow(elem))),
+        Type::Map(k, v) => Type::Map(Box::new(shallow(k)), Box::new(shallow(v))),
+        Type::Kind(inner) => Type::Kind(Box::new(shallow(inner))),
+        Type::Opaque(name, params) => {
+            Type::Opaque(name.clone(), params.iter().map(shallow).collect())
+        }
+        other => other.clone(),
     }
 }
 
@@ -1510,13 +1606,17 @@ mod tests {
             Err(e) => panic!("{rule}: {e}"),
         };
         let expr = typed.compiled.expression();
-        let checked = crate::check::check(expr, &Default::default(), rule, &vars);
-        let checked = checked.unwrap_or_else(|e| panic!("{rule}: {e}"));
         let actual = super::Actual {
             self_value: value,
             old_self: old,
         };
-        let runtime = super::estimate_actual(expr, &checked, decl.as_ref(), actual).max;
+        // What a rule keeps (its types trimmed to what the expression reaches) estimates
+        // what the whole types do.
+        let runtime = typed.runtime_cost.of(expr, actual, true);
+        let checked = crate::check::check(expr, &Default::default(), rule, &vars);
+        let checked = checked.unwrap_or_else(|e| panic!("{rule}: {e}"));
+        let whole = super::estimate_actual(expr, &checked, decl.as_ref(), actual).max;
+        assert_eq!(runtime, whole, "{rule}: kept types estimate otherwise");
         (typed.cost, runtime)
     }
 

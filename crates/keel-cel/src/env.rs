@@ -146,7 +146,7 @@ pub(crate) fn compile_typed(
         .map_err(CompileError)?;
     let result = checked.type_of(expr.id);
     let cost = crate::cost::estimate(expr, &checked, root).max;
-    let runtime_cost = crate::cost::RuntimeCost::new(cost, checked, root);
+    let runtime_cost = crate::cost::RuntimeCost::new(cost, checked, root, expr);
     // Fields of a schema are selected by their escaped names (Kubernetes' `Escape`); the
     // objects hold them by their own.
     if root.is_some() {
