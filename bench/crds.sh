@@ -5,6 +5,7 @@
 #   bench/crds.sh                                   # 2,000 small CRDs
 #   PROM_CRDS=<dir of YAML> bench/crds.sh           # first a set of large CRDs, e.g. the
 #                                                   # Prometheus Operator's example/prometheus-operator-crd
+#   PROM_COPIES=10 PROM_CRDS=<dir> bench/crds.sh    # that set 10 times, each copy in its own groups
 #   CRDS=300 APISERVER=/tmp/old/keel-apiserver bench/crds.sh   # another build's figures
 #
 # Each set is created on a freshly started API server (the previous set deleted first), and
@@ -137,7 +138,7 @@ EOF
 
 if [ -n "${PROM_CRDS:-}" ]; then
   python3 - "$PROM_CRDS" "$work/crds.json" <<'EOF'
-import glob, json, sys, yaml
+import glob, json, os, sys, yaml
 # "=" as a key is YAML 1.1's value tag to PyYAML: a plain string, as to every other parser.
 yaml.SafeLoader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: node.value)
 crds = []
@@ -145,7 +146,18 @@ for path in sorted(glob.glob(sys.argv[1] + "/*.yaml")):
     for doc in yaml.safe_load_all(open(path)):
         if doc and doc.get("kind") == "CustomResourceDefinition":
             crds.append(doc)
-json.dump(crds, open(sys.argv[2], "w"))
+# PROM_COPIES: the set that many times, each copy in groups of its own (`<group>` renamed
+# `c<i>.<group>`), to see what each more CRD costs once the allocator's first growth is paid.
+copies = []
+for i in range(int(os.environ.get("PROM_COPIES", "1"))):
+    for doc in crds:
+        c = json.loads(json.dumps(doc))
+        if i > 0:
+            group = f"c{i}." + c["spec"]["group"]
+            c["spec"]["group"] = group
+            c["metadata"]["name"] = c["spec"]["names"]["plural"] + "." + group
+        copies.append(c)
+json.dump(copies, open(sys.argv[2], "w"))
 EOF
   measure large
   delete_all

@@ -1359,6 +1359,31 @@ mod tests {
         );
     }
 
+    /// Where a string of a format is declared, kube-openapi lets a list through unjudged (and
+    /// a string where the type is not numeric); keel refuses the list, deliberately.
+    #[test]
+    fn a_list_where_a_string_of_a_format_is_declared_is_a_type_error() {
+        let schema = CrdSchema::new(
+            &json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+                "day": {"type": "string", "format": "date"},
+                "flag": {"type": "boolean", "format": "date"}}}}}),
+            FIELD,
+        )
+        .unwrap();
+        let causes =
+            schema.validate(&json!({"spec": {"day": ["2024-01-01"], "flag": "2024-01-01"}}));
+        assert_eq!(
+            causes,
+            vec![FieldCause {
+                reason: "FieldValueTypeInvalid".into(),
+                message:
+                    "Invalid value: \"array\": spec.day in body must be of type string: \"array\""
+                        .into(),
+                field: "spec.day".into(),
+            }]
+        );
+    }
+
     #[test]
     fn a_value_not_matching_the_pattern_is_invalid() {
         let mut obj = good_network();
