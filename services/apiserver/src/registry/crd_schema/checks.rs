@@ -612,7 +612,7 @@ fn has_duplicates(items: &[Value]) -> bool {
     let mut groups: HashMap<String, Vec<&Value>> = HashMap::with_capacity(items.len());
     for item in items {
         let group = groups.entry(group_key(item)).or_default();
-        if group.iter().any(|other| *other == item) {
+        if group.contains(&item) {
             return true;
         }
         group.push(item);
