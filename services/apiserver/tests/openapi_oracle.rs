@@ -549,6 +549,17 @@ fn every_keywords_message_is_kubernetes_own() {
                 "not": {"required": ["x", "y"]}})),
             spec(json!({"x": 1, "y": 2})),
         ),
+        // Gateway API's addresses: the best branch of a oneOf is the one whose nested anyOf
+        // failed, not the one with a single failure (kube-openapi counts passed checks).
+        (
+            one(json!({"type": "object",
+                "properties": {"type": {"type": "string"}, "value": {"type": "string"}},
+                "oneOf": [
+                    {"properties": {"type": {"enum": ["IPAddress"]},
+                        "value": {"anyOf": [{"format": "ipv4"}, {"format": "ipv6"}]}}},
+                    {"properties": {"type": {"not": {"enum": ["IPAddress"]}}}}]})),
+            spec(json!({"type": "IPAddress", "value": "1.2.3.4:8080"})),
+        ),
         (
             one(json!({"type": "array", "items": {"type": "object",
                 "properties": {"a": {"type": "integer"}}}, "uniqueItems": true})),

@@ -441,13 +441,14 @@ impl CrdSchema {
     /// field's path, a value outside `enum` `FieldValueNotSupported`, any other rule
     /// `FieldValueInvalid` with a message that says the rule. `metadata` is not validated here.
     pub fn validate(&self, obj: &Value) -> Vec<FieldCause> {
-        let mut causes = Vec::new();
+        let mut failures = checks::Failures::default();
         let mut path = String::new();
         let at = checks::At {
             path: &mut path,
             root: true,
         };
-        self.root.check_value(obj, at, &mut causes);
+        self.root.check_value(obj, at, &mut failures);
+        let mut causes = failures.causes;
         causes.retain(|c| {
             !(c.field == "metadata"
                 || c.field.starts_with("metadata.")
@@ -855,7 +856,9 @@ fn check_default(default: &Value, node: &Node, path: &str, causes: &mut Vec<Fiel
         path: &mut at,
         root: false,
     };
-    node.check_value(default, at, causes);
+    let mut failures = checks::Failures::default();
+    node.check_value(default, at, &mut failures);
+    causes.extend(failures.causes);
 }
 
 /// Whether `v` is a `null` where `node` allows none.

@@ -127,6 +127,43 @@ pub(super) fn value_checks(schema: &Map<String, Value>, patterns: &mut Patterns)
     checks
 }
 
+/// The failures of a value, and their weight: how a branch of an `anyOf` or `oneOf` is
+/// judged against the others (the fewest wins). Each failure weighs one, a nested `anyOf` or
+/// `oneOf` one however many of its best branch's failures follow it, and `allOf`'s composite
+/// nothing: kube-openapi counts the checks that passed instead (`MatchCount`), which this
+/// approximates as the JSON Schema crate keel used before did, and as Kubernetes' own Gateway
+/// API cases (`tests/tests/gateway_api.rs`) hold it.
+#[derive(Debug, Default)]
+pub(super) struct Failures {
+    pub(super) causes: Vec<FieldCause>,
+    weight: usize,
+}
+
+impl Failures {
+    fn push(&mut self, cause: FieldCause) {
+        self.causes.push(cause);
+        self.weight += 1;
+    }
+
+    /// A failure that adds to another's explanation, and weighs nothing.
+    fn push_unweighted(&mut self, cause: FieldCause) {
+        self.causes.push(cause);
+    }
+
+    fn extend(&mut self, other: Failures) {
+        self.causes.extend(other.causes);
+        self.weight += other.weight;
+    }
+
+    fn extend_unweighted(&mut self, other: Failures) {
+        self.causes.extend(other.causes);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.causes.is_empty()
+    }
+}
+
 /// Where a value is, as field errors name it, and whether it is the object's root (whose
 /// `metadata`, ObjectMeta, is validated elsewhere whatever the schema says of it).
 pub(super) struct At<'p> {
@@ -151,7 +188,7 @@ impl Node {
     /// Every failure of `value`, at `at`, against this node and those below it, into `out`:
     /// kube-openapi's validators in its order (type; `allOf`, `anyOf`, `oneOf`, `not`; string;
     /// format; number; slice; enum; object), a `null` judged by its type and `enum` only.
-    pub(super) fn check_value(&self, value: &Value, at: At<'_>, out: &mut Vec<FieldCause>) {
+    pub(super) fn check_value(&self, value: &Value, at: At<'_>, out: &mut Failures) {
         let At { path, root } = at;
         let types = self.types();
         if value.is_null() {
@@ -291,7 +328,7 @@ impl Node {
     /// by the field's format first (named by the Go type it decoded to); a string is not
     /// judged at all where a format is set and the type is not numeric; a float that is a
     /// whole number is an integer, an integer a number.
-    fn check_type(&self, value: &Value, types: &[&str], path: &str, out: &mut Vec<FieldCause>) {
+    fn check_type(&self, value: &Value, types: &[&str], path: &str, out: &mut Failures) {
         if types.is_empty() {
             return;
         }
@@ -326,16 +363,10 @@ impl Node {
     /// them: an `anyOf` or `oneOf` that nothing matched says so and gives its best branch's
     /// failures (the one with the fewest; kube-openapi counts the checks that passed), an
     /// `allOf` every failing branch's and one composite error, `not` only its own.
-    fn check_junctors(
-        &self,
-        value: &Value,
-        path: &mut String,
-        root: bool,
-        out: &mut Vec<FieldCause>,
-    ) {
+    fn check_junctors(&self, value: &Value, path: &mut String, root: bool, out: &mut Failures) {
         let in_body = in_body(path).to_string();
         let branch = |node: &Node, path: &mut String| {
-            let mut errors = Vec::new();
+            let mut errors = Failures::default();
             node.check_value(value, At { path, root }, &mut errors);
             errors
         };
@@ -354,13 +385,13 @@ impl Node {
                         } else {
                             ""
                         };
-                        out.push(composite(format!(
+                        out.push_unweighted(composite(format!(
                             "{in_body:?} must validate all the schemas (allOf){none}"
                         )));
                     }
                 }
                 Check::AnyOf(branches) => {
-                    let mut best: Option<Vec<FieldCause>> = None;
+                    let mut best: Option<Failures> = None;
                     let mut matched = false;
                     for b in branches.iter() {
                         let errors = branch(b, path);
@@ -368,7 +399,7 @@ impl Node {
                             matched = true;
                             break;
                         }
-                        if best.as_ref().is_none_or(|e| errors.len() < e.len()) {
+                        if best.as_ref().is_none_or(|e| errors.weight < e.weight) {
                             best = Some(errors);
                         }
                     }
@@ -376,17 +407,17 @@ impl Node {
                         out.push(composite(format!(
                             "{in_body:?} must validate at least one schema (anyOf)"
                         )));
-                        out.extend(best.unwrap_or_default());
+                        out.extend_unweighted(best.unwrap_or_default());
                     }
                 }
                 Check::OneOf(branches) => {
-                    let mut best: Option<Vec<FieldCause>> = None;
+                    let mut best: Option<Failures> = None;
                     let mut valid = 0;
                     for b in branches.iter() {
                         let errors = branch(b, path);
                         if errors.is_empty() {
                             valid += 1;
-                        } else if best.as_ref().is_none_or(|e| errors.len() < e.len()) {
+                        } else if best.as_ref().is_none_or(|e| errors.weight < e.weight) {
                             best = Some(errors);
                         }
                     }
@@ -394,7 +425,7 @@ impl Node {
                         out.push(composite(format!(
                             "{in_body:?} must validate one and only one schema (oneOf). Found none valid"
                         )));
-                        out.extend(best.unwrap_or_default());
+                        out.extend_unweighted(best.unwrap_or_default());
                     } else if valid > 1 {
                         out.push(composite(format!(
                             "{in_body:?} must validate one and only one schema (oneOf). Found {valid} valid alternatives"
@@ -412,7 +443,7 @@ impl Node {
     }
 
     /// `enum`: a value none of its values equals (numbers by value: 1 is 1.0).
-    fn check_enum(&self, value: &Value, path: &str, out: &mut Vec<FieldCause>) {
+    fn check_enum(&self, value: &Value, path: &str, out: &mut Failures) {
         for check in self.checks() {
             let Check::Enum(allowed) = check else {
                 continue;
@@ -441,7 +472,7 @@ impl Node {
     }
 
     /// The properties, map values and items below `value`, each by its own node.
-    fn check_below(&self, value: &Value, path: &mut String, root: bool, out: &mut Vec<FieldCause>) {
+    fn check_below(&self, value: &Value, path: &mut String, root: bool, out: &mut Failures) {
         let len = path.len();
         match value {
             Value::Object(map) => {
