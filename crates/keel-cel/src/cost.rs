@@ -105,20 +105,6 @@ impl Node<'_> {
     }
 }
 
-/// The estimate of `expr`'s cost (its `max` is what Kubernetes limits), with `root` the type of
-/// `self` (`None`: no schema, no sizes).
-pub(crate) fn estimate(expr: &IdedExpr, checked: &Checked, root: Option<&Arc<DeclType>>) -> Est {
-    let mut coster = Coster {
-        checked,
-        root,
-        actual: None,
-        paths: HashMap::new(),
-        iter_ranges: HashMap::new(),
-        computed: HashMap::new(),
-    };
-    coster.cost(expr)
-}
-
 /// The values a rule is evaluated on, whose sizes bound an estimate instead of the schema's
 /// maxima alone.
 #[derive(Debug, Clone, Copy)]
@@ -128,7 +114,7 @@ pub(crate) struct Actual<'v> {
     pub old_self: Option<&'v Value>,
 }
 
-/// The estimate of `expr`'s cost as [`estimate`] makes it, but with each size the estimator
+/// The estimate of `expr`'s cost as [`RuntimeCost::new`] makes it, but with each size the estimator
 /// asks about (a list's length, a map's size, a string's length along a path from `self` or
 /// `oldSelf`) that of the actual value where it is smaller than the schema's bound: for
 /// `@items`, `@values` and `@keys` the largest over the elements, and 0 for a path that leads
@@ -141,15 +127,7 @@ pub(crate) fn estimate_actual(
     root: Option<&Arc<DeclType>>,
     actual: Actual<'_>,
 ) -> Est {
-    let mut coster = Coster {
-        checked,
-        root,
-        actual: Some(actual),
-        paths: HashMap::new(),
-        iter_ranges: HashMap::new(),
-        computed: HashMap::new(),
-    };
-    coster.cost(expr)
+    Coster::new(checked, root, Some(actual)).cost(expr)
 }
 
 /// What one evaluation of an expression is charged against the budget of an object's
@@ -168,28 +146,22 @@ pub(crate) enum RuntimeCost {
 }
 
 impl RuntimeCost {
-    /// How `expr`, whose static estimate is `cost` (sizes from `root`), is charged. What is kept
-    /// is what an estimate with actual sizes reads: of `root`, the nodes along the paths the
-    /// expression reaches, and of each object type in `checked`, its kind and bounds. A rule on
-    /// a large schema node would otherwise keep that node's whole type tree.
+    /// The static estimate of `expr`'s cost (its most, what Kubernetes limits), with `root` the
+    /// type of `self` (`None`: no schema, no sizes), and how an evaluation of it is charged.
+    /// What is kept for that is what an estimate with actual sizes reads: of `root`, the nodes
+    /// along the paths the estimate followed, and of each object type in `checked`, its kind
+    /// and bounds. A rule on a large schema node would otherwise keep that node's whole type
+    /// tree.
     pub(crate) fn new(
-        cost: u64,
         checked: Checked,
         root: Option<&Arc<DeclType>>,
         expr: &IdedExpr,
-    ) -> RuntimeCost {
+    ) -> (u64, RuntimeCost) {
+        let mut coster = Coster::new(&checked, root, None);
+        let cost = coster.cost(expr).max;
         let Some(root) = root else {
-            return RuntimeCost::Unknown;
+            return (cost, RuntimeCost::Unknown);
         };
-        let mut coster = Coster {
-            checked: &checked,
-            root: Some(root),
-            actual: None,
-            paths: HashMap::new(),
-            iter_ranges: HashMap::new(),
-            computed: HashMap::new(),
-        };
-        coster.cost(expr);
         let mut reached = Steps::default();
         for path in coster.paths.values() {
             let mut at = &mut reached;
@@ -206,11 +178,12 @@ impl RuntimeCost {
                 .collect(),
             calls: checked.calls,
         };
-        RuntimeCost::Typed {
+        let runtime = RuntimeCost::Typed {
             static_cost: cost,
             checked: Box::new(checked),
             root,
-        }
+        };
+        (cost, runtime)
     }
 
     /// The cost of evaluating `expr` (the expression this was made for) on these values. A
@@ -349,6 +322,21 @@ struct Coster<'a> {
 }
 
 impl<'a> Coster<'a> {
+    fn new(
+        checked: &'a Checked,
+        root: Option<&'a Arc<DeclType>>,
+        actual: Option<Actual<'a>>,
+    ) -> Coster<'a> {
+        Coster {
+            checked,
+            root,
+            actual,
+            paths: HashMap::new(),
+            iter_ranges: HashMap::new(),
+            computed: HashMap::new(),
+        }
+    }
+
     fn type_of(&self, id: u64) -> Type {
         self.checked.type_of(id)
     }

@@ -145,8 +145,7 @@ pub(crate) fn compile_typed(
     let checked = crate::check::check(expr, compiled.program.source_info(), source, vars)
         .map_err(CompileError)?;
     let result = checked.type_of(expr.id);
-    let cost = crate::cost::estimate(expr, &checked, root).max;
-    let runtime_cost = crate::cost::RuntimeCost::new(cost, checked, root, expr);
+    let (cost, runtime_cost) = crate::cost::RuntimeCost::new(checked, root, expr);
     // Fields of a schema are selected by their escaped names (Kubernetes' `Escape`); the
     // objects hold them by their own.
     if root.is_some() {
