@@ -21,7 +21,6 @@ use keel_api::FieldCause;
 use keel_patch::Properties;
 use serde_json::{Map, Value};
 
-use super::{crd_formats, go_regex};
 use checks::{Check, Patterns};
 
 /// How deep schemas may nest (one level per `properties` entry, `items`, `additionalProperties`,
@@ -441,14 +440,7 @@ impl CrdSchema {
     /// field's path, a value outside `enum` `FieldValueNotSupported`, any other rule
     /// `FieldValueInvalid` with a message that says the rule. `metadata` is not validated here.
     pub fn validate(&self, obj: &Value) -> Vec<FieldCause> {
-        let mut failures = checks::Failures::default();
-        let mut path = String::new();
-        let at = checks::At {
-            path: &mut path,
-            root: true,
-        };
-        self.root.check_value(obj, at, &mut failures);
-        let mut causes = failures.causes;
+        let mut causes = self.root.failures(obj, String::new(), true);
         causes.retain(|c| {
             !(c.field == "metadata"
                 || c.field.starts_with("metadata.")
@@ -841,7 +833,7 @@ fn check_defaults(root: &Node, field: &str) -> Vec<FieldCause> {
 /// it defaults, it stays as it is (else "must not have unknown fields"), and it validates
 /// against that schema, its errors at paths under `<path>.default`.
 fn check_default(default: &Value, node: &Node, path: &str, causes: &mut Vec<FieldCause>) {
-    let mut at = child(path, "default");
+    let at = child(path, "default");
     let mut pruned = default.clone();
     prune(&mut pruned, Some(node), "", &mut Vec::new());
     if pruned != *default {
@@ -852,13 +844,7 @@ fn check_default(default: &Value, node: &Node, path: &str, causes: &mut Vec<Fiel
         ));
         return;
     }
-    let at = checks::At {
-        path: &mut at,
-        root: false,
-    };
-    let mut failures = checks::Failures::default();
-    node.check_value(default, at, &mut failures);
-    causes.extend(failures.causes);
+    causes.extend(node.failures(default, at, false));
 }
 
 /// Whether `v` is a `null` where `node` allows none.

@@ -14,6 +14,7 @@ use keel_api::FieldCause;
 use serde_json::{Map, Number, Value};
 
 use super::{Additional, Node, composite};
+use crate::registry::{crd_formats, go_regex};
 
 /// A `pattern`, compiled once per distinct pattern of a schema, as Go's `regexp` reads it.
 #[derive(Debug)]
@@ -74,7 +75,7 @@ pub(super) fn value_checks(schema: &Map<String, Value>, patterns: &mut Patterns)
     if let Some(Value::String(source)) = schema.get("pattern") {
         let compiled = match patterns.get(source) {
             Some(p) => Some(Arc::clone(p)),
-            None => super::go_regex::compile(source).ok().map(|re| {
+            None => go_regex::compile(source).ok().map(|re| {
                 let p = Arc::new(Pattern {
                     re,
                     source: source.as_str().into(),
@@ -134,8 +135,8 @@ pub(super) fn value_checks(schema: &Map<String, Value>, patterns: &mut Patterns)
 /// approximates as the JSON Schema crate keel used before did, and as Kubernetes' own Gateway
 /// API cases (`tests/tests/gateway_api.rs`) hold it.
 #[derive(Debug, Default)]
-pub(super) struct Failures {
-    pub(super) causes: Vec<FieldCause>,
+struct Failures {
+    causes: Vec<FieldCause>,
     weight: usize,
 }
 
@@ -166,12 +167,23 @@ impl Failures {
 
 /// Where a value is, as field errors name it, and whether it is the object's root (whose
 /// `metadata`, ObjectMeta, is validated elsewhere whatever the schema says of it).
-pub(super) struct At<'p> {
-    pub(super) path: &'p mut String,
-    pub(super) root: bool,
+struct At<'p> {
+    path: &'p mut String,
+    root: bool,
 }
 
 impl Node {
+    /// Every failure of `value` against this node, at `path` (`root`: the object itself).
+    pub(super) fn failures(&self, value: &Value, mut path: String, root: bool) -> Vec<FieldCause> {
+        let mut out = Failures::default();
+        let at = At {
+            path: &mut path,
+            root,
+        };
+        self.check_value(value, at, &mut out);
+        out.causes
+    }
+
     /// The types a value may have (`x-kubernetes-int-or-string`: integer or string), `null`
     /// apart (`nullable`); empty: any.
     fn types(&self) -> &[&'static str] {
@@ -188,7 +200,7 @@ impl Node {
     /// Every failure of `value`, at `at`, against this node and those below it, into `out`:
     /// kube-openapi's validators in its order (type; `allOf`, `anyOf`, `oneOf`, `not`; string;
     /// format; number; slice; enum; object), a `null` judged by its type and `enum` only.
-    pub(super) fn check_value(&self, value: &Value, at: At<'_>, out: &mut Failures) {
+    fn check_value(&self, value: &Value, at: At<'_>, out: &mut Failures) {
         let At { path, root } = at;
         let types = self.types();
         if value.is_null() {
@@ -236,33 +248,21 @@ impl Node {
                 }
                 (Check::Maximum(limit, exclusive), Value::Number(n)) => {
                     let (v, l) = (as_f64(n), as_f64(limit));
-                    match (*exclusive, v) {
-                        (false, v) if v > l => Some(invalid(
-                            path,
-                            value,
-                            format!("should be less than or equal to {limit}"),
-                        )),
-                        (true, v) if v >= l => {
-                            Some(invalid(path, value, format!("should be less than {limit}")))
-                        }
-                        _ => None,
-                    }
+                    let (over, bound) = if *exclusive {
+                        (v >= l, "less than")
+                    } else {
+                        (v > l, "less than or equal to")
+                    };
+                    over.then(|| invalid(path, value, format!("should be {bound} {limit}")))
                 }
                 (Check::Minimum(limit, exclusive), Value::Number(n)) => {
                     let (v, l) = (as_f64(n), as_f64(limit));
-                    match (*exclusive, v) {
-                        (false, v) if v < l => Some(invalid(
-                            path,
-                            value,
-                            format!("should be greater than or equal to {limit}"),
-                        )),
-                        (true, v) if v <= l => Some(invalid(
-                            path,
-                            value,
-                            format!("should be greater than {limit}"),
-                        )),
-                        _ => None,
-                    }
+                    let (under, bound) = if *exclusive {
+                        (v <= l, "greater than")
+                    } else {
+                        (v < l, "greater than or equal to")
+                    };
+                    under.then(|| invalid(path, value, format!("should be {bound} {limit}")))
                 }
                 (Check::MinItems(limit), Value::Array(items)) if (items.len() as u64) < *limit => {
                     Some(count_invalid(path, items.len(), *limit, "items"))
@@ -308,7 +308,7 @@ impl Node {
             }
         }
         if let (Some(format), Value::String(s)) = (self.format(), value)
-            && !super::crd_formats::is_valid(format, s)
+            && !crd_formats::is_valid(format, s)
         {
             let shown = keel_api::error::go_value(value);
             let in_body = in_body(path);
@@ -364,7 +364,8 @@ impl Node {
     /// failures (the one with the fewest; kube-openapi counts the checks that passed), an
     /// `allOf` every failing branch's and one composite error, `not` only its own.
     fn check_junctors(&self, value: &Value, path: &mut String, root: bool, out: &mut Failures) {
-        let in_body = in_body(path).to_string();
+        // A composite error names where the value is (read once the branches restored `path`).
+        let said = |path: &str, what: &str| composite(format!("{:?} {what}", in_body(path)));
         let branch = |node: &Node, path: &mut String| {
             let mut errors = Failures::default();
             node.check_value(value, At { path, root }, &mut errors);
@@ -385,9 +386,10 @@ impl Node {
                         } else {
                             ""
                         };
-                        out.push_unweighted(composite(format!(
-                            "{in_body:?} must validate all the schemas (allOf){none}"
-                        )));
+                        out.push_unweighted(said(
+                            path,
+                            &format!("must validate all the schemas (allOf){none}"),
+                        ));
                     }
                 }
                 Check::AnyOf(branches) => {
@@ -404,9 +406,7 @@ impl Node {
                         }
                     }
                     if !matched {
-                        out.push(composite(format!(
-                            "{in_body:?} must validate at least one schema (anyOf)"
-                        )));
+                        out.push(said(path, "must validate at least one schema (anyOf)"));
                         out.extend_unweighted(best.unwrap_or_default());
                     }
                 }
@@ -422,20 +422,22 @@ impl Node {
                         }
                     }
                     if valid == 0 {
-                        out.push(composite(format!(
-                            "{in_body:?} must validate one and only one schema (oneOf). Found none valid"
-                        )));
+                        out.push(said(
+                            path,
+                            "must validate one and only one schema (oneOf). Found none valid",
+                        ));
                         out.extend_unweighted(best.unwrap_or_default());
                     } else if valid > 1 {
-                        out.push(composite(format!(
-                            "{in_body:?} must validate one and only one schema (oneOf). Found {valid} valid alternatives"
-                        )));
+                        out.push(said(
+                            path,
+                            &format!(
+                                "must validate one and only one schema (oneOf). Found {valid} valid alternatives"
+                            ),
+                        ));
                     }
                 }
                 Check::Not(node) if branch(node, path).is_empty() => {
-                    out.push(composite(format!(
-                        "{in_body:?} must not validate the schema (not)"
-                    )));
+                    out.push(said(path, "must not validate the schema (not)"));
                 }
                 _ => {}
             }
