@@ -9,9 +9,10 @@
 #   CRDS=300 APISERVER=/tmp/old/keel-apiserver bench/crds.sh   # another build's figures
 #
 # Each set is created on a freshly started API server (the previous set deleted first), and
-# measured once discovery lists every CRD's resource: RSS growth (VmRSS from /proc) per CRD and
-# over the CRDs' own JSON; then again after one List of each resource (its schema compiled,
-# its watch cache started). Then the median and worst of 20 requests for
+# measured once discovery lists every CRD's resource and RSS has settled: RSS growth (VmRSS,
+# and RssAnon without the binary's pages, from /proc) per CRD and over the CRDs' own JSON; then
+# again after one List of each resource (its schema compiled, its watch cache started) and a
+# read of the OpenAPI documents. Then the median and worst of 20 requests for
 # discovery (/apis, aggregated and not; one group) and OpenAPI v3 (the index; one group-version).
 # Prints one line per figure; raw JSON lines in bench/results/.
 CRDS=${CRDS:-2000}
@@ -20,6 +21,23 @@ source "$(dirname "$0")/lib.sh"
 mkdir -p bench/results
 out="bench/results/crds-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
 mb() { awk '$1 == "VmRSS:" {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
+# RssAnon: the heap and stacks, without the binary's own pages (file-backed, shared, paid once
+# whatever the number of CRDs: the first CRD's write pages in the code that handles it).
+anon_mb() { awk '$1 == "RssAnon:" {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
+# Waits out the allocator's decay time (jemalloc returns what the writes freed over 10 s), then
+# until RSS has not fallen for 3 s (at most 40 s more): a figure taken sooner measures the decay.
+settle() {
+  local last now still=0
+  sleep 11
+  last=$(mb "$apiserver_pid")
+  for _ in $(seq 1 40); do
+    sleep 1
+    now=$(mb "$apiserver_pid")
+    if python3 -c "import sys; sys.exit(0 if $now < $last - 0.2 else 1)"; then still=0; else still=$((still + 1)); fi
+    last=$now
+    [ "$still" -ge 3 ] && break
+  done
+}
 figure() { # set name value unit: one line for people, one JSON line for the record
   printf '%-10s %-52s %12s %s\n' "$1" "$2" "$3" "$4"
   printf '{"mode":"crds","set":"%s","figure":"%s","value":%s,"unit":"%s"}\n' \
@@ -57,21 +75,30 @@ while True:
 print(file=sys.stderr)
 EOF
 }
-# Lists each CRD's resource once: its schema compiled, its watch cache started.
+# Lists each CRD's resource once (its schema compiled: validation, pruning, defaults, rules,
+# merge keys; its watch cache started), and reads the OpenAPI v2 document and each group
+# version's v3 document.
 list_each() {
   python3 - "$work/crds.json" <<'EOF'
 import json, sys, urllib.request
+base = "http://127.0.0.1:36443"
+gvs = set()
 for c in json.load(open(sys.argv[1])):
     v = next(v["name"] for v in c["spec"]["versions"] if v.get("served"))
-    urllib.request.urlopen(f"http://127.0.0.1:36443/apis/{c['spec']['group']}/{v}/{c['spec']['names']['plural']}").read()
+    urllib.request.urlopen(f"{base}/apis/{c['spec']['group']}/{v}/{c['spec']['names']['plural']}").read()
+    gvs.add(f"{c['spec']['group']}/{v}")
+for gv in sorted(gvs):
+    urllib.request.urlopen(f"{base}/openapi/v3/apis/{gv}").read()
+urllib.request.urlopen(f"{base}/openapi/v2").read()
 EOF
 }
 # Creates the CRDs of $work/crds.json and measures them as set $1.
 measure() {
   local set=$1 before after n json_bytes
   restart
-  sleep 2
+  settle
   before=$(mb "$apiserver_pid")
+  before_anon=$(anon_mb "$apiserver_pid")
   n=$(python3 -c "import json; print(len(json.load(open('$work/crds.json'))))")
   json_bytes=$(python3 -c "import json; print(sum(len(json.dumps(c, separators=(',', ':'))) for c in json.load(open('$work/crds.json'))))")
   echo "==> $set: creating $n CRDs" >&2
@@ -88,8 +115,9 @@ for i, c in enumerate(crds):
 print(file=sys.stderr)
 EOF
   wait_served
-  sleep 2
+  settle
   after=$(mb "$apiserver_pid")
+  after_anon=$(anon_mb "$apiserver_pid")
   figure "$set" "CRDs" "$n" ""
   figure "$set" "their JSON" "$(python3 -c "print(f'{$json_bytes / 1048576:.2f}')")" MB
   figure "$set" "RSS before" "$before" MB
@@ -98,12 +126,17 @@ EOF
   figure "$set" "RSS growth per CRD beyond its JSON" \
     "$(python3 -c "print(round((($after - $before) * 1048576 - $json_bytes) / 1024 / $n))")" KiB
   figure "$set" "RSS growth / JSON" "$(python3 -c "print(f'{($after - $before) * 1048576 / $json_bytes:.2f}')")" x
+  figure "$set" "RssAnon growth / JSON" "$(python3 -c "print(f'{($after_anon - $before_anon) * 1048576 / $json_bytes:.2f}')")" x
   list_each
-  sleep 2
+  settle
   used=$(mb "$apiserver_pid")
-  figure "$set" "RSS after a List of each resource" "$used" MB
+  used_anon=$(anon_mb "$apiserver_pid")
+  figure "$set" "RSS after a List of each resource and its OpenAPI" "$used" MB
   figure "$set" "  growth per CRD" "$(python3 -c "print(round(($used - $before) * 1024 / $n))")" KiB
   figure "$set" "  growth / JSON" "$(python3 -c "print(f'{($used - $before) * 1048576 / $json_bytes:.2f}')")" x
+  figure "$set" "  RssAnon growth / JSON" "$(python3 -c "print(f'{($used_anon - $before_anon) * 1048576 / $json_bytes:.2f}')")" x
+  # What that first use compiled (schemas, OpenAPI documents), alone.
+  figure "$set" "  of which the use / JSON" "$(python3 -c "print(f'{($used - $after) * 1048576 / $json_bytes:.2f}')")" x
   local group version
   group=$(python3 -c "import json; print(json.load(open('$work/crds.json'))[0]['spec']['group'])")
   version=$(python3 -c "import json; c = json.load(open('$work/crds.json'))[0]; print(next(v['name'] for v in c['spec']['versions'] if v.get('served')))")

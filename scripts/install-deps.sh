@@ -15,6 +15,8 @@ packages=(
   # The C compiler and libc headers: the linker for every binary, and libmimalloc-sys (cc crate).
   gcc
   libc6-dev
+  # tikv-jemalloc-sys (the API server's allocator) builds jemalloc with its configure and make.
+  make
   # cargo fetches crates from crates.io over HTTPS and needs the CA bundle.
   ca-certificates
   # The tests, scripts/local-up.sh and bench/run.sh start etcd from Debian's etcd-server

@@ -3,9 +3,12 @@
 use clap::Parser;
 
 /// glibc's allocator spent over a third of the server's CPU under load (many small, short-lived
-/// JSON and HTTP/2 buffers across threads); mimalloc handles that pattern far better.
+/// JSON and HTTP/2 buffers across threads). jemalloc handles that pattern as well as mimalloc
+/// did, and its background thread hands memory the server freed back to the OS within seconds
+/// even when no request comes (mimalloc purges only while allocating: an idle server kept what a
+/// burst of CRD writes had used, about 20 times their JSON). DESIGN.md, Memory.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
