@@ -6,7 +6,7 @@ use clap::Parser;
 /// JSON and HTTP/2 buffers across threads). jemalloc handles that pattern as well as mimalloc
 /// did, and its background thread hands memory the server freed back to the OS within seconds
 /// even when no request comes (mimalloc purges only while allocating: an idle server kept what a
-/// burst of CRD writes had used, about 20 times their JSON). DESIGN.md, Memory.
+/// burst of CRD writes had used, about 20 times their JSON). DESIGN.md, Performance decisions.
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
