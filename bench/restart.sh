@@ -2,8 +2,9 @@
 # A restart and a paged List over an etcd that already holds many ConfigMaps (issue 45): for
 # each API server binary given, in turn on the same data, the time from start to /readyz, the
 # API server's and etcd's CPU seconds meanwhile, RSS when ready, then one page of 500 at five
-# offsets of the List (the median of 9 of curl's times to the last byte, on loopback about the
-# server's time). Fill the etcd first, e.g. with keel-loadtest's `fill` through an API server.
+# offsets of the List (the median of 9 of curl's times to the last byte on loopback, and the
+# mean of the server's own time for them, from its request-duration metric). Fill the etcd
+# first, e.g. with keel-loadtest's `fill` through an API server.
 #
 #   ETCD=http://127.0.0.1:52379 ETCD_PID=<pid> bench/restart.sh /tmp/old/keel-apiserver ./target/release/keel-apiserver
 set -euo pipefail
@@ -14,6 +15,12 @@ out="bench/results/restart-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 cpu() { awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$1/stat"; }
+# The sum and count of the API server's own time for Lists of ConfigMaps (from the request's
+# arrival at the handler to its answer, the HTTP transport's encoding left out).
+list_time() {
+  curl -fsS http://127.0.0.1:56080/metrics |
+    awk '/^keel_apiserver_request_duration_seconds_(sum|count)\{verb="list",resource="configmaps"\}/ {printf "%s ", $2}'
+}
 figure() { # binary name value unit
   printf '%-40s %-44s %10s %s\n' "$1" "$2" "$3" "$4"
   printf '{"mode":"restart","binary":"%s","figure":"%s","value":%s,"unit":"%s"}\n' "$1" "$2" "$3" "$4" >>"$out"
@@ -43,11 +50,15 @@ marks = {"first": 0, "1/4": len(pages) // 4, "1/2": len(pages) // 2, "3/4": 3 * 
 open(sys.argv[1], "w").write("".join(f"{m} {pages[i]}\n" for m, i in marks.items()))
 EOF
   while read -r mark token; do
+    before=$(list_time)
     ms=$(for _ in $(seq 1 9); do
       curl -fsS -o /dev/null -w '%{time_total}\n' \
         "http://127.0.0.1:56443/api/v1/configmaps?limit=500${token:+&continue=$token}"
     done | sort -n | sed -n 5p | awk '{printf "%.2f", $1 * 1000}')
+    after=$(list_time)
     figure "$bin" "  a page of 500 at the $mark page" "$ms" ms
+    figure "$bin" "    its server time (mean of 9)" \
+      "$(echo "$before $after" | awk '{printf "%.2f", ($3 - $1) / ($4 - $2) * 1000}')" ms
   done <"$work/tokens"
   kill "$pid"
   wait "$pid" 2>/dev/null || true
