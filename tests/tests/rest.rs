@@ -18,11 +18,26 @@ fn call(
     content_type: &str,
     body: &[u8],
 ) -> (u16, Value) {
+    call_accepting(addr, method, path, content_type, None, body)
+}
+
+/// [`call`], with an `Accept` header when one is given.
+fn call_accepting(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    accept: Option<&str>,
+    body: &[u8],
+) -> (u16, Value) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\n{accept}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     )
     .unwrap();
@@ -708,6 +723,97 @@ async fn openapi_v3_hashes_change_with_a_crds_schema_and_only_its_own() {
     .await;
     assert_eq!(spec_fields(&second), Some(vec!["color".to_string()]));
     assert_eq!(url("api/v1"), core);
+}
+
+/// kubectl reads aggregated discovery on every command, and the server keeps the answer it
+/// built until the served resources change (at 2,000 CRDs it is 800 KB): a CRD created after
+/// an answer is in the next one, a changed CRD's resource as it now is, a deleted one gone.
+#[tokio::test]
+async fn aggregated_discovery_follows_crds_created_changed_and_deleted() {
+    let etcd = Etcd::start().await;
+    let api = ApiServer::start(&etcd).await;
+    let addr = api.grpc;
+    const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    // The `widgets` resource of group ex.com in the aggregated `/apis`, if it is there.
+    let widgets = || {
+        let (code, list) = call_accepting(
+            addr,
+            "GET",
+            "/apis",
+            "application/json",
+            Some(AGGREGATED),
+            b"",
+        );
+        assert_eq!(code, 200, "{list}");
+        assert_eq!(list["kind"], "APIGroupDiscoveryList", "{list}");
+        list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|g| g["metadata"]["name"] == "ex.com")
+            .flat_map(|g| {
+                g["versions"][0]["resources"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .find(|r| r["resource"] == "widgets")
+    };
+    let crd = |short_names: Value| {
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.ex.com"},
+            "spec": {"group": "ex.com", "scope": "Namespaced",
+                "names": {"kind": "Widget", "plural": "widgets", "shortNames": short_names},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]}})
+    };
+    // Asked for twice before the CRD: the second answer is the one kept.
+    assert!(widgets().is_none());
+    assert!(widgets().is_none());
+    let (code, v) = call(
+        addr,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "application/json",
+        &serde_json::to_vec(&crd(json!(["wd"]))).unwrap(),
+    );
+    assert_eq!(code, 201, "{v}");
+    let served = keel_tests::eventually(Duration::from_secs(10), "widgets in discovery", || {
+        std::future::ready(widgets())
+    })
+    .await;
+    assert_eq!(served["shortNames"], json!(["wd"]), "{served}");
+
+    let mut changed = crd(json!(["wdg"]));
+    changed["metadata"]["resourceVersion"] = v["metadata"]["resourceVersion"].clone();
+    let (code, v) = call(
+        addr,
+        "PUT",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.ex.com",
+        "application/json",
+        &serde_json::to_vec(&changed).unwrap(),
+    );
+    assert_eq!(code, 200, "{v}");
+    keel_tests::eventually(Duration::from_secs(10), "the new short name", || {
+        std::future::ready(widgets().filter(|r| r["shortNames"] == json!(["wdg"])))
+    })
+    .await;
+
+    let (code, v) = call(
+        addr,
+        "DELETE",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.ex.com",
+        "application/json",
+        b"",
+    );
+    assert_eq!(code, 200, "{v}");
+    keel_tests::eventually(
+        Duration::from_secs(30),
+        "widgets gone from discovery",
+        || std::future::ready(widgets().is_none().then_some(())),
+    )
+    .await;
 }
 
 /// What kube-rs's `crd_derive_schema` example does over HTTP, up to its CEL rules (issue 44),

@@ -278,6 +278,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     let routes = tonic::service::Routes::from(rest::router(rest::RestState {
         handler: handler.clone(),
         auth: authenticator,
+        discovery: Default::default(),
     }))
     .add_service(health_service)
     .add_service(objects)

@@ -29,7 +29,7 @@ use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use crate::auth::{Authenticator, User};
 use crate::request::Handler;
 use path::ApiPath;
-use status::{error_response, no_such_path, value_response};
+use status::{error_response, json_stream, no_such_path, value_response};
 
 /// The largest request body read (Kubernetes: 3 MiB); an object is at most 1.5 MiB of JSON.
 const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -40,6 +40,8 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct RestState {
     pub handler: Arc<Handler>,
     pub auth: Arc<Authenticator>,
+    /// The aggregated discovery answers, built once per change of the served resources.
+    pub discovery: Arc<discovery::AggregatedCache>,
 }
 
 /// The REST routes; gRPC's services are added beside them.
@@ -145,10 +147,8 @@ fn discovery_root(state: &RestState, req: &Request, core: bool) -> Response<Body
     }
     match aggregated_version(req.headers()) {
         Some(v) => {
-            let mut r = value_response(
-                StatusCode::OK,
-                &discovery::aggregated(&state.handler, core, v),
-            );
+            let body = state.discovery.get(&state.handler, core, v);
+            let mut r = json_stream(StatusCode::OK, Body::from(body));
             let ct = format!(
                 "application/json;g=apidiscovery.k8s.io;v={};as=APIGroupDiscoveryList",
                 v.trim_start_matches("apidiscovery.k8s.io/")
