@@ -10,6 +10,20 @@ use std::time::Duration;
 use keel_tests::{ApiServer, Etcd};
 use serde_json::{Value, json};
 
+/// Replaces the CRD `widgets.ex.com` with `crd`, at the version of `current` (the CRD as the
+/// server last answered it).
+fn replace_widgets_crd(addr: SocketAddr, mut crd: Value, current: &Value) {
+    crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+    let (code, v) = call(
+        addr,
+        "PUT",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.ex.com",
+        "application/json",
+        &serde_json::to_vec(&crd).unwrap(),
+    );
+    assert_eq!(code, 200, "{v}");
+}
+
 /// One request on its own connection: the status code and the JSON body.
 fn call(
     addr: SocketAddr,
@@ -707,16 +721,7 @@ async fn openapi_v3_hashes_change_with_a_crds_schema_and_only_its_own() {
     assert_eq!(spec_fields(&first), Some(vec!["size".to_string()]));
     let core = url("api/v1");
 
-    let mut changed = crd("color");
-    changed["metadata"]["resourceVersion"] = v["metadata"]["resourceVersion"].clone();
-    let (code, v) = call(
-        addr,
-        "PUT",
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.ex.com",
-        "application/json",
-        &serde_json::to_vec(&changed).unwrap(),
-    );
-    assert_eq!(code, 200, "{v}");
+    replace_widgets_crd(addr, crd("color"), &v);
     let second = keel_tests::eventually(Duration::from_secs(10), "a new hash", || {
         std::future::ready(url("apis/ex.com/v1").filter(|u| *u != first))
     })
@@ -785,16 +790,7 @@ async fn aggregated_discovery_follows_crds_created_changed_and_deleted() {
     .await;
     assert_eq!(served["shortNames"], json!(["wd"]), "{served}");
 
-    let mut changed = crd(json!(["wdg"]));
-    changed["metadata"]["resourceVersion"] = v["metadata"]["resourceVersion"].clone();
-    let (code, v) = call(
-        addr,
-        "PUT",
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.ex.com",
-        "application/json",
-        &serde_json::to_vec(&changed).unwrap(),
-    );
-    assert_eq!(code, 200, "{v}");
+    replace_widgets_crd(addr, crd(json!(["wdg"])), &v);
     keel_tests::eventually(Duration::from_secs(10), "the new short name", || {
         std::future::ready(widgets().filter(|r| r["shortNames"] == json!(["wdg"])))
     })
