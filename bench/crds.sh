@@ -75,10 +75,10 @@ while True:
 print(file=sys.stderr)
 EOF
 }
-# Lists each CRD's resource once (its schema compiled: validation, pruning, defaults, rules,
+# Uses each CRD once: lists its resource (its schema compiled: validation, pruning, defaults, rules,
 # merge keys; its watch cache started), and reads the OpenAPI v2 document and each group
 # version's v3 document.
-list_each() {
+use_each() {
   python3 - "$work/crds.json" <<'EOF'
 import json, sys, urllib.request
 base = "http://127.0.0.1:36443"
@@ -94,7 +94,7 @@ EOF
 }
 # Creates the CRDs of $work/crds.json and measures them as set $1.
 measure() {
-  local set=$1 before after n json_bytes
+  local set=$1 before after used before_anon after_anon used_anon n json_bytes
   restart
   settle
   before=$(mb "$apiserver_pid")
@@ -127,7 +127,7 @@ EOF
     "$(python3 -c "print(round((($after - $before) * 1048576 - $json_bytes) / 1024 / $n))")" KiB
   figure "$set" "RSS growth / JSON" "$(python3 -c "print(f'{($after - $before) * 1048576 / $json_bytes:.2f}')")" x
   figure "$set" "RssAnon growth / JSON" "$(python3 -c "print(f'{($after_anon - $before_anon) * 1048576 / $json_bytes:.2f}')")" x
-  list_each
+  use_each
   settle
   used=$(mb "$apiserver_pid")
   used_anon=$(anon_mb "$apiserver_pid")

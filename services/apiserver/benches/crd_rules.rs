@@ -2,8 +2,8 @@
 //! v1.5.1's HTTPRoute (89 `x-kubernetes-validations` rules in its v1 schema), on an HTTPRoute
 //! that reaches most of them (parent references, hostnames, four rules of matches, filters and
 //! weighted backends). Prints the time per object of the rules alone, of the OpenAPI schema's
-//! checks alone, and of the whole check a create makes (pruning, defaulting, the OpenAPI schema, then the rules), as Markdown rows for
-//! BENCHMARKS.md.
+//! checks alone, and of the whole check a create makes (pruning, defaulting, the OpenAPI
+//! schema, then the rules), as Markdown rows for BENCHMARKS.md.
 //!
 //!   cargo bench -p keel-apiserver --bench crd_rules
 
