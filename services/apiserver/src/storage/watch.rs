@@ -105,6 +105,46 @@ mod tests {
         );
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_resources_events_leave_the_window_with_age_and_a_watch_from_before_them_reads_etcd()
+     {
+        use crate::storage::watch_cache::{TRIM_EVERY, WINDOW_AGE};
+        let f = Fixture::on(MemEtcd::new());
+        f.wait_for_cache(f.mem.revision()).await;
+        let a = f.create("a", json!({"v": "1"})).await;
+        let created: i64 = a.resource_version().parse().unwrap();
+        let updated = f.overwrite(&configmap("a", json!({"v": "2"})));
+        f.wait_for_cache(updated).await;
+        let cache = f.store.cache(&f.info);
+        // Both events are in the window, the first holding the version the second replaced.
+        let reg = cache.register(Some(created - 1)).unwrap();
+        assert_eq!(reg.backlog.len(), 2);
+        let replaced = Arc::downgrade(&reg.backlog[0].obj);
+        drop(reg);
+        // Nothing else is written: the cache lets them go once they are older than the age.
+        tokio::time::sleep(WINDOW_AGE + TRIM_EVERY).await;
+        assert_eq!(cache.register(Some(created - 1)).err(), Some(updated));
+        assert!(
+            replaced.upgrade().is_none(),
+            "the replaced version is still held"
+        );
+        assert!(cache.register(Some(updated)).is_ok());
+        // A watch from before them still sees both, from etcd's history.
+        let mut w = f
+            .store
+            .watch(&f.info, Default::default(), Some(created - 1), false, false)
+            .await
+            .unwrap();
+        assert_eq!(
+            next(&mut w).await.unwrap(),
+            seen(WatchEventKind::Added, "a", "1")
+        );
+        assert_eq!(
+            next(&mut w).await.unwrap(),
+            seen(WatchEventKind::Modified, "a", "2")
+        );
+    }
+
     #[tokio::test]
     async fn a_watch_from_before_the_compaction_ends_expired() {
         let f = Fixture::new();

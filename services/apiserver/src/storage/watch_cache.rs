@@ -52,6 +52,16 @@ fn page_limit(bytes: usize, objects: usize) -> i64 {
 /// catches up from the window (up to `capacity` events) instead.
 const LIVE_BUFFER: usize = 256;
 
+/// How long an event stays in the window when the window has room for more: Kubernetes' watch
+/// cache keeps at least this much history (its `eventFreshDuration`). An older event leaves, and
+/// a watch resumed from before it is served from etcd, which keeps history until compaction:
+/// what leaves is only memory. Without it a quiet resource would hold the versions its last
+/// writes replaced for as long as the process runs (a CRD twice over: as created, and as its
+/// status update found it).
+pub(super) const WINDOW_AGE: Duration = Duration::from_secs(75);
+/// How often a cache whose resource is quiet looks for events past [`WINDOW_AGE`].
+pub(super) const TRIM_EVERY: Duration = Duration::from_secs(15);
+
 /// A page read from the cache looks at no more than this many objects per object asked for
 /// (a selective filter may fill less than the page: the client reads on).
 const PAGE_SCAN_FACTOR: usize = 10;
@@ -82,6 +92,8 @@ pub struct CacheEvent {
     /// The object before the change, when it existed: lets a watcher whose selector stopped
     /// matching send `DELETED`.
     pub prev: Option<Arc<CachedObject>>,
+    /// When the cache took the event in: it leaves the window [`WINDOW_AGE`] later.
+    at: Instant,
 }
 
 impl CacheEvent {
@@ -96,6 +108,7 @@ impl CacheEvent {
             rv,
             obj,
             prev,
+            at: Instant::now(),
         }
     }
 
@@ -127,6 +140,20 @@ struct State {
     /// at, instead of every object.
     waiting: BTreeSet<Box<str>>,
     tx: broadcast::Sender<Broadcast>,
+}
+
+impl State {
+    /// Lets the window's oldest events go while it holds more than `capacity`, or while they
+    /// are older than [`WINDOW_AGE`] at `now`; `oldest` follows them.
+    fn trim(&mut self, capacity: usize, now: Instant) {
+        while let Some(first) = self.window.front() {
+            if self.window.len() <= capacity && now.duration_since(first.at) < WINDOW_AGE {
+                return;
+            }
+            self.oldest = first.rv;
+            self.window.pop_front();
+        }
+    }
 }
 
 /// A watcher's start: the state to replay, then the live feed.
@@ -513,8 +540,17 @@ impl WatchCache {
         // (`--experimental-watch-progress-notify-interval`): they come in order with the
         // events. Requested ones (`RequestProgress`) do not before etcd 3.4.31 and 3.5.13: they
         // can overtake events still to be sent, which would then be dropped here as seen.
+        let mut trims = tokio::time::interval(TRIM_EVERY);
+        trims.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            match watch.next().await {
+            let next = tokio::select! {
+                next = watch.next() => next,
+                _ = trims.tick() => {
+                    self.lock().trim(self.capacity, Instant::now());
+                    continue;
+                }
+            };
+            match next {
                 Ok(resp) => match resp.progress() {
                     Some(rv) => self.progress(rv),
                     None => self.apply(resp.events()),
@@ -602,11 +638,7 @@ impl WatchCache {
         };
         let event = Arc::new(CacheEvent::new(kind, rv, obj, prev));
         st.window.push_back(event.clone());
-        while st.window.len() > self.capacity {
-            if let Some(old) = st.window.pop_front() {
-                st.oldest = old.rv;
-            }
-        }
+        st.trim(self.capacity, event.at);
         st.rv = rv;
         st.changed = rv;
         let _ = st.tx.send(Broadcast::Event(event));
@@ -756,6 +788,22 @@ mod tests {
         c.apply([delete(&other, 103)]);
         assert_eq!(c.revision(), 103);
         assert_eq!(c.register(Some(102)).unwrap().backlog.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_event_older_than_the_window_age_leaves_when_the_next_one_comes() {
+        let c = cache(16);
+        let (k, v) = (key("a"), value("a", "1"));
+        c.apply([put(&k, &v, 101), put(&k, &v, 102)]);
+        tokio::time::advance(WINDOW_AGE - Duration::from_secs(1)).await;
+        c.apply([put(&k, &v, 103)]);
+        // Room in the window, and none too old yet: every resume is served from it.
+        assert_eq!(c.register(Some(100)).unwrap().backlog.len(), 3);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        c.apply([put(&k, &v, 104)]);
+        // 101 and 102 are now 75 s old: they went, so the window is complete after 102.
+        assert_eq!(c.register(Some(101)).err(), Some(102));
+        assert_eq!(kinds(&c.register(Some(102)).unwrap().backlog).len(), 2);
     }
 
     #[test]
