@@ -372,7 +372,7 @@ impl Etcd {
     /// The current revision of the store.
     pub async fn current_revision(&self, deadline: Instant) -> Result<i64, ApiError> {
         let (resp, _) = self
-            .call("get", deadline, |c| async move {
+            .call("revision", deadline, |c| async move {
                 let opts = GetOptions::new().with_count_only();
                 c.kv_client().get("/", Some(opts)).await
             })
