@@ -50,6 +50,16 @@ impl Drop for Frozen {
     }
 }
 
+/// Whether the etcd `c` reaches is up and is the member named `name`: not another test's etcd
+/// that took the port between its check and this one's start (this one then exits, and the
+/// test would freeze, kill or read the wrong etcd).
+pub async fn answers_as(c: &mut etcd_client::Client, name: &str) -> bool {
+    c.get("health", None).await.is_ok()
+        && c.member_list()
+            .await
+            .is_ok_and(|list| list.members().iter().any(|m| m.name() == name))
+}
+
 /// Waits until `cond` returns `Some`, polling; panics with `what` after `timeout`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut cond: F) -> T
 where
@@ -203,8 +213,10 @@ impl Etcd {
             let endpoint = format!("{scheme}://127.0.0.1:{client}");
             let peer_url = format!("http://127.0.0.1:{peer}");
             let log = std::fs::File::create(dir.path().join("etcd.log")).expect("log");
+            // Named by its ports, so that the etcd that answers is known to be this one.
+            let name = format!("test-{client}-{peer}");
             let child = Command::new(&etcd)
-                .args(["--name", "test", "--data-dir"])
+                .args(["--name", &name, "--data-dir"])
                 .arg(dir.path().join("data"))
                 .args([
                     "--listen-client-urls",
@@ -218,7 +230,7 @@ impl Etcd {
                     "--initial-advertise-peer-urls",
                     &peer_url,
                 ])
-                .args(["--initial-cluster", &format!("test={peer_url}")])
+                .args(["--initial-cluster", &format!("{name}={peer_url}")])
                 .args(["--max-request-bytes", "2097152", "--log-level", "error"])
                 // Progress notifications a quiet watch can trust (see DESIGN.md, "Watch").
                 .args(["--experimental-watch-progress-notify-interval", "1s"])
@@ -240,7 +252,7 @@ impl Etcd {
                 }
                 if let Ok(mut c) =
                     etcd_client::Client::connect([endpoint.as_str()], options.clone()).await
-                    && c.get("health", None).await.is_ok()
+                    && answers_as(&mut c, &name).await
                 {
                     return Etcd {
                         endpoint,

@@ -37,6 +37,17 @@ fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
+/// Whether the etcd at `endpoint` is the member named `name`.
+async fn is_named(endpoint: &str, name: &str) -> bool {
+    let Ok(mut client) = etcd_client::Client::connect([endpoint], None).await else {
+        return false;
+    };
+    client
+        .member_list()
+        .await
+        .is_ok_and(|list| list.members().iter().any(|m| m.name() == name))
+}
+
 impl RealEtcd {
     async fn start() -> RealEtcd {
         let bin = std::env::var("ETCD_BIN").unwrap_or_else(|_| "etcd".into());
@@ -48,14 +59,17 @@ impl RealEtcd {
             let peer_url = format!("http://127.0.0.1:{peer}");
             let log_path = dir.path().join("etcd.log");
             let log = std::fs::File::create(&log_path).expect("etcd's log file");
+            // Named by its ports, so that the etcd that answers is known to be this one and
+            // not another test's that took the port meanwhile.
+            let name = format!("conformance-{client}-{peer}");
             let child = Command::new(&bin)
-                .args(["--name", "conformance", "--data-dir"])
+                .args(["--name", &name, "--data-dir"])
                 .arg(dir.path().join("data"))
                 .args(["--listen-client-urls", &endpoint])
                 .args(["--advertise-client-urls", &endpoint])
                 .args(["--listen-peer-urls", &peer_url])
                 .args(["--initial-advertise-peer-urls", &peer_url])
-                .args(["--initial-cluster", &format!("conformance={peer_url}")])
+                .args(["--initial-cluster", &format!("{name}={peer_url}")])
                 .args(["--log-level", "error"])
                 .stdout(Stdio::null())
                 .stderr(log)
@@ -85,7 +99,9 @@ impl RealEtcd {
                     break;
                 }
                 let probe = Instant::now() + Duration::from_millis(500);
-                if real.etcd.current_revision(probe).await.is_ok() {
+                if real.etcd.current_revision(probe).await.is_ok()
+                    && is_named(&endpoint, &name).await
+                {
                     return real;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
