@@ -5,6 +5,7 @@
 //! `schemaconv`) and strategic merge patch's strategies (`strategicpatch`).
 
 use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
 
 use serde_json::{Map, Value};
 
@@ -16,11 +17,11 @@ pub(crate) struct Node {
     /// The definition a `$ref` names (an `allOf` of one reference, as v3 documents write a
     /// field of a named type): where the path goes on. The node's own extensions stay here.
     reference: Option<u32>,
-    properties: Properties<Node>,
+    properties: Properties<Arc<Node>>,
     /// Whether the schema declares `properties` (a struct), even none.
     declares_properties: bool,
-    items: Option<Box<Node>>,
-    additional: Option<Box<Node>>,
+    items: Option<Arc<Node>>,
+    additional: Option<Arc<Node>>,
     /// `x-kubernetes-embedded-resource`: an object with its own `metadata`.
     embedded: bool,
     /// `x-kubernetes-preserve-unknown-fields`.
@@ -213,6 +214,31 @@ impl Node {
         compile(schema, &HashMap::new(), 0)
     }
 
+    /// What makes a node without references what it is ([`share`]): what merging reads of
+    /// it, and its children's addresses.
+    fn key(&self) -> Option<String> {
+        let address = |n: &Arc<Node>| Arc::as_ptr(n) as usize;
+        let ext = self.extensions();
+        let properties: Vec<(&str, usize)> = self
+            .properties
+            .iter()
+            .map(|(name, sub)| (name, address(sub)))
+            .collect();
+        let own = (
+            self.declares_properties,
+            self.embedded,
+            self.preserve_unknown,
+            (&ext.list_type, &ext.list_map_keys, &ext.map_type),
+            (&ext.merge_key, &ext.patch_strategies, &ext.default),
+        );
+        let children = (
+            properties,
+            self.items.as_ref().map(address),
+            self.additional.as_ref().map(address),
+        );
+        serde_json::to_string(&(own, children)).ok()
+    }
+
     /// Whether `x-kubernetes-patch-strategy` names `strategy`.
     pub(crate) fn has_strategy(&self, strategy: &str) -> bool {
         self.extensions()
@@ -251,11 +277,16 @@ fn compile(schema: &Value, names: &HashMap<String, u32>, depth: usize) -> Node {
         .and_then(Value::as_str)
         .map(|r| r.rsplit_once('/').map_or(r, |(_, name)| name))
         .and_then(|name| names.get(name).copied());
-    let child = |key: &str| {
-        m.get(key)
-            .filter(|v| v.is_object())
-            .map(|v| Box::new(compile(v, names, depth + 1)))
+    // Without definitions (a CRD's schema), equal subschemas are one node.
+    let node = |schema: &Value| {
+        let node = compile(schema, names, depth + 1);
+        if names.is_empty() {
+            share(node)
+        } else {
+            Arc::new(node)
+        }
     };
+    let child = |key: &str| m.get(key).filter(|v| v.is_object()).map(node);
     let extensions = Extensions {
         list_type: text("x-kubernetes-list-type"),
         list_map_keys: m
@@ -283,7 +314,7 @@ fn compile(schema: &Value, names: &HashMap<String, u32>, depth: usize) -> Node {
             .map(|props| {
                 props
                     .iter()
-                    .map(|(name, p)| (name.clone(), compile(p, names, depth + 1)))
+                    .map(|(name, p)| (name.clone(), node(p)))
                     .collect()
             })
             .unwrap_or_default(),
@@ -294,6 +325,43 @@ fn compile(schema: &Value, names: &HashMap<String, u32>, depth: usize) -> Node {
         preserve_unknown: m.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)),
         extensions: (extensions != Extensions::default()).then(|| Box::new(extensions)),
     }
+}
+
+/// Compiled nodes of schemas without definitions (CRDs') shared by every schema that repeats
+/// them (issue 45): a node is a function of what merging reads of it and of its children, so
+/// equal subschemas, and those that differ only in what merging does not read (types, formats,
+/// descriptions), compile to one. Keyed by that and the children's addresses: a live entry's
+/// node holds its children, so no address in a live key is reused. Entries whose nodes are gone
+/// are swept as the table doubles.
+struct Shared {
+    nodes: HashMap<Box<str>, Weak<Node>>,
+    /// The table's size after its last sweep.
+    swept: usize,
+}
+
+static SHARED: LazyLock<Mutex<Shared>> = LazyLock::new(|| {
+    Mutex::new(Shared {
+        nodes: HashMap::new(),
+        swept: 0,
+    })
+});
+
+/// `node`, or an equal node compiled before that is still in use.
+fn share(node: Node) -> Arc<Node> {
+    let Some(key) = node.key() else {
+        return Arc::new(node);
+    };
+    let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(found) = shared.nodes.get(key.as_str()).and_then(Weak::upgrade) {
+        return found;
+    }
+    let node = Arc::new(node);
+    shared.nodes.insert(key.into(), Arc::downgrade(&node));
+    if shared.nodes.len() > 2 * shared.swept.max(1024) {
+        shared.nodes.retain(|_, n| n.strong_count() > 0);
+        shared.swept = shared.nodes.len();
+    }
+    node
 }
 
 #[cfg(test)]
