@@ -369,6 +369,36 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn a_crds_equal_subschemas_are_one_node_and_what_merging_reads_tells_them_apart() {
+        let ports = |keys: &str| {
+            json!({"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": [keys],
+                "items": {"type": "object", "properties": {"port": {"type": "integer"}}}})
+        };
+        let schema = json!({"type": "object", "properties": {
+            "a": ports("port"),
+            "b": {"description": "the same, described", "maxItems": 3,
+                "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["port"],
+                "items": {"type": "object", "properties": {"port": {"type": "integer"}}}},
+            "c": ports("name")}});
+        let root = Node::standalone(&schema);
+        let [a, b, c] = ["a", "b", "c"].map(|n| root.properties.get(n).unwrap());
+        // What merging does not read (description, maxItems) does not make another node.
+        assert!(Arc::ptr_eq(a, b));
+        assert!(!Arc::ptr_eq(a, c), "other list-map keys are another node");
+        assert!(Arc::ptr_eq(
+            a.items.as_ref().unwrap(),
+            c.items.as_ref().unwrap()
+        ));
+        // Definitions' nodes hold indexes into their own table: never shared.
+        let defs = Definitions::compile(schema["properties"].as_object().unwrap());
+        assert!(!Arc::ptr_eq(
+            defs.get("a").unwrap().items.as_ref().unwrap(),
+            a.items.as_ref().unwrap()
+        ));
+    }
+
     fn definitions() -> Definitions {
         let defs = json!({
             "Spec": {"properties": {
