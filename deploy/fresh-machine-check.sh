@@ -15,6 +15,11 @@
 # this check proves is that every package the build, the tests and the README's commands need is
 # installed, not how fast the binaries run, and an optimized build would take twice as long
 # (8 minutes on 2 cores). The compose and chaos tests run the optimized images.
+#
+# scripts/test.sh runs it beside its other steps, on the CPU they leave idle: KEEL_FRESH_GATE names
+# a directory the container waits in, after its builds and before its tests, until a file `go`
+# appears there; KEEL_FRESH_CPU_SHARES weighs the container against the host's processes (Docker's
+# --cpu-shares; 1024, a process's weight, by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +29,17 @@ if [ "${1:-}" = "--inside" ]; then
   ./scripts/install-deps.sh
   echo "==> [new machine] release build"
   cargo build --release --locked --workspace --bins
+  echo "==> [new machine] the tests' build"
+  cargo test --release --locked --no-run -p keel-tests --test verbs
+  cargo test --release --locked --no-run -p keel-patch --test smd_oracle
+  cargo test --release --locked --no-run -p keel-apiserver --test openapi_oracle
+  if [ -d /gate ]; then
+    # Run beside the host's tests (scripts/test.sh): what follows runs tests with deadlines, and
+    # the last step uses the host's Docker engine, so it waits until the host is done with both.
+    echo "==> [new machine] built; waiting for the host's tests to finish"
+    for _ in $(seq 1 3600); do [ -e /gate/go ] && break; sleep 1; done
+    [ -e /gate/go ] || { echo "the host's tests did not finish within an hour" >&2; exit 1; }
+  fi
   echo "==> [new machine] a test against a real etcd (tests/tests/verbs.rs)"
   cargo test --release --locked -p keel-tests --test verbs -- --test-threads 2
   echo "==> [new machine] the structured-merge-diff differential test (Go and the library from Debian)"
@@ -82,7 +98,16 @@ git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf "$inp
 site_cas=/usr/local/share/ca-certificates
 sysroot=$(rustc --print sysroot)
 echo "==> running the README's commands in a container of $image (toolchain: $(basename "$sysroot"))"
-docker run --rm --init \
+gate=()
+if [ -n "${KEEL_FRESH_GATE:-}" ]; then
+  mkdir -p "$KEEL_FRESH_GATE"
+  gate=(-v "$KEEL_FRESH_GATE:/gate:ro")
+fi
+# Named, so that the container ends with this script even when it is stopped (the docker client
+# going does not stop the container).
+name=${KEEL_FRESH_NAME:-keel-fresh-machine-check-$$}
+trap 'docker rm -f "$name" >/dev/null 2>&1 || true; rm -rf "$input"' EXIT
+docker run --rm --init --name "$name" --cpu-shares "${KEEL_FRESH_CPU_SHARES:-1024}" "${gate[@]}" \
   -v "$HOME/.rustup:$HOME/.rustup:ro" \
   -v "$HOME/.cargo:$HOME/.cargo:ro" \
   -v "$input:/input:ro" \
