@@ -9,7 +9,9 @@ use tokio::time::Instant;
 
 use super::Store;
 use super::filter::Filter;
+use super::watch_cache::{Registration, WatchCache};
 use super::watcher::{self, WatchParams, WatchStream};
+use crate::etcd::prefix_end;
 
 /// How long a watch waits for its resource's cache to load (etcd unreachable at start-up).
 const CACHE_READY_WAIT: Duration = Duration::from_secs(30);
@@ -39,10 +41,55 @@ impl Store {
             metrics: self.metrics.clone(),
             shutdown: self.shutdown.clone(),
         };
-        Ok(match cache.register(from) {
+        let registered = match from {
+            Some(_) => cache.register(from),
+            None => {
+                let deadline = Instant::now() + CACHE_READY_WAIT;
+                Ok(self.register_now(&cache, &prefix, deadline).await?)
+            }
+        };
+        Ok(match registered {
             Ok(reg) => watcher::serve_from_cache(cache.clone(), reg, params),
             Err(_) => watcher::serve_from_etcd(self.kv.clone(), prefix, from.unwrap_or(0), params),
         })
+    }
+
+    /// A watch without a revision starts with the objects as they are now: as new as etcd's
+    /// current revision, so that a client sees the writes that finished before it asked
+    /// (Kubernetes' consistent reads; a streaming list, `sendInitialEvents`, relies on it). The
+    /// cache's objects when it has reached that revision; else those under `prefix` read from
+    /// etcd at it (the cache of a resource written a moment ago may not have seen the write
+    /// yet, and a quiet one's moves only on progress notifications), the cache's live feed
+    /// following from there.
+    async fn register_now(
+        &self,
+        cache: &Arc<WatchCache>,
+        prefix: &str,
+        deadline: Instant,
+    ) -> Result<Registration, ApiError> {
+        let now = self.kv.current_revision(deadline).await?;
+        if cache.revision() >= now
+            && let Ok(reg) = cache.register(None)
+        {
+            return Ok(reg);
+        }
+        let objects = cache
+            .read_range(
+                &*self.kv,
+                prefix.as_bytes().to_vec(),
+                prefix_end(prefix),
+                now,
+            )
+            .await?;
+        // The window holds every event after its oldest revision, which is at most the
+        // cache's, below `now`: registering from `now` cannot be refused.
+        let mut reg = cache.register(Some(now)).map_err(|oldest| {
+            ApiError::internal(format!(
+                "the watch cache's window starts after {oldest}, past etcd's revision {now}"
+            ))
+        })?;
+        reg.initial = objects.into_iter().map(|(_, o)| o).collect();
+        Ok(reg)
     }
 }
 
@@ -102,6 +149,44 @@ mod tests {
         assert_eq!(
             next(&mut w).await.unwrap(),
             seen(WatchEventKind::Modified, "b", "2")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_without_a_version_starts_with_every_write_before_it_though_the_cache_lags() {
+        let f = Fixture::on(MemEtcd::new());
+        let a = f.create("a", json!({"v": "1"})).await;
+        f.wait_for_cache(a.resource_version().parse().unwrap())
+            .await;
+        // The cache's etcd watch breaks: until it resumes, writes do not reach the cache.
+        f.mem.break_watches();
+        let b = f.overwrite(&configmap("b", json!({"v": "1"})));
+        assert!(f.store.cache(&f.info).revision() < b);
+        // A streaming list: the initial objects, then the bookmark that ends them.
+        let mut w = f
+            .store
+            .watch(&f.info, Default::default(), None, true, true)
+            .await
+            .unwrap();
+        assert_eq!(
+            next(&mut w).await.unwrap(),
+            seen(WatchEventKind::Added, "a", "1")
+        );
+        assert_eq!(
+            next(&mut w).await.unwrap(),
+            seen(WatchEventKind::Added, "b", "1")
+        );
+        let end = tokio::time::timeout_at(far(), w.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(end.kind, WatchEventKind::Bookmark);
+        // The cache resumes; b is not sent again, and later writes follow.
+        f.overwrite(&configmap("c", json!({"v": "1"})));
+        assert_eq!(
+            next(&mut w).await.unwrap(),
+            seen(WatchEventKind::Added, "c", "1")
         );
     }
 

@@ -464,7 +464,7 @@ impl WatchCache {
     }
 
     /// The objects of `[start, end)` at `revision`, in pages of about [`PAGE_BYTES`].
-    async fn read_range(
+    pub(super) async fn read_range(
         &self,
         kv: &dyn KeyValue,
         mut start: Vec<u8>,
