@@ -117,8 +117,12 @@ print(file=sys.stderr)
 EOF
   wait_served
   # The watch cache's window lets the CRDs' replaced versions (as created, before their status)
-  # go 75 to 90 s after the writes (WINDOW_AGE and TRIM_EVERY in storage/watch_cache.rs).
-  settle 91
+  # go 75 to 90 s after the writes (WINDOW_AGE and TRIM_EVERY in storage/watch_cache.rs): RSS
+  # before that, and after.
+  settle
+  figure "$set" "RSS growth / JSON, the window not yet past" \
+    "$(python3 -c "print(f'{($(mb "$apiserver_pid") - $before) * 1048576 / $json_bytes:.2f}')")" x
+  settle 80
   after=$(mb "$apiserver_pid")
   after_anon=$(anon_mb "$apiserver_pid")
   figure "$set" "CRDs" "$n" ""
