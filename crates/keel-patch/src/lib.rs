@@ -28,6 +28,7 @@ mod limits;
 pub mod managed;
 mod merge;
 mod schema;
+mod shared;
 mod strategic;
 
 pub use error::PatchError;
@@ -39,6 +40,7 @@ pub use merge::{
 pub use schema::{
     BuiltinSchema, DeducedSchema, ListStrategy, MergeSchema, OpenApiSchema, Properties,
 };
+pub use shared::Shared;
 pub use strategic::{
     apply_strategic_merge_patch, create_three_way_merge_patch, create_two_way_merge_patch,
 };

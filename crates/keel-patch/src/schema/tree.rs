@@ -5,11 +5,12 @@
 //! `schemaconv`) and strategic merge patch's strategies (`strategicpatch`).
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
+use std::sync::{Arc, LazyLock};
 
 use serde_json::{Map, Value};
 
 use super::{ListStrategy, Properties};
+use crate::Shared;
 
 /// One schema node: a field, a list's elements or a map's values.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -330,38 +331,16 @@ fn compile(schema: &Value, names: &HashMap<String, u32>, depth: usize) -> Node {
 /// Compiled nodes of schemas without definitions (CRDs') shared by every schema that repeats
 /// them (issue 45): a node is a function of what merging reads of it and of its children, so
 /// equal subschemas, and those that differ only in what merging does not read (types, formats,
-/// descriptions), compile to one. Keyed by that and the children's addresses: a live entry's
-/// node holds its children, so no address in a live key is reused. Entries whose nodes are gone
-/// are swept as the table doubles.
-struct Shared {
-    nodes: HashMap<Box<str>, Weak<Node>>,
-    /// The table's size after its last sweep.
-    swept: usize,
-}
-
-static SHARED: LazyLock<Mutex<Shared>> = LazyLock::new(|| {
-    Mutex::new(Shared {
-        nodes: HashMap::new(),
-        swept: 0,
-    })
-});
+/// descriptions), compile to one. Keyed by that and the children's addresses ([`Node::key`]):
+/// a live entry's node holds its children, so no address in a live key is reused.
+static SHARED: LazyLock<Shared<Node>> = LazyLock::new(Shared::default);
 
 /// `node`, or an equal node compiled before that is still in use.
 fn share(node: Node) -> Arc<Node> {
-    let Some(key) = node.key() else {
-        return Arc::new(node);
-    };
-    let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(found) = shared.nodes.get(key.as_str()).and_then(Weak::upgrade) {
-        return found;
+    match node.key() {
+        Some(key) => SHARED.share(key, node),
+        None => Arc::new(node),
     }
-    let node = Arc::new(node);
-    shared.nodes.insert(key.into(), Arc::downgrade(&node));
-    if shared.nodes.len() > 2 * shared.swept.max(1024) {
-        shared.nodes.retain(|_, n| n.strong_count() > 0);
-        shared.swept = shared.nodes.len();
-    }
-    node
 }
 
 #[cfg(test)]

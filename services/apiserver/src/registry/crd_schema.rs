@@ -14,12 +14,12 @@
 
 mod checks;
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
+use std::collections::BTreeMap;
+use std::sync::{Arc, LazyLock};
 
 use jsonschema::ValidationError;
 use keel_api::FieldCause;
-use keel_patch::Properties;
+use keel_patch::{Properties, Shared};
 use serde_json::{Map, Value};
 
 use checks::{Check, Patterns};
@@ -761,20 +761,8 @@ fn compile(
 /// never shared: its rules' cost estimates depend on where it is.
 ///
 /// Keyed by the node's own keywords as canonical JSON, and its children by address: a live
-/// entry's node holds its children, so no address in a live key is reused. Entries whose nodes
-/// are gone are swept as the table doubles.
-struct Shared {
-    nodes: HashMap<Box<str>, Weak<Node>>,
-    /// The table's size after its last sweep.
-    swept: usize,
-}
-
-static SHARED: LazyLock<Mutex<Shared>> = LazyLock::new(|| {
-    Mutex::new(Shared {
-        nodes: HashMap::new(),
-        swept: 0,
-    })
-});
+/// entry's node holds its children, so no address in a live key is reused.
+static SHARED: LazyLock<Shared<Node>> = LazyLock::new(Shared::default);
 
 /// `node`, compiled from `schema`, or an equal node compiled before that is still in use. Not
 /// once the schema is found at fault: a node compiled past a fault (one cut at the depth
@@ -784,20 +772,10 @@ fn share(schema: &Value, scoped: bool, node: Node, c: &Compiler) -> Arc<Node> {
         (false, true, Value::Object(schema)) => node_key(schema, scoped, &node),
         _ => None,
     };
-    let Some(key) = key else {
-        return Arc::new(node);
-    };
-    let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(found) = shared.nodes.get(key.as_str()).and_then(Weak::upgrade) {
-        return found;
+    match key {
+        Some(key) => SHARED.share(key, node),
+        None => Arc::new(node),
     }
-    let node = Arc::new(node);
-    shared.nodes.insert(key.into(), Arc::downgrade(&node));
-    if shared.nodes.len() > 2 * shared.swept.max(1024) {
-        shared.nodes.retain(|_, n| n.strong_count() > 0);
-        shared.swept = shared.nodes.len();
-    }
-    node
 }
 
 /// What makes `node` what it is ([`share`]): its own keywords but `description` and those
