@@ -768,7 +768,7 @@ static SHARED: LazyLock<Shared<Node>> = LazyLock::new(Shared::default);
 /// once the schema is found at fault: a node compiled past a fault (one cut at the depth
 /// limit) is not what its keywords say, and the schema is refused anyway.
 fn share(schema: &Value, scoped: bool, node: Node, c: &Compiler) -> Arc<Node> {
-    let key = match (&node.rules_below, c.share && c.causes.is_empty(), schema) {
+    let key = match (node.rules_below, c.share && c.causes.is_empty(), schema) {
         (false, true, Value::Object(schema)) => node_key(schema, scoped, &node),
         _ => None,
     };
