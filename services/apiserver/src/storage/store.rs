@@ -123,6 +123,12 @@ impl Store {
             .clone()
     }
 
+    /// The resources whose watch caches this replica has started.
+    pub fn cached_resources(&self) -> Vec<GroupVersionResource> {
+        let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
+        caches.keys().cloned().collect()
+    }
+
     /// The objects of `info` in this replica's watch cache that `keep` selects, parsed; none
     /// while the cache loads. For background sweeps, where any recent version will do.
     pub fn cached(

@@ -81,11 +81,14 @@ impl InitializerTimeouts {
             .collect();
         let initializers = Initializers::from_configs(&configs);
         let mut next: Option<SystemTime> = None;
+        // Each stored object once: a version serving another's objects converted (a v1beta1
+        // CRD) waits in that version's cache, and reading it here would load a second cache
+        // holding every object again.
         for info in self
             .registry
             .resources()
             .into_iter()
-            .filter(|r| !r.create_only)
+            .filter(|r| !r.create_only && !keel_api::conversion::is_converted_view(r))
         {
             for obj in self.registry.store().waiting(&info) {
                 // Objects being deleted are left to their deletion.
@@ -260,6 +263,35 @@ fn drop_head(info: &Arc<ResourceInfo>, name: String) -> Mutation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::testing::Fixture;
+
+    /// The sweep reads each stored object once: the caches of versions serving another's
+    /// objects converted (v1beta1 CRDs, whose objects are the v1 CRDs) stay unloaded.
+    #[tokio::test]
+    async fn the_sweep_loads_no_cache_of_a_converted_version() {
+        let f = Fixture::new().await;
+        let sweep = InitializerTimeouts {
+            registry: f.registry.clone(),
+        };
+        sweep.time_out_due(SystemTime::now()).await;
+        let started = f.storage.store.cached_resources();
+        let converted: Vec<_> = f
+            .registry
+            .resources()
+            .into_iter()
+            .filter(|r| keel_api::conversion::is_converted_view(r))
+            .collect();
+        assert!(!converted.is_empty());
+        for info in converted {
+            assert!(!started.contains(&info.gvr), "{:?} loaded", info.gvr);
+        }
+        // What the sweep must read is loaded: every stored version that can wait.
+        assert!(
+            started
+                .iter()
+                .any(|gvr| gvr.resource == "customresourcedefinitions")
+        );
+    }
 
     #[test]
     fn time_counts_from_creation() {
