@@ -561,6 +561,7 @@ fn compile(
         whole,
         path,
         scope,
+        c.share,
         &mut c.cost,
         &mut extra.rules,
         &mut c.causes,
@@ -813,6 +814,7 @@ fn compile_rules(
     schema: &Value,
     path: &str,
     scope: Option<keel_cel::RuleScope>,
+    share: bool,
     cost: &mut keel_cel::CostTotal,
     compiled_rules: &mut Vec<Arc<keel_cel::Rule>>,
     causes: &mut Vec<FieldCause>,
@@ -833,7 +835,10 @@ fn compile_rules(
             None => keel_cel::Rule::new(entry),
         };
         match compiled {
-            Ok(rule) => compiled_rules.push(Arc::new(rule)),
+            Ok(rule) => compiled_rules.push(match (share, scope) {
+                (true, Some(scope)) => share_rule(entry, schema, scope, rule),
+                _ => Arc::new(rule),
+            }),
             Err(errors) => {
                 for e in errors {
                     let field = format!("{entry_path}.{}", e.field);
@@ -852,6 +857,29 @@ fn compile_rules(
             }
         }
     }
+}
+
+/// Compiled validation rules by what they are compiled from ([`share_rule`]).
+static SHARED_RULES: LazyLock<Shared<keel_cel::Rule>> = LazyLock::new(Shared::default);
+
+/// `rule`, compiled from `entry` on the node whose schema is `schema` at `scope`, or an equal
+/// rule compiled before that is still in use: a CRD repeats a rule in each version's schema,
+/// and CRDs from one generator repeat each other's. A compiled rule is a function of those
+/// three alone (its types are the schema's, its runtime cost theirs; where it sits only adds
+/// to its CRD's total, counted at each compile). The key is their SHA-256, not the JSON: a
+/// rule on a CRD's root would keep the whole schema's text as its key.
+fn share_rule(
+    entry: &Value,
+    schema: &Value,
+    scope: keel_cel::RuleScope,
+    rule: keel_cel::Rule,
+) -> Arc<keel_cel::Rule> {
+    let Ok(text) = serde_json::to_vec(&(entry, schema, format!("{scope:?}"))) else {
+        return Arc::new(rule);
+    };
+    let digest = ring::digest::digest(&ring::digest::SHA256, &text);
+    let key: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    SHARED_RULES.share(key, rule)
 }
 
 /// Kubernetes' checks of every `default` in a CRD version's schema (`root`, compiled without
@@ -1187,6 +1215,9 @@ mod tests {
         assert!(Arc::ptr_eq(property(a, "ports"), property(c, "ports")));
         assert!(!Arc::ptr_eq(d, e), "nodes with rules are their own");
         assert!(d.rules_below && !a.rules_below);
+        // Their rules, compiled from equal entries on equal schemas at equal scopes, are one.
+        let rule = |n: &Arc<Node>| n.extra.as_ref().unwrap().rules[0].clone();
+        assert!(Arc::ptr_eq(&rule(d), &rule(e)));
         // Another schema compiled while the first lives shares its nodes.
         let second = CrdSchema::new(&schema, FIELD).unwrap();
         let again = property(property(&second.root, "spec"), "a");
@@ -1196,6 +1227,39 @@ mod tests {
         let causes = first.validate(&obj);
         assert_eq!(causes.len(), 1, "{causes:?}");
         assert_eq!(causes[0].field, "spec.a.name");
+    }
+
+    /// A compiled rule is shared only with one compiled from the same entry, on the same
+    /// schema, at the same scope: its types and runtime cost come from the schema.
+    #[test]
+    fn equal_rules_share_their_compiled_form_only_on_equal_schemas_and_scopes() {
+        let with = |max_length: u64, rule: &str| {
+            json!({"type": "object", "properties": {"name": {"type": "string", "maxLength": max_length}},
+                "x-kubernetes-validations": [{"rule": rule}]})
+        };
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "a": with(63, "self.name != ''"),
+            "b": with(63, "self.name != ''"),
+            "c": with(64, "self.name != ''"),
+            "d": with(63, "self.name != 'x'"),
+            "list": {"type": "array", "maxItems": 10, "items": with(63, "self.name != ''")}}}}});
+        let compiled = CrdSchema::new(&schema, FIELD).unwrap();
+        let spec = property(&compiled.root, "spec");
+        let rule = |n: &Arc<Node>| n.extra.as_ref().unwrap().rules[0].clone();
+        let [a, b, c, d] = ["a", "b", "c", "d"].map(|n| rule(property(spec, n)));
+        let item = rule(property(spec, "list").items.as_ref().unwrap());
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(
+            !Arc::ptr_eq(&a, &c),
+            "another maxLength is another runtime cost"
+        );
+        assert!(!Arc::ptr_eq(&a, &d), "another rule");
+        assert!(!Arc::ptr_eq(&a, &item), "another scope (a list's items)");
+        // The shared rule judges each value where it is.
+        let obj = json!({"spec": {"a": {"name": "n"}, "b": {"name": ""}}});
+        let causes = compiled.check_rules(&obj, None, false);
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes[0].field, "spec.b");
     }
 
     /// The seeds' Network schema (deploy/examples/network-crd.yaml), with a few more rules.
