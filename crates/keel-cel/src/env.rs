@@ -43,9 +43,10 @@ fn environment() -> &'static Arc<Env> {
     })
 }
 
-/// An expression, compiled.
+/// An expression, compiled: its expression tree, without cel's record of where each node was
+/// written (only a compile's errors need it, and a CRD keeps hundreds of compiled rules).
 pub struct Compiled {
-    program: cel::Program,
+    expression: cel::common::ast::IdedExpr,
     /// The program as keel runs it, when it differs from the parsed one: `matches` calls
     /// compiled to keel's (its patterns cached), and in a rule on a schema, escaped property
     /// names (`__namespace__`, `a__dash__b`) read as the names they stand for.
@@ -140,10 +141,11 @@ pub(crate) fn compile_typed(
     vars: &[(&str, Type)],
     root: Option<&Arc<DeclType>>,
 ) -> Result<Typed, CompileError> {
-    let mut compiled = compile(source)?;
-    let expr = compiled.program.expression();
-    let checked = crate::check::check(expr, compiled.program.source_info(), source, vars)
-        .map_err(CompileError)?;
+    let program = parse(source)?;
+    let expr = program.expression();
+    let checked =
+        crate::check::check(expr, program.source_info(), source, vars).map_err(CompileError)?;
+    let mut compiled = Compiled::of(&program);
     let result = checked.type_of(expr.id);
     let (cost, runtime_cost) = crate::cost::RuntimeCost::new(checked, root, expr);
     // Fields of a schema are selected by their escaped names (Kubernetes' `Escape`); the
@@ -188,17 +190,28 @@ pub(crate) fn located(source: &str, offset: usize, message: &str) -> String {
 
 /// Compiles `source`.
 pub fn compile(source: &str) -> Result<Compiled, CompileError> {
-    let program = environment()
+    parse(source).map(|program| Compiled::of(&program))
+}
+
+/// Parses `source`, its macros expanded.
+fn parse(source: &str) -> Result<cel::Program, CompileError> {
+    environment()
         .compile(source)
-        .map_err(|e| CompileError(e.to_string()))?;
-    let uses_old_self = program.references().has_variable("oldSelf");
-    let mut rewritten = program.expression().clone();
-    let rewritten = rewrite(&mut rewritten, false).then_some(rewritten);
-    Ok(Compiled {
-        program,
-        rewritten,
-        uses_old_self,
-    })
+        .map_err(|e| CompileError(e.to_string()))
+}
+
+impl Compiled {
+    /// What of `program` is kept.
+    fn of(program: &cel::Program) -> Compiled {
+        let expression = program.expression().clone();
+        let mut rewritten = expression.clone();
+        let rewritten = rewrite(&mut rewritten, false).then_some(rewritten);
+        Compiled {
+            uses_old_self: program.references().has_variable("oldSelf"),
+            expression,
+            rewritten,
+        }
+    }
 }
 
 /// A property name as Kubernetes' `Unescape` reads an escaped one (`__namespace__` →
@@ -381,14 +394,14 @@ impl Compiled {
 
     /// The expression as checked (escaped property names as written).
     pub(crate) fn expression(&self) -> &cel::common::ast::IdedExpr {
-        self.program.expression()
+        &self.expression
     }
 
     /// Evaluates with the variables of `activation`.
     pub fn evaluate_in(&self, activation: &Activation<'_>) -> Result<Value, EvalError> {
         match &self.rewritten {
             Some(expr) => Value::resolve(expr, &activation.0),
-            None => self.program.execute(&activation.0),
+            None => Value::resolve(&self.expression, &activation.0),
         }
         .map_err(EvalError::from_execution)
     }
