@@ -295,6 +295,12 @@ impl Registry {
         self.resources.all()
     }
 
+    /// The served resources that hold each stored object once: those whose caches load at
+    /// start, without the versions serving another's objects converted (a v1beta1 CRD).
+    pub fn stored_resources(&self) -> Vec<Arc<ResourceInfo>> {
+        self.resources.cached_at_start()
+    }
+
     /// Whether `gvr` is a custom resource (a CRD's), not a built-in one.
     pub fn is_custom(&self, gvr: &GroupVersionResource) -> bool {
         self.resources.custom(gvr).is_some()

@@ -124,7 +124,8 @@ impl Store {
     }
 
     /// The resources whose watch caches this replica has started.
-    pub fn cached_resources(&self) -> Vec<GroupVersionResource> {
+    #[cfg(test)]
+    pub(crate) fn cached_resources(&self) -> Vec<GroupVersionResource> {
         let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
         caches.keys().cloned().collect()
     }

@@ -84,12 +84,7 @@ impl InitializerTimeouts {
         // Each stored object once: a version serving another's objects converted (a v1beta1
         // CRD) waits in that version's cache, and reading it here would load a second cache
         // holding every object again.
-        for info in self
-            .registry
-            .resources()
-            .into_iter()
-            .filter(|r| !r.create_only && !keel_api::conversion::is_converted_view(r))
-        {
+        for info in self.registry.stored_resources() {
             for obj in self.registry.store().waiting(&info) {
                 // Objects being deleted are left to their deletion.
                 if obj.deletion_timestamp().is_some() {
